@@ -1,0 +1,249 @@
+//! The owned, host-side form of a PTOW program: what the `.pto` lowering and the listing parser
+//! build, what the encoder writes and what the decoder reads back. It holds the vm crate's record
+//! types directly, so the layout is defined once (in `ptovm_vm::format`).
+
+use ptovm_vm::format::{
+    checksum, padded_strtab, sizes, Config, Header, KernelEntry, ParamEntry, PolicySpec, RegionDim,
+    TensorEntry, MAGIC, NONE16, VERSION,
+};
+use ptovm_vm::{ParamKind, Policy, Record, Verified};
+use zerocopy::little_endian::{U16, U32};
+use zerocopy::IntoBytes;
+
+/// A kernel: its name and table entry (the entry's name fields are set by the encoder).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kernel {
+    /// Name.
+    pub name: String,
+    /// Table entry.
+    pub entry: KernelEntry,
+}
+
+/// A tensor: name and table entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tensor {
+    /// Name.
+    pub name: String,
+    /// Table entry.
+    pub entry: TensorEntry,
+}
+
+/// A runtime-parameter slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Param {
+    /// Name (`--param NAME=...`).
+    pub name: String,
+    /// Scalar or array.
+    pub kind: ParamKind,
+}
+
+/// A whole program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Module {
+    /// Workload name.
+    pub workload: String,
+    /// Schedule name.
+    pub schedule: String,
+    /// Configuration section (its name fields are set by the encoder).
+    pub config: Config,
+    /// Code section; ends with `HALT`.
+    pub code: Vec<Record>,
+    /// Axis section.
+    pub axes: Vec<Record>,
+    /// Kernel table.
+    pub kernels: Vec<Kernel>,
+    /// Tensor table.
+    pub tensors: Vec<Tensor>,
+    /// Runtime-parameter slots.
+    pub params: Vec<Param>,
+    /// Expression pool.
+    pub exprs: Vec<Record>,
+    /// Region table.
+    pub regions: Vec<RegionDim>,
+}
+
+/// The configuration a module gets when its source says nothing: round robin over 6 AICPUs
+/// (the 910B runtime's usable AICPU threads), one stream, immediate timing, FIFO ready queues,
+/// immediate start, a 1024-task stalling window.
+pub fn default_config() -> Config {
+    Config {
+        num_aicpus: U16::new(6),
+        policy: PolicySpec {
+            kind: Policy::RoundRobin as u8,
+            depth: 0,
+            key: U16::new(NONE16),
+        },
+        selector: U16::new(NONE16),
+        streams: U16::new(1),
+        window: U32::new(1024),
+        ..Config::default()
+    }
+}
+
+impl Module {
+    /// An empty program (just `HALT`) with the default configuration.
+    pub fn new(workload: &str, schedule: &str) -> Module {
+        Module {
+            workload: workload.to_string(),
+            schedule: schedule.to_string(),
+            config: default_config(),
+            code: vec![Record::new(ptovm_vm::Opcode::HALT as u8, 0, 0, 0)],
+            axes: vec![],
+            kernels: vec![],
+            tensors: vec![],
+            params: vec![],
+            exprs: vec![],
+            regions: vec![],
+        }
+    }
+
+    /// Encodes to PTOW bytes: canonical string table, header counts, length and checksum.
+    /// Counts beyond a u32 are impossible for in-memory vectors of this size; the verifier checks
+    /// the limits of the spec.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut strtab: Vec<u8> = Vec::new();
+        let mut name = |s: &str| -> (u32, u16) {
+            let off = strtab.len() as u32;
+            strtab.extend_from_slice(s.as_bytes());
+            (off, s.len() as u16)
+        };
+        let mut config = self.config;
+        let (o, l) = name(&self.workload);
+        config.workload_name_off = U32::new(o);
+        config.workload_name_len = U16::new(l);
+        let (o, l) = name(&self.schedule);
+        config.schedule_name_off = U32::new(o);
+        config.schedule_name_len = U16::new(l);
+        let params: Vec<ParamEntry> = self
+            .params
+            .iter()
+            .map(|p| {
+                let (o, l) = name(&p.name);
+                ParamEntry {
+                    name_off: U32::new(o),
+                    name_len: U16::new(l),
+                    kind: p.kind as u8,
+                    reserved: 0,
+                }
+            })
+            .collect();
+        let tensors: Vec<TensorEntry> = self
+            .tensors
+            .iter()
+            .map(|t| {
+                let (o, l) = name(&t.name);
+                TensorEntry {
+                    name_off: U32::new(o),
+                    name_len: U16::new(l),
+                    ..t.entry
+                }
+            })
+            .collect();
+        let kernels: Vec<KernelEntry> = self
+            .kernels
+            .iter()
+            .map(|k| {
+                let (o, l) = name(&k.name);
+                KernelEntry {
+                    name_off: U32::new(o),
+                    name_len: U16::new(l),
+                    ..k.entry
+                }
+            })
+            .collect();
+        let header = Header {
+            magic: U32::new(MAGIC),
+            version: U32::new(VERSION),
+            num_instructions: U32::new(self.code.len() as u32),
+            num_axes: U32::new(self.axes.len() as u32),
+            num_kernels: U32::new(kernels.len() as u32),
+            num_tensors: U32::new(tensors.len() as u32),
+            total_len: U32::new(0),
+            checksum: U32::new(0),
+            num_exprs: U32::new(self.exprs.len() as u32),
+            num_regions: U32::new(self.regions.len() as u32),
+            num_params: U32::new(params.len() as u32),
+            strtab_len: U32::new(strtab.len() as u32),
+            ..Header::default()
+        };
+        let mut out = Vec::with_capacity(
+            sizes::HEADER + sizes::CONFIG + 8 * self.code.len() + strtab.len() + 64,
+        );
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(config.as_bytes());
+        out.extend_from_slice(self.code.as_bytes());
+        out.extend_from_slice(self.axes.as_bytes());
+        out.extend_from_slice(kernels.as_bytes());
+        out.extend_from_slice(tensors.as_bytes());
+        out.extend_from_slice(params.as_bytes());
+        out.extend_from_slice(self.exprs.as_bytes());
+        out.extend_from_slice(self.regions.as_bytes());
+        let slen = strtab.len();
+        out.extend_from_slice(&strtab);
+        out.resize(out.len() + padded_strtab(slen) - slen, 0);
+        let total = out.len() as u32;
+        out[24..28].copy_from_slice(&total.to_le_bytes());
+        let sum = checksum(&out);
+        out[28..32].copy_from_slice(&sum.to_le_bytes());
+        out
+    }
+
+    /// Reads a verified program back into owned form. `decode(verify(encode(m))) == m` for every
+    /// module whose name fields are canonical (as the encoder writes them).
+    pub fn decode(v: &Verified<'_>) -> Module {
+        let mut config = *v.config();
+        config.workload_name_off = U32::new(0);
+        config.workload_name_len = U16::new(0);
+        config.schedule_name_off = U32::new(0);
+        config.schedule_name_len = U16::new(0);
+        let clear_k = |e: &KernelEntry| KernelEntry {
+            name_off: U32::new(0),
+            name_len: U16::new(0),
+            ..*e
+        };
+        let clear_t = |e: &TensorEntry| TensorEntry {
+            name_off: U32::new(0),
+            name_len: U16::new(0),
+            ..*e
+        };
+        Module {
+            workload: v.workload_name().to_string(),
+            schedule: v.schedule_name().to_string(),
+            config,
+            code: v.code().to_vec(),
+            axes: v.axes().to_vec(),
+            kernels: v
+                .kernels()
+                .iter()
+                .map(|k| Kernel {
+                    name: v
+                        .name(k.name_off.get(), k.name_len.get() as u32)
+                        .to_string(),
+                    entry: clear_k(k),
+                })
+                .collect(),
+            tensors: v
+                .tensors()
+                .iter()
+                .map(|t| Tensor {
+                    name: v
+                        .name(t.name_off.get(), t.name_len.get() as u32)
+                        .to_string(),
+                    entry: clear_t(t),
+                })
+                .collect(),
+            params: v
+                .params()
+                .iter()
+                .map(|p| Param {
+                    name: v
+                        .name(p.name_off.get(), p.name_len.get() as u32)
+                        .to_string(),
+                    kind: ParamKind::from_u8(p.kind).unwrap_or(ParamKind::Scalar),
+                })
+                .collect(),
+            exprs: v.exprs().to_vec(),
+            regions: v.regions().to_vec(),
+        }
+    }
+}

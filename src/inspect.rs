@@ -1,0 +1,205 @@
+//! `ptovm inspect`: a readable (or JSON) account of a verified PTOW file.
+
+use ptovm_assembler::listing::{render_axis, render_expr, render_policy};
+use ptovm_assembler::Module;
+use ptovm_vm::format::{DIM_IS_SLOT, KERNEL_UNDECLARED, TENSOR_IMPLICIT};
+use ptovm_vm::{
+    DType, Dir, Policy, Pool, ReadyPolicy, Section, StartPolicy, Timing, Verified, WindowMode,
+};
+use serde_json::{json, Value};
+
+fn dims(m: &Module, t: &ptovm_assembler::model::Tensor) -> Vec<String> {
+    t.entry.dims[..t.entry.rank as usize]
+        .iter()
+        .map(|d| {
+            let d = d.get();
+            if d & DIM_IS_SLOT != 0 {
+                m.params
+                    .get((d & 0xFFFF) as usize)
+                    .map_or_else(|| format!("${}", d & 0xFFFF), |p| p.name.clone())
+            } else {
+                d.to_string()
+            }
+        })
+        .collect()
+}
+
+fn dirs(k: &ptovm_assembler::model::Kernel) -> Vec<&'static str> {
+    (0..k.entry.num_args as u32)
+        .map(|a| {
+            Dir::from_u8(((k.entry.arg_dirs.get() >> (2 * a)) & 3) as u8).map_or("?", |d| d.name())
+        })
+        .collect()
+}
+
+fn dispatch(m: &Module) -> String {
+    let c = &m.config;
+    if c.policy.kind == Policy::Threshold as u8 {
+        let mut s = format!("threshold on {}:", render_expr(m, c.selector.get()));
+        for i in 0..c.num_levels as usize {
+            let t = c.thresholds[i].get();
+            let bound = if t == u32::MAX {
+                "otherwise".to_string()
+            } else {
+                format!("<= {t}")
+            };
+            s += &format!(" [{bound}: {}]", render_policy(m, &c.levels[i]));
+        }
+        s
+    } else {
+        render_policy(m, &c.policy)
+    }
+}
+
+fn name<T>(v: Option<T>, f: impl Fn(T) -> &'static str) -> &'static str {
+    v.map_or("?", f)
+}
+
+/// Text report.
+pub fn text(v: &Verified<'_>) -> String {
+    let m = Module::decode(v);
+    let h = v.header();
+    let c = &m.config;
+    let mut o = String::new();
+    o += &format!(
+        "PTOW version {}, {} bytes, checksum 0x{:08X} (verified)\n",
+        h.version.get(),
+        h.total_len.get(),
+        h.checksum.get()
+    );
+    o += &format!("workload {}   schedule {}\n\n", m.workload, m.schedule);
+    o += "sections:\n";
+    for s in Section::ALL {
+        let (off, len) = v.layout().range(s);
+        o += &format!("  {:<9} offset {:>7}  size {:>7}\n", s.name(), off, len);
+    }
+    o += "\ndispatch:\n";
+    o += &format!(
+        "  aicpus {}   policy {}\n",
+        c.num_aicpus.get(),
+        dispatch(&m)
+    );
+    o += &format!(
+        "  streams {}  timing {}{}  ready {}  start {}{}\n  window {} ({})  pipeline_depth {}  batch_deps {}\n",
+        c.streams.get(),
+        name(Timing::from_u8(c.timing), |t| t.name()),
+        if c.timing_arg.get() != 0 { format!("({})", c.timing_arg.get()) } else { String::new() },
+        name(ReadyPolicy::from_u8(c.ready), |t| t.name()),
+        name(StartPolicy::from_u8(c.start), |t| t.name()),
+        if c.start_threshold.get() != 0 { format!("({})", c.start_threshold.get()) } else { String::new() },
+        c.window.get(),
+        name(WindowMode::from_u8(c.window_mode), |t| t.name()),
+        c.pipeline_depth.get(),
+        c.batch_deps.get(),
+    );
+    o += &format!("\nruntime parameters ({}):\n", m.params.len());
+    for (i, p) in m.params.iter().enumerate() {
+        o += &format!("  {i:>3}  {} ({})\n", p.name, p.kind.name());
+    }
+    o += &format!("\ntensors ({}):\n", m.tensors.len());
+    for (i, t) in m.tensors.iter().enumerate() {
+        if t.entry.flags.get() & TENSOR_IMPLICIT != 0 {
+            o += &format!("  {i:>3}  {} (undeclared: shape unknown)\n", t.name);
+        } else {
+            o += &format!(
+                "  {i:>3}  {}: {}[{}]\n",
+                t.name,
+                name(DType::from_u8(t.entry.dtype), |d| d.name()),
+                dims(&m, t).join(", ")
+            );
+        }
+    }
+    o += &format!("\nkernels ({}):\n", m.kernels.len());
+    for (i, k) in m.kernels.iter().enumerate() {
+        let pool = name(Pool::from_u8(k.entry.pool), |p| p.name());
+        if k.entry.flags & KERNEL_UNDECLARED != 0 {
+            o += &format!(
+                "  {i:>3}  {} on {pool} (undeclared: every resource read-write)\n",
+                k.name
+            );
+        } else {
+            o += &format!(
+                "  {i:>3}  {} on {pool}, {} param(s), args ({})\n",
+                k.name,
+                k.entry.num_params,
+                dirs(k).join(", ")
+            );
+        }
+    }
+    o += &format!("\naxes ({}):\n", m.axes.len());
+    for (i, _) in m.axes.iter().enumerate() {
+        o += &format!("  {i:>3}  {}\n", render_axis(&m, i as u16));
+    }
+    o += &format!(
+        "\ncode: {} instructions, {} task sites, loops nested {} deep; {} expression nodes, {} region dimensions\n",
+        m.code.len(),
+        v.task_sites(),
+        v.max_loop_depth(),
+        m.exprs.len(),
+        m.regions.len()
+    );
+    o
+}
+
+/// JSON report.
+pub fn json(v: &Verified<'_>) -> String {
+    let m = Module::decode(v);
+    let h = v.header();
+    let c = &m.config;
+    let sections: Vec<Value> = Section::ALL
+        .iter()
+        .map(|s| {
+            let (off, len) = v.layout().range(*s);
+            json!({"name": s.name(), "offset": off, "size": len})
+        })
+        .collect();
+    let levels: Vec<Value> = (0..c.num_levels as usize)
+        .map(|i| json!({"threshold": c.thresholds[i].get(), "policy": render_policy(&m, &c.levels[i])}))
+        .collect();
+    let out = json!({
+        "version": h.version.get(),
+        "total_bytes": h.total_len.get(),
+        "checksum": format!("0x{:08X}", h.checksum.get()),
+        "workload": m.workload,
+        "schedule": m.schedule,
+        "sections": sections,
+        "config": {
+            "aicpus": c.num_aicpus.get(),
+            "policy": Policy::from_u8(c.policy.kind).map(|p| p.name()),
+            "dispatch": dispatch(&m),
+            "selector": if c.policy.kind == Policy::Threshold as u8 { Some(render_expr(&m, c.selector.get())) } else { None },
+            "levels": levels,
+            "streams": c.streams.get(),
+            "timing": Timing::from_u8(c.timing).map(|t| t.name()),
+            "timing_arg": c.timing_arg.get(),
+            "ready": ReadyPolicy::from_u8(c.ready).map(|t| t.name()),
+            "start": StartPolicy::from_u8(c.start).map(|t| t.name()),
+            "start_threshold": c.start_threshold.get(),
+            "window": c.window.get(),
+            "window_mode": WindowMode::from_u8(c.window_mode).map(|t| t.name()),
+            "pipeline_depth": c.pipeline_depth.get(),
+            "batch_deps": c.batch_deps.get(),
+        },
+        "params": m.params.iter().map(|p| json!({"name": p.name, "kind": p.kind.name()})).collect::<Vec<_>>(),
+        "tensors": m.tensors.iter().map(|t| {
+            let implicit = t.entry.flags.get() & TENSOR_IMPLICIT != 0;
+            json!({"name": t.name, "declared": !implicit, "dtype": DType::from_u8(t.entry.dtype).map(|d| d.name()), "dims": dims(&m, t)})
+        }).collect::<Vec<_>>(),
+        "kernels": m.kernels.iter().map(|k| {
+            json!({
+                "name": k.name,
+                "pool": Pool::from_u8(k.entry.pool).map(|p| p.name()),
+                "declared": k.entry.flags & KERNEL_UNDECLARED == 0,
+                "params": k.entry.num_params,
+                "args": dirs(k),
+            })
+        }).collect::<Vec<_>>(),
+        "axes": (0..m.axes.len()).map(|i| render_axis(&m, i as u16)).collect::<Vec<_>>(),
+        "instructions": m.code.len(),
+        "task_sites": v.task_sites(),
+        "max_loop_depth": v.max_loop_depth(),
+        "expr_nodes": m.exprs.len(),
+        "region_dims": m.regions.len(),
+    });
+    serde_json::to_string_pretty(&out).unwrap_or_default()
+}

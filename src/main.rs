@@ -1,0 +1,245 @@
+//! `ptovm`: assemble, disassemble, verify and inspect PTOW workload bytecode.
+//!
+//! Exit codes: 0 success; 1 the input is invalid (assembly or verification error); 2 bad
+//! command-line usage; 3 an I/O error (missing file, unwritable output).
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use ptovm_assembler::{assemble, disassemble, Options, Overrides, Select};
+use ptovm_vm::WindowMode;
+
+mod inspect;
+
+#[derive(Parser)]
+#[command(
+    name = "ptovm",
+    version,
+    about = "PTOW workload bytecode: assemble, disassemble, verify, inspect"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Mode {
+    Stall,
+    Abort,
+    Benchmark,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Assemble a `.pto` module (or a disassembly listing) into PTOW bytecode.
+    Asm {
+        /// Input text; `-` reads standard input.
+        input: PathBuf,
+        /// Output file; `-` writes standard output. Default: the input with extension `.ptow`.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Workload to assemble (default: the first).
+        #[arg(long)]
+        workload: Option<String>,
+        /// Schedule to use (default: the first for the workload).
+        #[arg(long)]
+        schedule: Option<String>,
+        /// Override the AICPU count.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+        aicpus: Option<u16>,
+        /// Override the task window size.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        window: Option<u32>,
+        /// Override the window overflow mode.
+        #[arg(long, value_enum)]
+        window_mode: Option<Mode>,
+        /// Override the stream count.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+        streams: Option<u16>,
+        /// Do not print warnings.
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Print PTOW bytecode as listing text (which `asm` turns back into identical bytes).
+    Disasm {
+        /// Input bytecode; `-` reads standard input.
+        input: PathBuf,
+        /// Output file; default standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Verify PTOW bytecode: prints `ok`, or the error and exits 1.
+    Verify {
+        /// Input bytecode; `-` reads standard input.
+        input: PathBuf,
+    },
+    /// Show the header, sections, configuration and tables of PTOW bytecode.
+    Inspect {
+        /// Input bytecode (or `.pto` text, assembled in memory); `-` reads standard input.
+        input: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A failure with its exit code.
+struct Fail(u8, String);
+
+fn read(path: &Path) -> Result<Vec<u8>, Fail> {
+    if path.as_os_str() == "-" {
+        let mut v = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut v)
+            .map_err(|e| Fail(3, format!("error: cannot read standard input: {e}")))?;
+        return Ok(v);
+    }
+    std::fs::read(path).map_err(|e| Fail(3, format!("error: cannot read {}: {e}", path.display())))
+}
+
+fn text(path: &Path, bytes: Vec<u8>) -> Result<String, Fail> {
+    String::from_utf8(bytes).map_err(|e| {
+        Fail(
+            1,
+            format!(
+                "error: {} is not UTF-8 text (invalid byte at offset {})",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
+}
+
+/// Writes `data` to `path` atomically (temporary file in the same directory, then rename), or
+/// to standard output for `-`.
+fn write_out(path: &Path, data: &[u8]) -> Result<(), Fail> {
+    if path.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        return out
+            .write_all(data)
+            .and_then(|_| out.flush())
+            .map_err(|e| Fail(3, format!("error: cannot write standard output: {e}")));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let fail = |e: std::io::Error| Fail(3, format!("error: cannot write {}: {e}", path.display()));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".ptovm-")
+        .suffix(".tmp")
+        .tempfile_in(&dir)
+        .map_err(fail)?;
+    tmp.write_all(data)
+        .and_then(|_| tmp.as_file().sync_all())
+        .map_err(fail)?;
+    tmp.persist(path).map_err(|e| fail(e.error))?;
+    Ok(())
+}
+
+fn is_ptow(bytes: &[u8]) -> bool {
+    bytes.starts_with(&ptovm_vm::MAGIC.to_le_bytes())
+}
+
+/// Reads bytecode, or assembles text in memory when the input is not PTOW.
+fn load_bytecode(path: &Path) -> Result<Vec<u8>, Fail> {
+    let bytes = read(path)?;
+    if is_ptow(&bytes) || bytes.is_empty() || std::str::from_utf8(&bytes).is_err() {
+        return Ok(bytes);
+    }
+    let src = text(path, bytes)?;
+    let out = assemble(&path.display().to_string(), &src, &Options::default())
+        .map_err(|e| Fail(1, e.to_string()))?;
+    Ok(out.bytes)
+}
+
+fn verify_err(path: &Path, e: ptovm_vm::VerifyError) -> Fail {
+    Fail(1, format!("error: {}: {e}", path.display()))
+}
+
+fn run(cli: Cli) -> Result<(), Fail> {
+    match cli.cmd {
+        Cmd::Asm {
+            input,
+            output,
+            workload,
+            schedule,
+            aicpus,
+            window,
+            window_mode,
+            streams,
+            quiet,
+        } => {
+            let src = text(&input, read(&input)?)?;
+            let opts = Options {
+                select: Select { workload, schedule },
+                overrides: Overrides {
+                    aicpus,
+                    window,
+                    window_mode: window_mode.map(|m| match m {
+                        Mode::Stall => WindowMode::Stall,
+                        Mode::Abort => WindowMode::Abort,
+                        Mode::Benchmark => WindowMode::Benchmark,
+                    }),
+                    streams,
+                },
+            };
+            let name = input.display().to_string();
+            let out = assemble(&name, &src, &opts).map_err(|e| Fail(1, e.to_string()))?;
+            if !quiet {
+                for w in &out.warnings {
+                    eprintln!("{w}");
+                }
+            }
+            let dest = output.unwrap_or_else(|| {
+                if input.as_os_str() == "-" {
+                    PathBuf::from("-")
+                } else {
+                    input.with_extension("ptow")
+                }
+            });
+            write_out(&dest, &out.bytes)
+        }
+        Cmd::Disasm { input, output } => {
+            let bytes = read(&input)?;
+            let text = disassemble(&bytes).map_err(|e| verify_err(&input, e))?;
+            write_out(output.as_deref().unwrap_or(Path::new("-")), text.as_bytes())
+        }
+        Cmd::Verify { input } => {
+            let bytes = read(&input)?;
+            ptovm_vm::verify(&bytes).map_err(|e| verify_err(&input, e))?;
+            println!("ok");
+            Ok(())
+        }
+        Cmd::Inspect { input, json } => {
+            let bytes = load_bytecode(&input)?;
+            let v = ptovm_vm::verify(&bytes).map_err(|e| verify_err(&input, e))?;
+            let out = if json {
+                inspect::json(&v) + "\n"
+            } else {
+                inspect::text(&v)
+            };
+            write_out(Path::new("-"), out.as_bytes())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Fail(code, msg)) => {
+            eprintln!("{msg}");
+            ExitCode::from(code)
+        }
+    }
+}

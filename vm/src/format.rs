@@ -1,0 +1,571 @@
+//! Binary layout of PTOW v1 (spec/bytecode.md §2–3): little-endian, byte-aligned records read as
+//! zero-copy views. Every multi-byte field uses `zerocopy`'s unaligned little-endian integers, so
+//! a view can be taken over any byte slice without alignment or endianness assumptions.
+
+use zerocopy::little_endian::{U16, U32};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+
+/// `"PTOW"` read as a big-endian u32; stored little-endian, so a file starts `57 4F 54 50`.
+pub const MAGIC: u32 = 0x5054_4F57;
+/// The only version this reader understands.
+pub const VERSION: u32 = 1;
+
+/// Limits every verified program respects (spec/bytecode.md §8).
+pub mod limits {
+    /// Largest accepted file, bytes.
+    pub const MAX_TOTAL_LEN: u32 = 16 << 20;
+    /// Instructions in the code section (including the final `HALT`).
+    pub const MAX_INSTRUCTIONS: u32 = 1 << 20;
+    /// Entries in the axis table.
+    pub const MAX_AXES: u32 = 4096;
+    /// Entries in the kernel table.
+    pub const MAX_KERNELS: u32 = 4096;
+    /// Entries in the tensor table.
+    pub const MAX_TENSORS: u32 = 4096;
+    /// Runtime-parameter slots.
+    pub const MAX_PARAMS: u32 = 256;
+    /// Nodes in the expression pool (indices are u16; 0xFFFF means "none").
+    pub const MAX_EXPRS: u32 = 0xFFFF;
+    /// Entries in the region table.
+    pub const MAX_REGIONS: u32 = 0xFFFF;
+    /// Bytes of the string table.
+    pub const MAX_STRTAB: u32 = 1 << 20;
+    /// Bytes of one name.
+    pub const MAX_NAME_LEN: usize = 255;
+    /// Nested loops (the interpreter's loop stack).
+    pub const MAX_LOOP_DEPTH: usize = 16;
+    /// Nested structured statements of any kind (the verifier's and interpreter's frame stack).
+    pub const MAX_NESTING: usize = 32;
+    /// Parameters of one task.
+    pub const MAX_TASK_PARAMS: usize = 16;
+    /// IO regions of one task.
+    pub const MAX_TASK_IO: usize = 16;
+    /// Arguments (IO positions) of a declared kernel.
+    pub const MAX_KERNEL_ARGS: usize = 16;
+    /// Tensor rank.
+    pub const MAX_RANK: usize = 8;
+    /// Nodes of one expression, `END` included.
+    pub const MAX_EXPR_LEN: usize = 64;
+    /// Evaluation stack of one expression.
+    pub const MAX_EXPR_STACK: usize = 8;
+    /// AICPUs a dispatch configuration may name.
+    pub const MAX_AICPUS: u16 = 64;
+    /// Levels of a threshold policy.
+    pub const MAX_LEVELS: usize = 8;
+}
+
+/// "No expression" / "no value" marker in u16 reference fields.
+pub const NONE16: u16 = 0xFFFF;
+/// In a tensor dimension: the value is a runtime scalar slot in the low 16 bits.
+pub const DIM_IS_SLOT: u32 = 0x8000_0000;
+/// `COND` flags bit: an else block (a `SEQUENTIAL`) follows the then body at `end`.
+pub const COND_HAS_ELSE: u8 = 0x01;
+/// Kernel flags bit: the kernel was used without a declaration (arity unchecked, every region
+/// `IO_INOUT`).
+pub const KERNEL_UNDECLARED: u8 = 0x01;
+/// Tensor flags bit: the tensor was used without a declaration (rank and dtype unknown).
+pub const TENSOR_IMPLICIT: u32 = 0x01;
+
+/// The 64-byte file header.
+#[derive(
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+)]
+#[repr(C)]
+pub struct Header {
+    /// [`MAGIC`].
+    pub magic: U32,
+    /// [`VERSION`].
+    pub version: U32,
+    /// Records in the code section.
+    pub num_instructions: U32,
+    /// Records in the axis section.
+    pub num_axes: U32,
+    /// Records in the kernel section.
+    pub num_kernels: U32,
+    /// Records in the tensor section.
+    pub num_tensors: U32,
+    /// Length of the whole file in bytes, header included.
+    pub total_len: U32,
+    /// CRC-32 (ISO-HDLC) of the whole file with this field read as zero.
+    pub checksum: U32,
+    /// Records in the expression pool.
+    pub num_exprs: U32,
+    /// Records in the region table.
+    pub num_regions: U32,
+    /// Runtime-parameter slots.
+    pub num_params: U32,
+    /// Bytes of names in the string table (before zero padding to 8).
+    pub strtab_len: U32,
+    /// Must be zero in v1.
+    pub flags: U32,
+    /// Must be zero.
+    pub reserved: [U32; 3],
+}
+
+/// One policy of a dispatch configuration or threshold level (4 bytes).
+#[derive(
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+)]
+#[repr(C)]
+pub struct PolicySpec {
+    /// A [`crate::Policy`] code (never `threshold` inside a level).
+    pub kind: u8,
+    /// Loop depth for `static`; 0 otherwise.
+    pub depth: u8,
+    /// Key expression for `affinity` / `hash`; [`NONE16`] otherwise.
+    pub key: U16,
+}
+
+/// The 128-byte configuration section: names, DispatchConfig and schedule knobs.
+#[derive(
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+)]
+#[repr(C)]
+pub struct Config {
+    /// String-table offset of the workload name.
+    pub workload_name_off: U32,
+    /// Its length.
+    pub workload_name_len: U16,
+    /// Length of the schedule name.
+    pub schedule_name_len: U16,
+    /// String-table offset of the schedule name.
+    pub schedule_name_off: U32,
+    /// The AICPU count the schedule was written for (a launch may override it).
+    pub num_aicpus: U16,
+    /// The module's dispatch policy: kind, depth and key.
+    pub policy: PolicySpec,
+    /// Threshold policy: number of levels (1..=8); 0 otherwise.
+    pub num_levels: u8,
+    /// Must be zero.
+    pub reserved0: u8,
+    /// Threshold policy: selector expression (runtime scalars and constants only).
+    pub selector: U16,
+    /// Threshold policy: level `i` applies when `selector <= thresholds[i]`; unused ones zero.
+    pub thresholds: [U32; 8],
+    /// Threshold policy: the policy of each level; unused ones zero.
+    pub levels: [PolicySpec; 8],
+    /// `streams` knob.
+    pub streams: U16,
+    /// [`crate::Timing`] code.
+    pub timing: u8,
+    /// [`crate::ReadyPolicy`] code.
+    pub ready: u8,
+    /// Argument of `batched(N)`, `interleaved(N)`, `rate_limit(N)`; 0 for immediate.
+    pub timing_arg: U32,
+    /// [`crate::StartPolicy`] code.
+    pub start: u8,
+    /// [`crate::WindowMode`] code.
+    pub window_mode: u8,
+    /// Must be zero.
+    pub reserved1: U32,
+    /// `start = threshold(N)`: N; 0 otherwise.
+    pub start_threshold: U32,
+    /// Task window size per AICPU (≥ 1).
+    pub window: U32,
+    /// In-flight limit per pool (0 = unlimited).
+    pub pipeline_depth: U32,
+    /// Dependency-release batch size (0 = release one at a time).
+    pub batch_deps: U32,
+    /// Must be zero.
+    pub reserved2: [U32; 3],
+}
+
+/// An 8-byte record: an instruction, an axis definition or an expression node.
+#[derive(
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+)]
+#[repr(C)]
+pub struct Record {
+    /// Opcode or expression operator byte.
+    pub opcode: u8,
+    /// Opcode-specific flags.
+    pub flags: u8,
+    /// First operand.
+    pub operand1: U16,
+    /// Second operand.
+    pub operand2: U32,
+}
+
+impl Record {
+    /// Builds a record.
+    pub fn new(opcode: u8, flags: u8, operand1: u16, operand2: u32) -> Record {
+        Record {
+            opcode,
+            flags,
+            operand1: U16::new(operand1),
+            operand2: U32::new(operand2),
+        }
+    }
+
+    /// `operand1`.
+    pub fn op1(&self) -> u16 {
+        self.operand1.get()
+    }
+
+    /// `operand2`.
+    pub fn op2(&self) -> u32 {
+        self.operand2.get()
+    }
+
+    /// Reads a field slot.
+    pub fn get(&self, slot: crate::Slot) -> u32 {
+        use crate::Slot;
+        match slot {
+            Slot::Flags => self.flags as u32,
+            Slot::Op1 => self.op1() as u32,
+            Slot::Op2 | Slot::Op2Signed => self.op2(),
+            Slot::Op2Lo => self.op2() & 0xFFFF,
+            Slot::Op2Hi => self.op2() >> 16,
+        }
+    }
+
+    /// Writes a field slot; the value is truncated to the slot's width (callers check ranges
+    /// with [`slot_max`]).
+    pub fn set(&mut self, slot: crate::Slot, v: u32) {
+        use crate::Slot;
+        match slot {
+            Slot::Flags => self.flags = v as u8,
+            Slot::Op1 => self.operand1 = U16::new(v as u16),
+            Slot::Op2 | Slot::Op2Signed => self.operand2 = U32::new(v),
+            Slot::Op2Lo => self.operand2 = U32::new((self.op2() & 0xFFFF_0000) | (v & 0xFFFF)),
+            Slot::Op2Hi => self.operand2 = U32::new((self.op2() & 0xFFFF) | (v << 16)),
+        }
+    }
+
+    /// The record with only the bits of `fields` kept: a record is canonical when this equals
+    /// it with the opcode byte.
+    pub fn masked(&self, fields: &[crate::Field]) -> Record {
+        let mut r = Record::new(self.opcode, 0, 0, 0);
+        for fl in fields {
+            r.set(fl.slot, self.get(fl.slot));
+        }
+        r
+    }
+}
+
+/// Largest value a slot holds.
+pub const fn slot_max(slot: crate::Slot) -> u32 {
+    use crate::Slot;
+    match slot {
+        Slot::Flags => 0xFF,
+        Slot::Op1 | Slot::Op2Lo | Slot::Op2Hi => 0xFFFF,
+        Slot::Op2 | Slot::Op2Signed => u32::MAX,
+    }
+}
+
+/// A kernel-table entry (16 bytes).
+#[derive(
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+)]
+#[repr(C)]
+pub struct KernelEntry {
+    /// String-table offset of the name.
+    pub name_off: U32,
+    /// Name length.
+    pub name_len: U16,
+    /// [`crate::Pool`] code.
+    pub pool: u8,
+    /// [`KERNEL_UNDECLARED`] or 0.
+    pub flags: u8,
+    /// Scalar parameters each task passes (0 if undeclared).
+    pub num_params: u8,
+    /// IO arguments each task passes (0 if undeclared).
+    pub num_args: u8,
+    /// Must be zero.
+    pub reserved: U16,
+    /// Direction of argument `i` in bits `2i..2i+2` ([`crate::Dir`] codes); unused bits zero.
+    pub arg_dirs: U32,
+}
+
+/// A tensor-table entry (48 bytes).
+#[derive(
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+)]
+#[repr(C)]
+pub struct TensorEntry {
+    /// String-table offset of the name.
+    pub name_off: U32,
+    /// Name length.
+    pub name_len: U16,
+    /// [`crate::DType`] code.
+    pub dtype: u8,
+    /// Number of dimensions (0 for implicit tensors).
+    pub rank: u8,
+    /// [`TENSOR_IMPLICIT`] or 0.
+    pub flags: U32,
+    /// Dimension sizes; [`DIM_IS_SLOT`]` | slot` for a runtime scalar; unused ones zero.
+    pub dims: [U32; 8],
+    /// Must be zero.
+    pub reserved: U32,
+}
+
+/// A runtime-parameter slot (8 bytes).
+#[derive(
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+)]
+#[repr(C)]
+pub struct ParamEntry {
+    /// String-table offset of the name.
+    pub name_off: U32,
+    /// Name length.
+    pub name_len: U16,
+    /// [`crate::ParamKind`] code.
+    pub kind: u8,
+    /// Must be zero.
+    pub reserved: u8,
+}
+
+/// One dimension of a task region (4 bytes): `[start, end)`, or the single index `start` when
+/// `end` is [`NONE16`].
+#[derive(
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+)]
+#[repr(C)]
+pub struct RegionDim {
+    /// Expression giving the first index.
+    pub start: U16,
+    /// Expression giving the end (exclusive), or [`NONE16`] for a single index.
+    pub end: U16,
+}
+
+/// Sizes of the fixed parts, in bytes.
+pub mod sizes {
+    /// Header.
+    pub const HEADER: usize = 64;
+    /// Configuration section.
+    pub const CONFIG: usize = 128;
+    /// Instruction, axis and expression records.
+    pub const RECORD: usize = 8;
+    /// Kernel entry.
+    pub const KERNEL: usize = 16;
+    /// Tensor entry.
+    pub const TENSOR: usize = 48;
+    /// Parameter entry.
+    pub const PARAM: usize = 8;
+    /// Region dimension.
+    pub const REGION: usize = 4;
+}
+
+const _: () = {
+    assert!(core::mem::size_of::<Header>() == sizes::HEADER);
+    assert!(core::mem::size_of::<Config>() == sizes::CONFIG);
+    assert!(core::mem::size_of::<Record>() == sizes::RECORD);
+    assert!(core::mem::size_of::<KernelEntry>() == sizes::KERNEL);
+    assert!(core::mem::size_of::<TensorEntry>() == sizes::TENSOR);
+    assert!(core::mem::size_of::<ParamEntry>() == sizes::PARAM);
+    assert!(core::mem::size_of::<RegionDim>() == sizes::REGION);
+};
+
+/// Byte offset of the checksum field in the header.
+pub const CHECKSUM_OFFSET: usize = 28;
+
+/// The sections of a PTOW file, in file order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Section {
+    /// The 64-byte header.
+    Header,
+    /// The 128-byte configuration.
+    Config,
+    /// Instructions.
+    Code,
+    /// Axis definitions.
+    Axes,
+    /// Kernel table.
+    Kernels,
+    /// Tensor table.
+    Tensors,
+    /// Runtime-parameter slots.
+    Params,
+    /// Expression pool.
+    Exprs,
+    /// Region table.
+    Regions,
+    /// Names, zero-padded to a multiple of 8.
+    Strings,
+}
+
+impl Section {
+    /// Every section in file order.
+    pub const ALL: [Section; 10] = [
+        Section::Header,
+        Section::Config,
+        Section::Code,
+        Section::Axes,
+        Section::Kernels,
+        Section::Tensors,
+        Section::Params,
+        Section::Exprs,
+        Section::Regions,
+        Section::Strings,
+    ];
+
+    /// The section's name in messages and `inspect`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Section::Header => "header",
+            Section::Config => "config",
+            Section::Code => "code",
+            Section::Axes => "axes",
+            Section::Kernels => "kernels",
+            Section::Tensors => "tensors",
+            Section::Params => "params",
+            Section::Exprs => "exprs",
+            Section::Regions => "regions",
+            Section::Strings => "strings",
+        }
+    }
+}
+
+/// Byte ranges of every section, derived from the header's counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// `(offset, length)` of each section, in [`Section::ALL`] order.
+    pub ranges: [(usize, usize); 10],
+    /// Total file length the counts imply.
+    pub total: usize,
+}
+
+impl Layout {
+    /// Computes the layout for the given counts (each already checked against its limit, so no
+    /// arithmetic here can overflow a 64-bit `usize`; on 32-bit targets the limits keep every
+    /// sum below 2^31).
+    pub fn from_header(h: &Header) -> Layout {
+        let counts = [
+            1usize,
+            1,
+            h.num_instructions.get() as usize,
+            h.num_axes.get() as usize,
+            h.num_kernels.get() as usize,
+            h.num_tensors.get() as usize,
+            h.num_params.get() as usize,
+            h.num_exprs.get() as usize,
+            h.num_regions.get() as usize,
+            padded_strtab(h.strtab_len.get() as usize),
+        ];
+        let widths = [
+            sizes::HEADER,
+            sizes::CONFIG,
+            sizes::RECORD,
+            sizes::RECORD,
+            sizes::KERNEL,
+            sizes::TENSOR,
+            sizes::PARAM,
+            sizes::RECORD,
+            sizes::REGION,
+            1,
+        ];
+        let mut ranges = [(0usize, 0usize); 10];
+        let mut off = 0usize;
+        for i in 0..10 {
+            let len = counts[i] * widths[i];
+            ranges[i] = (off, len);
+            off += len;
+        }
+        Layout { ranges, total: off }
+    }
+
+    /// `(offset, length)` of one section.
+    pub fn range(&self, s: Section) -> (usize, usize) {
+        self.ranges[s as usize]
+    }
+}
+
+/// The string table padded with zeros to a multiple of 8 (so the file length is a multiple of
+/// 4 and the next version can append 8-byte sections).
+pub const fn padded_strtab(len: usize) -> usize {
+    (len + 7) & !7
+}
+
+/// CRC-32 (ISO-HDLC, the zlib/PNG CRC) of `bytes` with the checksum field read as zero.
+pub fn checksum(bytes: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    if bytes.len() < CHECKSUM_OFFSET + 4 {
+        h.update(bytes);
+        return h.finalize();
+    }
+    h.update(&bytes[..CHECKSUM_OFFSET]);
+    h.update(&[0u8; 4]);
+    h.update(&bytes[CHECKSUM_OFFSET + 4..]);
+    h.finalize()
+}

@@ -1,0 +1,28 @@
+//! # ptovm-vm
+//!
+//! The PTOW bytecode format and its verifier: the one source of truth for opcodes, record
+//! layouts, limits and the checks every program passes before anything runs it.
+//!
+//! `#![no_std]` with no allocator: it builds for `aarch64-unknown-none` and runs on the AICPU.
+//!
+//! ```
+//! use ptovm_vm::{verify, ErrorKind};
+//! let err = verify(b"not a program").unwrap_err();
+//! assert!(matches!(err.kind, ErrorKind::TooShort { len: 13 }));
+//! ```
+#![no_std]
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod format;
+pub mod opcodes;
+pub mod verify;
+
+pub use error::{ErrorKind, ExprProblem, Location, VerifyError};
+pub use format::{limits, Layout, Record, Section, MAGIC, VERSION};
+pub use opcodes::{
+    DType, Dir, ExprKind, ExprOp, Field, OpClass, Opcode, ParamKind, Policy, Pool, ReadyPolicy,
+    Slot, StartPolicy, Timing, WindowMode,
+};
+pub use verify::{verify, Verified};

@@ -1,0 +1,474 @@
+//! The one list of PTOW opcodes and expression operators.
+//!
+//! Everything that needs to know the opcodes (the enum, decoding from a byte, mnemonics, the
+//! operand fields the listing format prints, and the facts the verifier checks) is generated from
+//! the two tables below. Nothing else in ptovm lists opcodes.
+
+/// Where an operand field lives inside an 8-byte record `{opcode u8, flags u8, operand1 u16,
+/// operand2 u32}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// The `flags` byte.
+    Flags,
+    /// `operand1` (u16).
+    Op1,
+    /// All of `operand2` (u32), printed unsigned.
+    Op2,
+    /// All of `operand2`, read as a two's-complement `i32`.
+    Op2Signed,
+    /// The low 16 bits of `operand2`.
+    Op2Lo,
+    /// The high 16 bits of `operand2`.
+    Op2Hi,
+}
+
+/// A named operand field of an opcode, as printed and parsed by the listing format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field {
+    /// The field's name in the listing (`axis=3`).
+    pub name: &'static str,
+    /// Where the value is stored.
+    pub slot: Slot,
+}
+
+/// What kind of instruction an opcode is, and so where it may appear.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpClass {
+    /// `HALT`: the last instruction of the code section, exactly once.
+    Halt,
+    /// `NOP`: a statement with no effect.
+    Nop,
+    /// A loop over an axis: binds one loop variable for its body.
+    Loop,
+    /// A structured statement whose body follows it and ends at `operand2`.
+    Block,
+    /// `TASK`: followed by its parameter and IO operand instructions.
+    Task,
+    /// A task parameter (`PARAM_*`): only directly after a `TASK`.
+    Param,
+    /// A task IO region (`IO_*`): only after a `TASK`'s parameters.
+    Io,
+    /// An axis definition: only in the axis section.
+    Axis,
+}
+
+macro_rules! opcode_table {
+    ($( $(#[doc = $doc:literal])* $name:ident = $code:literal, $class:ident, [$($fname:literal : $fslot:ident),*]; )*) => {
+        /// A PTOW v1 instruction opcode (spec/bytecode.md §4).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u8)]
+        #[allow(non_camel_case_types)]
+        pub enum Opcode {
+            $( $(#[doc = $doc])* $name = $code, )*
+        }
+
+        impl Opcode {
+            /// Every opcode, in numeric order.
+            pub const ALL: &'static [Opcode] = &[$(Opcode::$name),*];
+
+            /// Decodes an opcode byte; `None` for a byte that names no opcode.
+            pub const fn from_u8(b: u8) -> Option<Opcode> {
+                match b {
+                    $($code => Some(Opcode::$name),)*
+                    _ => None,
+                }
+            }
+
+            /// The opcode's mnemonic, as in the seed (`PARALLEL_FOR`).
+            pub const fn mnemonic(self) -> &'static str {
+                match self {
+                    $(Opcode::$name => stringify!($name),)*
+                }
+            }
+
+            /// Where the opcode may appear and how it is checked.
+            pub const fn class(self) -> OpClass {
+                match self {
+                    $(Opcode::$name => OpClass::$class,)*
+                }
+            }
+
+            /// The operand fields the opcode uses. Every other bit of the record must be zero.
+            pub const fn fields(self) -> &'static [Field] {
+                match self {
+                    $(Opcode::$name => &[$(Field { name: $fname, slot: Slot::$fslot }),*],)*
+                }
+            }
+
+            /// Looks an opcode up by mnemonic.
+            pub fn from_mnemonic(s: &str) -> Option<Opcode> {
+                match s {
+                    $(stringify!($name) => Some(Opcode::$name),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+opcode_table! {
+    /// End of the program. The last instruction of the code section, and only there.
+    HALT = 0x00, Halt, [];
+    /// No effect.
+    NOP = 0x01, Nop, [];
+    /// `parallel_for v in axis { body }`: iterations are independent.
+    PARALLEL_FOR = 0x10, Loop, ["axis": Op1, "end": Op2];
+    /// `for_each v in axis { body }`: iterations are ordered.
+    FOR_EACH = 0x11, Loop, ["axis": Op1, "end": Op2];
+    /// `select v in sparse(...) { body }`: iterates the selected indices of a sparse axis.
+    SELECT = 0x12, Loop, ["axis": Op1, "end": Op2];
+    /// `cond pred { then } [else { else }]`; with `else=1` the else block is the `SEQUENTIAL`
+    /// at `end`.
+    COND = 0x13, Block, ["else": Flags, "pred": Op1, "end": Op2];
+    /// `combine { branches }`: `branches` direct child statements, independent.
+    COMBINE = 0x14, Block, ["branches": Op1, "end": Op2];
+    /// `sequential { steps }`: `steps` direct child statements, in order.
+    SEQUENTIAL = 0x15, Block, ["steps": Op1, "end": Op2];
+    /// Emits one task of `kernel`, followed by `params` PARAM_* and `io` IO_* records.
+    TASK = 0x20, Task, ["kernel": Op1, "params": Op2Lo, "io": Op2Hi];
+    /// A constant task parameter.
+    PARAM_CONST = 0x21, Param, ["value": Op2Signed];
+    /// A task parameter equal to the loop variable at `depth` (0 = outermost).
+    PARAM_LOOPVAR = 0x22, Param, ["depth": Op1];
+    /// A task input region of `tensor`: `dims` region dimensions from `region` (0 = whole).
+    IO_INPUT = 0x23, Io, ["dims": Flags, "tensor": Op1, "region": Op2];
+    /// A task output region.
+    IO_OUTPUT = 0x24, Io, ["dims": Flags, "tensor": Op1, "region": Op2];
+    /// A task region that is both read and written (ptovm extension).
+    IO_INOUT = 0x25, Io, ["dims": Flags, "tensor": Op1, "region": Op2];
+    /// A task parameter computed by the expression at `expr` (ptovm extension).
+    PARAM_EXPR = 0x26, Param, ["expr": Op2];
+    /// `dense[extent]`.
+    AXIS_DENSE = 0x30, Axis, ["extent": Op2];
+    /// `dense_dyn(slot)`: the extent is the runtime scalar in `slot`.
+    AXIS_DENSE_DYN = 0x31, Axis, ["slot": Op1];
+    /// `ragged(row, lengths)`: the extent is `lengths[row]`.
+    AXIS_RAGGED = 0x32, Axis, ["lengths": Op1, "row": Op2];
+    /// `sparse(row, indptr, indices)`: the values `indices[indptr[row] .. indptr[row+1]]`.
+    AXIS_SPARSE = 0x33, Axis, ["indptr": Op1, "row": Op2Lo, "indices": Op2Hi];
+    /// Overrides the dispatch policy for its body (ptovm: `dispatch policy { body }`).
+    DISPATCH_FILTER = 0x40, Block, ["policy": Flags, "arg": Op1, "end": Op2];
+}
+
+impl Opcode {
+    /// Whether this opcode opens a body that ends at `operand2`.
+    pub const fn has_body(self) -> bool {
+        matches!(self.class(), OpClass::Loop | OpClass::Block)
+    }
+}
+
+/// Arity class of an expression operator: how many values it pops and pushes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExprKind {
+    /// Terminates an expression (pops the result).
+    End,
+    /// Pushes one value, pops none (constants, variables, runtime scalars).
+    Leaf,
+    /// Pops one, pushes one.
+    Unary,
+    /// Pops two, pushes one.
+    Binary,
+}
+
+macro_rules! expr_table {
+    ($( $(#[doc = $doc:literal])* $name:ident = $code:literal, $kind:ident, $sym:literal, [$($fname:literal : $fslot:ident),*]; )*) => {
+        /// An expression operator (spec/bytecode.md §6). Expressions are postfix sequences of
+        /// 8-byte records in the expression pool, each terminated by `END`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum ExprOp {
+            $( $(#[doc = $doc])* $name = $code, )*
+        }
+
+        impl ExprOp {
+            /// Every operator, in numeric order.
+            pub const ALL: &'static [ExprOp] = &[$(ExprOp::$name),*];
+
+            /// Decodes an operator byte.
+            pub const fn from_u8(b: u8) -> Option<ExprOp> {
+                match b {
+                    $($code => Some(ExprOp::$name),)*
+                    _ => None,
+                }
+            }
+
+            /// The operator's mnemonic (`ADD`).
+            pub const fn mnemonic(self) -> &'static str {
+                match self {
+                    $(ExprOp::$name => stringify!($name),)*
+                }
+            }
+
+            /// Its arity class.
+            pub const fn kind(self) -> ExprKind {
+                match self {
+                    $(ExprOp::$name => ExprKind::$kind,)*
+                }
+            }
+
+            /// Its `.pto` spelling: an infix symbol, a prefix symbol or a function name; empty
+            /// for leaves and `END`.
+            pub const fn symbol(self) -> &'static str {
+                match self {
+                    $(ExprOp::$name => $sym,)*
+                }
+            }
+
+            /// The operand fields it uses; every other bit must be zero.
+            pub const fn fields(self) -> &'static [Field] {
+                match self {
+                    $(ExprOp::$name => &[$(Field { name: $fname, slot: Slot::$fslot }),*],)*
+                }
+            }
+
+            /// Looks an operator up by mnemonic.
+            pub fn from_mnemonic(s: &str) -> Option<ExprOp> {
+                match s {
+                    $(stringify!($name) => Some(ExprOp::$name),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+expr_table! {
+    /// Ends an expression; its value is the single value left on the stack.
+    END = 0x00, End, "", [];
+    /// Pushes the constant `value` (i32, sign-extended).
+    CONST = 0x01, Leaf, "", ["value": Op2Signed];
+    /// Pushes the loop variable at `depth` (0 = outermost enclosing loop).
+    VAR = 0x02, Leaf, "", ["depth": Op1];
+    /// Pushes the runtime scalar in `slot`.
+    PARAM = 0x03, Leaf, "", ["slot": Op1];
+    /// Pops `i`, pushes element `i` of the runtime array in `slot`.
+    ELEM = 0x04, Unary, "", ["slot": Op1];
+    /// Negation.
+    NEG = 0x10, Unary, "-", [];
+    /// Logical not: 1 if the operand is 0, else 0.
+    NOT = 0x11, Unary, "!", [];
+    /// Addition.
+    ADD = 0x20, Binary, "+", [];
+    /// Subtraction.
+    SUB = 0x21, Binary, "-", [];
+    /// Multiplication.
+    MUL = 0x22, Binary, "*", [];
+    /// Division truncating toward zero.
+    DIV = 0x23, Binary, "/", [];
+    /// Remainder with the sign of the dividend.
+    MOD = 0x24, Binary, "%", [];
+    /// Smaller of two.
+    MIN = 0x25, Binary, "min", [];
+    /// Larger of two.
+    MAX = 0x26, Binary, "max", [];
+    /// Division rounding toward positive infinity.
+    CEILDIV = 0x27, Binary, "ceil_div", [];
+    /// 1 if equal, else 0.
+    EQ = 0x30, Binary, "==", [];
+    /// 1 if not equal.
+    NE = 0x31, Binary, "!=", [];
+    /// 1 if less.
+    LT = 0x32, Binary, "<", [];
+    /// 1 if less or equal.
+    LE = 0x33, Binary, "<=", [];
+    /// 1 if greater.
+    GT = 0x34, Binary, ">", [];
+    /// 1 if greater or equal.
+    GE = 0x35, Binary, ">=", [];
+    /// 1 if both are non-zero.
+    AND = 0x36, Binary, "&&", [];
+    /// 1 if either is non-zero.
+    OR = 0x37, Binary, "||", [];
+}
+
+macro_rules! named_enum {
+    ($(#[doc = $tdoc:literal])* $ty:ident { $( $(#[doc = $doc:literal])* $name:ident = $code:literal, $text:literal; )* }) => {
+        $(#[doc = $tdoc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum $ty {
+            $( $(#[doc = $doc])* $name = $code, )*
+        }
+
+        impl $ty {
+            /// Every value, in numeric order.
+            pub const ALL: &'static [$ty] = &[$($ty::$name),*];
+
+            /// Decodes the byte; `None` if it names no value.
+            pub const fn from_u8(b: u8) -> Option<$ty> {
+                match b {
+                    $($code => Some($ty::$name),)*
+                    _ => None,
+                }
+            }
+
+            /// The value's name in `.pto` text and listings.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $($ty::$name => $text,)*
+                }
+            }
+
+            /// Looks a value up by its name.
+            pub fn from_name(s: &str) -> Option<$ty> {
+                match s {
+                    $($text => Some($ty::$name),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+named_enum! {
+    /// Which AICore pool runs a kernel (seed 001 §5.1: Vector 0, Cube 1).
+    Pool {
+        /// The vector (AIV) cores.
+        Vector = 0, "vector";
+        /// The cube (AIC) cores.
+        Cube = 1, "cube";
+    }
+}
+
+named_enum! {
+    /// How a kernel argument (a task IO region) is accessed.
+    Dir {
+        /// Read only.
+        In = 1, "in";
+        /// Written only.
+        Out = 2, "out";
+        /// Read and written.
+        InOut = 3, "inout";
+    }
+}
+
+impl Dir {
+    /// The IO opcode that carries a region with this direction.
+    pub const fn io_opcode(self) -> Opcode {
+        match self {
+            Dir::In => Opcode::IO_INPUT,
+            Dir::Out => Opcode::IO_OUTPUT,
+            Dir::InOut => Opcode::IO_INOUT,
+        }
+    }
+
+    /// The direction an IO opcode carries; `None` for other opcodes.
+    pub const fn of_io(op: Opcode) -> Option<Dir> {
+        match op {
+            Opcode::IO_INPUT => Some(Dir::In),
+            Opcode::IO_OUTPUT => Some(Dir::Out),
+            Opcode::IO_INOUT => Some(Dir::InOut),
+            _ => None,
+        }
+    }
+}
+
+named_enum! {
+    /// Element type of a tensor.
+    DType {
+        /// Unknown: the tensor was used without a declaration.
+        Unknown = 0, "unknown";
+        /// IEEE half.
+        F16 = 1, "f16";
+        /// bfloat16.
+        Bf16 = 2, "bf16";
+        /// IEEE single.
+        F32 = 3, "f32";
+        /// IEEE double.
+        F64 = 4, "f64";
+        /// 8-bit float (e4m3).
+        F8 = 5, "f8";
+        /// Signed integers.
+        I8 = 6, "i8";
+        /// 16-bit signed.
+        I16 = 7, "i16";
+        /// 32-bit signed.
+        I32 = 8, "i32";
+        /// 64-bit signed.
+        I64 = 9, "i64";
+        /// Unsigned 8-bit.
+        U8 = 10, "u8";
+        /// Unsigned 16-bit.
+        U16 = 11, "u16";
+        /// Unsigned 32-bit.
+        U32 = 12, "u32";
+        /// Unsigned 64-bit.
+        U64 = 13, "u64";
+        /// Boolean (one byte).
+        Bool = 14, "bool";
+    }
+}
+
+named_enum! {
+    /// Kind of a runtime-parameter slot.
+    ParamKind {
+        /// One u32 value (a dynamic extent, a scalar in expressions).
+        Scalar = 0, "scalar";
+        /// An array of u32 values (ragged lengths, sparse indptr or indices).
+        Array = 1, "array";
+    }
+}
+
+named_enum! {
+    /// A dispatch policy (seed 001 §4.1, plus `hash`).
+    Policy {
+        /// Task `t` goes to AICPU `t mod n` (t = program-order task id).
+        RoundRobin = 0, "round_robin";
+        /// Task goes to AICPU `key mod n`; the key is an expression over loop variables.
+        Affinity = 1, "affinity";
+        /// Multi-level: a launch-time selector chooses one of up to 8 level policies.
+        Threshold = 2, "threshold";
+        /// The loop at `depth` is cut into `n` contiguous blocks, block `i` to AICPU `i`.
+        StaticPartition = 3, "static";
+        /// Task goes to AICPU `mix(key) mod n` (a fixed 64-bit mixing function).
+        Hash = 4, "hash";
+    }
+}
+
+named_enum! {
+    /// `timing` schedule knob (PTO-WSP).
+    Timing {
+        /// Issue tasks as soon as they are ready.
+        Immediate = 0, "immediate";
+        /// Issue in batches of `arg` tasks.
+        Batched = 1, "batched";
+        /// Interleave `arg` streams.
+        Interleaved = 2, "interleaved";
+        /// At most `arg` tasks in flight per stream.
+        RateLimit = 3, "rate_limit";
+    }
+}
+
+named_enum! {
+    /// Ready-queue policy (seed 003).
+    ReadyPolicy {
+        /// First in, first out per pool.
+        Fifo = 0, "fifo";
+        /// Chase-Lev work stealing between AICPUs.
+        WorkSteal = 1, "work_steal";
+    }
+}
+
+named_enum! {
+    /// When execution starts relative to generation (seed 003 §7).
+    StartPolicy {
+        /// Execute as tasks become ready.
+        Immediate = 0, "immediate";
+        /// Wait until generation has finished.
+        AfterOrchestration = 1, "after_orchestration";
+        /// Wait until `start_threshold` tasks were generated.
+        Threshold = 2, "threshold";
+    }
+}
+
+named_enum! {
+    /// What a full task window does (seed 003 §2.4).
+    WindowMode {
+        /// Generation waits for a slot.
+        Stall = 0, "stall";
+        /// The run stops with an error.
+        Abort = 1, "abort";
+        /// Overflows are counted and the window grows past its size (measurement only).
+        Benchmark = 2, "benchmark";
+    }
+}
