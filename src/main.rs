@@ -135,6 +135,17 @@ fn write_out(path: &Path, data: &[u8]) -> Result<(), Fail> {
     tmp.write_all(data)
         .and_then(|_| tmp.as_file().sync_all())
         .map_err(fail)?;
+    // A temporary file is private (0600); give the output the permissions of the file it
+    // replaces, or the usual 0644 for a new one.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .unwrap_or(0o644);
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode))
+            .map_err(fail)?;
+    }
     tmp.persist(path).map_err(|e| fail(e.error))?;
     Ok(())
 }

@@ -51,6 +51,8 @@ struct Lower<'a, 'r, 's> {
     tensor_ids: HashMap<String, u16>,
     kernel_ids: HashMap<String, (u16, Option<&'a KernelDecl>)>,
     axis_ids: HashMap<Record, u16>,
+    /// Expressions already in the pool (identical ones are shared).
+    expr_ids: HashMap<Vec<Record>, u16>,
     wparams: HashMap<String, &'a Axis>,
     scope: Vec<String>,
     frames: usize,
@@ -151,6 +153,7 @@ pub fn lower(rep: &mut Reporter<'_>, ast: &ModuleAst, sel: &Select) -> R<Module>
         tensor_ids: HashMap::new(),
         kernel_ids: HashMap::new(),
         axis_ids: HashMap::new(),
+        expr_ids: HashMap::new(),
         wparams: HashMap::new(),
         scope: vec![],
         frames: 0,
@@ -335,12 +338,18 @@ impl<'a> Lower<'a, '_, '_> {
                 ),
             ));
         }
+        let nodes = self.m.exprs[start..].to_vec();
+        if let Some(&id) = self.expr_ids.get(&nodes) {
+            self.m.exprs.truncate(start);
+            return Ok(id);
+        }
         self.limit(
             self.m.exprs.len(),
             limits::MAX_EXPRS as usize,
             "expression nodes",
             e.span,
         )?;
+        self.expr_ids.insert(nodes, start as u16);
         Ok(start as u16)
     }
 
