@@ -292,6 +292,17 @@ impl<'s> Parser<'_, 's> {
             self.expected(&format!("`{s}`"))
         }
     }
+    /// After a list element: `true` at the closing token (consumed), `false` after a `,`.
+    fn list_end(&mut self, close: &str) -> PR<bool> {
+        if self.eat(close) {
+            return Ok(true);
+        }
+        if self.eat(",") {
+            return Ok(false);
+        }
+        self.expected(&format!("`,` or `{close}`"))
+    }
+
     fn ident(&mut self, what: &str) -> PR<Ident> {
         let t = self.peek();
         if t.kind == Tok::Ident {
@@ -367,10 +378,9 @@ impl<'s> Parser<'_, 's> {
                 self.expect(":")?;
                 let a = self.axis()?;
                 params.push((n, a));
-                if self.eat(")") {
+                if self.list_end(")")? {
                     break;
                 }
-                self.expect(",")?;
             }
         }
         let body = self.block()?;
@@ -491,10 +501,9 @@ impl<'s> Parser<'_, 's> {
                 if !self.eat(")") {
                     loop {
                         args.push(self.expr()?);
-                        if self.eat(")") {
+                        if self.list_end(")")? {
                             break;
                         }
-                        self.expect(",")?;
                     }
                 }
                 let mut resources = vec![];
@@ -503,10 +512,9 @@ impl<'s> Parser<'_, 's> {
                     if !self.eat(")") {
                         loop {
                             resources.push(self.resource()?);
-                            if self.eat(")") {
+                            if self.list_end(")")? {
                                 break;
                             }
-                            self.expect(",")?;
                         }
                     }
                 }
@@ -533,10 +541,9 @@ impl<'s> Parser<'_, 's> {
                     None
                 };
                 dims.push(Dim { start, end });
-                if self.eat("]") {
+                if self.list_end("]")? {
                     break;
                 }
-                self.expect(",")?;
             }
         }
         let span = name.span.to(self.toks[self.pos.saturating_sub(1)].span);
@@ -690,10 +697,9 @@ impl<'s> Parser<'_, 's> {
                         self.ident("a dimension (an integer or a runtime parameter name)")?
                     ));
                 }
-                if self.eat("]") {
+                if self.list_end("]")? {
                     break;
                 }
-                self.expect(",")?;
             }
         }
         Ok(TensorDecl { name, dtype, dims })
@@ -706,10 +712,9 @@ impl<'s> Parser<'_, 's> {
         if !self.eat(")") {
             loop {
                 params.push(self.ident("a parameter name")?);
-                if self.eat(")") {
+                if self.list_end(")")? {
                     break;
                 }
-                self.expect(",")?;
             }
         }
         self.expect(":")?;
@@ -721,10 +726,9 @@ impl<'s> Parser<'_, 's> {
                 let dir = self.ident("a direction (`in`, `out` or `inout`)")?;
                 let n = self.ident("an argument name")?;
                 args.push((dir, n));
-                if self.eat(")") {
+                if self.list_end(")")? {
                     break;
                 }
-                self.expect(",")?;
             }
         }
         Ok(KernelDecl {

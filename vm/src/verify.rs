@@ -2,6 +2,8 @@
 //! against spec/bytecode.md §7 in one bounded pass, with no recursion, no heap and no panics, so
 //! later stages (the interpreter, the disassembler) need no checks of their own.
 
+use core::mem::offset_of;
+
 use zerocopy::FromBytes;
 
 use crate::error::{ErrorKind, ExprProblem, Location, VerifyError};
@@ -176,7 +178,7 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
             kind: ErrorKind::UnsupportedVersion {
                 found: header.version.get(),
             },
-            at: hdr_at(4),
+            at: hdr_at(offset_of!(Header, version)),
         });
     }
     let declared = header.total_len.get();
@@ -186,10 +188,15 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
                 declared,
                 actual: bytes.len(),
             },
-            at: hdr_at(24),
+            at: hdr_at(offset_of!(Header, total_len)),
         });
     }
-    limit("file length", declared, limits::MAX_TOTAL_LEN, hdr_at(24))?;
+    limit(
+        "file length",
+        declared,
+        limits::MAX_TOTAL_LEN,
+        hdr_at(offset_of!(Header, total_len)),
+    )?;
     let computed = checksum(bytes);
     if computed != header.checksum.get() {
         return Err(VerifyError {
@@ -197,7 +204,7 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
                 stored: header.checksum.get(),
                 computed,
             },
-            at: hdr_at(28),
+            at: hdr_at(offset_of!(Header, checksum)),
         });
     }
     let counts: [(&'static str, u32, u32, usize); 8] = [
@@ -205,44 +212,49 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
             "instruction count",
             header.num_instructions.get(),
             limits::MAX_INSTRUCTIONS,
-            8,
+            offset_of!(Header, num_instructions),
         ),
-        ("axis count", header.num_axes.get(), limits::MAX_AXES, 12),
+        (
+            "axis count",
+            header.num_axes.get(),
+            limits::MAX_AXES,
+            offset_of!(Header, num_axes),
+        ),
         (
             "kernel count",
             header.num_kernels.get(),
             limits::MAX_KERNELS,
-            16,
+            offset_of!(Header, num_kernels),
         ),
         (
             "tensor count",
             header.num_tensors.get(),
             limits::MAX_TENSORS,
-            20,
+            offset_of!(Header, num_tensors),
         ),
         (
             "expression count",
             header.num_exprs.get(),
             limits::MAX_EXPRS,
-            32,
+            offset_of!(Header, num_exprs),
         ),
         (
             "region count",
             header.num_regions.get(),
             limits::MAX_REGIONS,
-            36,
+            offset_of!(Header, num_regions),
         ),
         (
             "parameter count",
             header.num_params.get(),
             limits::MAX_PARAMS,
-            40,
+            offset_of!(Header, num_params),
         ),
         (
             "string table length",
             header.strtab_len.get(),
             limits::MAX_STRTAB,
-            44,
+            offset_of!(Header, strtab_len),
         ),
     ];
     for (what, v, max, off) in counts {
@@ -255,7 +267,7 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
             },
             Section::Header,
             None,
-            48,
+            offset_of!(Header, flags),
         ));
     }
     if header.reserved.iter().any(|r| r.get() != 0) {
@@ -265,7 +277,7 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
             },
             Section::Header,
             None,
-            52,
+            offset_of!(Header, reserved),
         ));
     }
     if header.num_instructions.get() == 0 {
@@ -277,7 +289,7 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
             },
             Section::Header,
             None,
-            8,
+            offset_of!(Header, num_instructions),
         ));
     }
     let layout = Layout::from_header(header);
@@ -289,7 +301,7 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
             },
             Section::Header,
             None,
-            24,
+            offset_of!(Header, total_len),
         ));
     }
     let sect = |s: Section| {
@@ -437,12 +449,12 @@ impl<'v, 'a> Checker<'v, 'a> {
         check(
             c.workload_name_off.get(),
             c.workload_name_len.get() as u32,
-            self.cfg_loc(0),
+            self.cfg_loc(offset_of!(Config, workload_name_off)),
         )?;
         check(
             c.schedule_name_off.get(),
             c.schedule_name_len.get() as u32,
-            self.cfg_loc(8),
+            self.cfg_loc(offset_of!(Config, schedule_name_off)),
         )?;
         for (i, p) in v.params.iter().enumerate() {
             check(
@@ -954,11 +966,16 @@ impl<'v, 'a> Checker<'v, 'a> {
                     value: 0,
                     min: 1,
                 },
-                at: at(12),
+                at: at(offset_of!(Config, num_aicpus)),
             });
         }
-        limit("num_aicpus", n as u32, limits::MAX_AICPUS as u32, at(12))?;
-        let mut need = self.policy(&c.policy, true, at(14))?;
+        limit(
+            "num_aicpus",
+            n as u32,
+            limits::MAX_AICPUS as u32,
+            at(offset_of!(Config, num_aicpus)),
+        )?;
+        let mut need = self.policy(&c.policy, true, at(offset_of!(Config, policy)))?;
         let threshold = c.policy.kind == Policy::Threshold as u8;
         let levels = c.num_levels as usize;
         if threshold {
@@ -967,16 +984,20 @@ impl<'v, 'a> Checker<'v, 'a> {
                     kind: ErrorKind::Threshold {
                         problem: "needs at least one level",
                     },
-                    at: at(18),
+                    at: at(offset_of!(Config, num_levels)),
                 });
             }
             limit(
                 "threshold levels",
                 levels as u32,
                 limits::MAX_LEVELS as u32,
-                at(18),
+                at(offset_of!(Config, num_levels)),
             )?;
-            self.expr(c.selector.get() as u32, None, at(20))?;
+            self.expr(
+                c.selector.get() as u32,
+                None,
+                at(offset_of!(Config, selector)),
+            )?;
             let mut prev: Option<u32> = None;
             for i in 0..levels {
                 let t = c.thresholds[i].get();
@@ -985,18 +1006,22 @@ impl<'v, 'a> Checker<'v, 'a> {
                         kind: ErrorKind::Threshold {
                             problem: "thresholds must strictly increase",
                         },
-                        at: at(22 + 4 * i),
+                        at: at(offset_of!(Config, thresholds) + 4 * i),
                     });
                 }
                 prev = Some(t);
-                need = need.max(self.policy(&c.levels[i], false, at(54 + 4 * i))?);
+                need = need.max(self.policy(
+                    &c.levels[i],
+                    false,
+                    at(offset_of!(Config, levels) + 4 * i),
+                )?);
             }
             if prev != Some(u32::MAX) {
                 return Err(VerifyError {
                     kind: ErrorKind::Threshold {
                         problem: "the last level's threshold must be 4294967295 (the catch-all)",
                     },
-                    at: at(22 + 4 * (levels - 1)),
+                    at: at(offset_of!(Config, thresholds) + 4 * (levels - 1)),
                 });
             }
         } else if levels != 0 || c.selector.get() != NONE16 {
@@ -1004,7 +1029,7 @@ impl<'v, 'a> Checker<'v, 'a> {
                 kind: ErrorKind::NonZero {
                     what: "threshold fields of a non-threshold policy (levels 0, selector 0xFFFF)",
                 },
-                at: at(18),
+                at: at(offset_of!(Config, num_levels)),
             });
         }
         for i in levels..limits::MAX_LEVELS {
@@ -1013,35 +1038,40 @@ impl<'v, 'a> Checker<'v, 'a> {
                     kind: ErrorKind::NonZero {
                         what: "unused threshold levels",
                     },
-                    at: at(22 + 4 * i),
+                    at: at(offset_of!(Config, thresholds) + 4 * i),
                 });
             }
         }
-        code("timing", c.timing, Timing::from_u8(c.timing).is_some(), 88)?;
+        code(
+            "timing",
+            c.timing,
+            Timing::from_u8(c.timing).is_some(),
+            offset_of!(Config, timing),
+        )?;
         code(
             "ready policy",
             c.ready,
             ReadyPolicy::from_u8(c.ready).is_some(),
-            89,
+            offset_of!(Config, ready),
         )?;
         code(
             "start policy",
             c.start,
             StartPolicy::from_u8(c.start).is_some(),
-            92,
+            offset_of!(Config, start),
         )?;
         code(
             "window mode",
             c.window_mode,
             WindowMode::from_u8(c.window_mode).is_some(),
-            93,
+            offset_of!(Config, window_mode),
         )?;
         if c.timing == Timing::Immediate as u8 && c.timing_arg.get() != 0 {
             return Err(VerifyError {
                 kind: ErrorKind::NonZero {
                     what: "timing argument of immediate timing",
                 },
-                at: at(90),
+                at: at(offset_of!(Config, timing_arg)),
             });
         }
         if c.timing != Timing::Immediate as u8 && c.timing_arg.get() == 0 {
@@ -1051,7 +1081,7 @@ impl<'v, 'a> Checker<'v, 'a> {
                     value: 0,
                     min: 1,
                 },
-                at: at(90),
+                at: at(offset_of!(Config, timing_arg)),
             });
         }
         let st = c.start_threshold.get();
@@ -1063,7 +1093,7 @@ impl<'v, 'a> Checker<'v, 'a> {
                         value: 0,
                         min: 1,
                     },
-                    at: at(100),
+                    at: at(offset_of!(Config, start_threshold)),
                 });
             }
         } else if st != 0 {
@@ -1071,7 +1101,7 @@ impl<'v, 'a> Checker<'v, 'a> {
                 kind: ErrorKind::NonZero {
                     what: "start threshold without start = threshold",
                 },
-                at: at(100),
+                at: at(offset_of!(Config, start_threshold)),
             });
         }
         if c.streams.get() == 0 {
@@ -1081,7 +1111,7 @@ impl<'v, 'a> Checker<'v, 'a> {
                     value: 0,
                     min: 1,
                 },
-                at: at(84),
+                at: at(offset_of!(Config, streams)),
             });
         }
         if c.window.get() == 0 {
@@ -1091,7 +1121,7 @@ impl<'v, 'a> Checker<'v, 'a> {
                     value: 0,
                     min: 1,
                 },
-                at: at(104),
+                at: at(offset_of!(Config, window)),
             });
         }
         if c.reserved0 != 0 || c.reserved1.get() != 0 || c.reserved2.iter().any(|r| r.get() != 0) {
@@ -1099,7 +1129,7 @@ impl<'v, 'a> Checker<'v, 'a> {
                 kind: ErrorKind::NonZero {
                     what: "config reserved fields",
                 },
-                at: at(19),
+                at: at(offset_of!(Config, reserved0)),
             });
         }
         Ok(need)

@@ -1,0 +1,379 @@
+//! CLI tests: spawn the `ptovm` binary on success paths and on every kind of bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn ptovm(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ptovm"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("spawn ptovm")
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Assembles an example into `dir`, returning the output path.
+fn asm_example(dir: &Path, name: &str) -> PathBuf {
+    let src = examples().join(name);
+    let out = dir.join(name.replace(".pto", ".ptow"));
+    let o = ptovm(
+        &[
+            "asm",
+            "-q",
+            src.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    out
+}
+
+#[test]
+fn asm_verify_disasm_roundtrip_for_every_example() {
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(examples()).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".pto") {
+            continue;
+        }
+        let ptow = asm_example(dir.path(), &name);
+        let o = ptovm(&["verify", ptow.to_str().unwrap()], dir.path());
+        assert!(o.status.success());
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "ok\n");
+        // disasm to a file with an arbitrary name, assemble it back: identical bytes.
+        let listing = dir.path().join("listing.weird-extension");
+        let o = ptovm(
+            &[
+                "disasm",
+                ptow.to_str().unwrap(),
+                "-o",
+                listing.to_str().unwrap(),
+            ],
+            dir.path(),
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let again = dir.path().join("again.bin");
+        let o = ptovm(
+            &[
+                "asm",
+                listing.to_str().unwrap(),
+                "-o",
+                again.to_str().unwrap(),
+            ],
+            dir.path(),
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(
+            std::fs::read(&ptow).unwrap(),
+            std::fs::read(&again).unwrap(),
+            "{name}"
+        );
+        assert!(
+            stderr(&o).is_empty(),
+            "a listing assembles without warnings"
+        );
+    }
+}
+
+#[test]
+fn asm_warns_about_undeclared_kernels_and_tensors() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = examples().join("attention.pto");
+    let o = ptovm(&["asm", src.to_str().unwrap(), "-o", "a.ptow"], dir.path());
+    assert!(o.status.success());
+    let err = stderr(&o);
+    assert!(
+        err.contains("attention.pto:12:13: warning: kernel `attn_kernel` is not declared"),
+        "{err}"
+    );
+    assert!(
+        err.contains("warning: resource `Q` has no `@tensor` declaration"),
+        "{err}"
+    );
+    let o = ptovm(
+        &["asm", "-q", src.to_str().unwrap(), "-o", "b.ptow"],
+        dir.path(),
+    );
+    assert!(stderr(&o).is_empty());
+}
+
+#[test]
+fn asm_default_output_and_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(examples().join("moe.pto"), dir.path().join("moe.pto")).unwrap();
+    let o = ptovm(&["asm", "moe.pto"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let file = std::fs::read(dir.path().join("moe.ptow")).unwrap();
+    let o = ptovm(&["asm", "moe.pto", "-o", "-"], dir.path());
+    assert!(o.status.success());
+    assert_eq!(o.stdout, file);
+    assert_eq!(&file[..4], b"WOTP", "magic 0x50544F57 little-endian");
+}
+
+#[test]
+fn asm_overrides_change_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = examples().join("llama_layer.pto");
+    let o = ptovm(
+        &[
+            "asm",
+            "-q",
+            src.to_str().unwrap(),
+            "-o",
+            "l.ptow",
+            "--aicpus",
+            "3",
+            "--window",
+            "64",
+            "--window-mode",
+            "benchmark",
+            "--streams",
+            "7",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = ptovm(&["inspect", "--json", "l.ptow"], dir.path());
+    assert!(o.status.success());
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["config"]["aicpus"], 3);
+    assert_eq!(j["config"]["window"], 64);
+    assert_eq!(j["config"]["window_mode"], "benchmark");
+    assert_eq!(j["config"]["streams"], 7);
+    assert_eq!(j["config"]["dispatch"], "affinity(v0)");
+}
+
+#[test]
+fn inspect_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = asm_example(dir.path(), "control.pto");
+    let o = ptovm(&["inspect", p.to_str().unwrap()], dir.path());
+    assert!(o.status.success());
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        t.contains("workload train_step   schedule train_sched"),
+        "{t}"
+    );
+    assert!(t.contains("threshold on M: [<= 8: static(v0)] [<= 64: affinity(v0)] [otherwise: hash(v0 * 131 + 7)]"), "{t}");
+    assert!(t.contains("timing batched(16)"), "{t}");
+    let o = ptovm(&["inspect", "--json", p.to_str().unwrap()], dir.path());
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let len = std::fs::metadata(&p).unwrap().len();
+    assert_eq!(j["total_bytes"], len);
+    let sum: u64 = j["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["size"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, len, "sections cover the file");
+    assert_eq!(j["kernels"].as_array().unwrap().len(), 5);
+    assert_eq!(j["config"]["levels"].as_array().unwrap().len(), 3);
+    // inspect also takes module text, assembled in memory.
+    let o = ptovm(
+        &[
+            "inspect",
+            "--json",
+            examples().join("control.pto").to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success());
+    let j2: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j, j2);
+}
+
+/// Runs a command expected to fail: checks the exit code, that the message is the one line
+/// `expected` names, and that no file appeared in the directory.
+fn fails(dir: &Path, args: &[&str], code: i32, expected: &str) {
+    let before = files(dir);
+    let o = ptovm(args, dir);
+    assert_eq!(o.status.code(), Some(code), "{args:?}: {}", stderr(&o));
+    let err = stderr(&o);
+    let first = err.lines().next().unwrap_or("");
+    assert!(
+        first.contains(expected),
+        "{args:?}: expected {expected:?} in {first:?}"
+    );
+    assert!(o.stdout.is_empty(), "{args:?}: nothing on stdout");
+    assert_eq!(files(dir), before, "{args:?}: no file left behind");
+}
+
+#[test]
+fn bad_bytecode_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = std::fs::read(asm_example(d, "llama_layer.pto")).unwrap();
+    let write = |name: &str, b: &[u8]| std::fs::write(d.join(name), b).unwrap();
+    let fix = |mut b: Vec<u8>| {
+        let sum = ptovm_vm::format::checksum(&b);
+        b[28..32].copy_from_slice(&sum.to_le_bytes());
+        b
+    };
+    write("empty.ptow", b"");
+    write("trunc.ptow", &good[..good.len() - 8]);
+    write("short.ptow", &good[..40]);
+    let mut b = good.clone();
+    b[0] = b'X';
+    write("magic.ptow", &b);
+    let mut b = good.clone();
+    b[4] = 2;
+    write("version.ptow", &fix(b));
+    let mut b = good.clone();
+    let n = b.len();
+    b[n / 2] ^= 0x40;
+    write("corrupt.ptow", &b);
+    let mut b = good.clone();
+    b[192] = 0x77; // first instruction's opcode
+    write("opcode.ptow", &fix(b));
+    for cmd in ["verify", "disasm", "inspect"] {
+        fails(
+            d,
+            &[cmd, "missing.ptow"],
+            3,
+            "error: cannot read missing.ptow",
+        );
+        fails(
+            d,
+            &[cmd, "empty.ptow"],
+            1,
+            "file is 0 bytes, shorter than the 64-byte header",
+        );
+        fails(
+            d,
+            &[cmd, "short.ptow"],
+            1,
+            "shorter than the 64-byte header",
+        );
+        fails(d, &[cmd, "trunc.ptow"], 1, "(truncated or extended)");
+        fails(d, &[cmd, "magic.ptow"], 1, "bad magic");
+        fails(d, &[cmd, "version.ptow"], 1, "unsupported PTOW version 2");
+        fails(d, &[cmd, "corrupt.ptow"], 1, "checksum mismatch");
+        fails(
+            d,
+            &[cmd, "opcode.ptow"],
+            1,
+            "instruction 0 (byte offset 192): unknown opcode 0x77",
+        );
+    }
+    for name in [
+        "empty.ptow",
+        "trunc.ptow",
+        "magic.ptow",
+        "version.ptow",
+        "corrupt.ptow",
+        "opcode.ptow",
+    ] {
+        let o = ptovm(&["verify", name], d);
+        assert_eq!(stderr(&o).lines().count(), 1, "{name}: one-line error");
+    }
+    // Disassembling into a file that fails leaves nothing behind.
+    fails(
+        d,
+        &["disasm", "corrupt.ptow", "-o", "out.txt"],
+        1,
+        "checksum mismatch",
+    );
+}
+
+#[test]
+fn bad_text_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("syntax.pto"),
+        "@workload w() {\n  parallel_for i in dense[4] {\n    task @k(i) resources(A[i)\n  }\n}\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("empty.pto"), "").unwrap();
+    std::fs::write(d.join("binary.pto"), [0xff, 0xfe, 0x00]).unwrap();
+    std::fs::write(
+        d.join("listing.txt"),
+        ".ptow 1\n.workload w\n.code\n0 HALT\n",
+    )
+    .unwrap();
+    fails(
+        d,
+        &["asm", "syntax.pto", "-o", "out.ptow"],
+        1,
+        "syntax.pto:3:29: error: expected `,` or `]`, found `)`",
+    );
+    fails(
+        d,
+        &["asm", "empty.pto", "-o", "out.ptow"],
+        1,
+        "empty.pto:1:1: error: the module has no `@workload`",
+    );
+    fails(
+        d,
+        &["asm", "binary.pto", "-o", "out.ptow"],
+        1,
+        "is not UTF-8 text",
+    );
+    fails(
+        d,
+        &["asm", "missing.pto", "-o", "out.ptow"],
+        3,
+        "cannot read missing.pto",
+    );
+    fails(
+        d,
+        &["asm", "listing.txt", "-o", "out.ptow"],
+        1,
+        "listing has no `.config` line",
+    );
+    // The caret line points at the offending token.
+    let o = ptovm(&["asm", "syntax.pto", "-o", "out.ptow"], d);
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines[2], "3 |     task @k(i) resources(A[i)");
+    assert_eq!(lines[3], "  |                             ^");
+    // An existing output file survives a failed assembly untouched.
+    std::fs::write(d.join("keep.ptow"), b"precious").unwrap();
+    let o = ptovm(&["asm", "syntax.pto", "-o", "keep.ptow"], d);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(std::fs::read(d.join("keep.ptow")).unwrap(), b"precious");
+}
+
+#[test]
+fn bad_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = examples().join("attention.pto");
+    let s = src.to_str().unwrap();
+    for args in [
+        vec!["asm", s, "--aicpus", "0"],
+        vec!["asm", s, "--aicpus", "65"],
+        vec!["asm", s, "--window", "0"],
+        vec!["frobnicate"],
+        vec!["asm"],
+    ] {
+        let o = ptovm(&args, dir.path());
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).starts_with("error:"), "{args:?}: {}", stderr(&o));
+    }
+    assert!(files(dir.path()).is_empty());
+    let o = ptovm(
+        &["asm", "-q", s, "--workload", "nope", "-o", "x.ptow"],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("the module has no workload `nope`"));
+}
