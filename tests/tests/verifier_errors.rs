@@ -1,0 +1,906 @@
+//! One test per verifier error variant: each builds a small program that breaks exactly one rule
+//! and checks the error kind, the section, the record index and the byte offset it reports.
+
+use ptovm_assembler::model::{Kernel, Module, Param, Tensor};
+use ptovm_vm::format::{
+    checksum, KernelEntry, PolicySpec, RegionDim, TensorEntry, COND_HAS_ELSE, NONE16,
+};
+use ptovm_vm::{
+    verify, ErrorKind, ExprOp, ExprProblem, Opcode, ParamKind, Policy, Record, Section, VerifyError,
+};
+use zerocopy::little_endian::{U16, U32};
+
+fn r(op: Opcode, flags: u8, op1: u16, op2: u32) -> Record {
+    Record::new(op as u8, flags, op1, op2)
+}
+
+fn e(op: ExprOp, op1: u16, op2: u32) -> Record {
+    Record::new(op as u8, 0, op1, op2)
+}
+
+/// A valid base program: one loop of four tasks writing `A[i]`.
+fn base() -> Module {
+    let mut m = Module::new("w", "s");
+    m.params = vec![
+        Param {
+            name: "n".into(),
+            kind: ParamKind::Scalar,
+        },
+        Param {
+            name: "arr".into(),
+            kind: ParamKind::Array,
+        },
+    ];
+    let mut t = TensorEntry {
+        dtype: 3,
+        rank: 1,
+        ..Default::default()
+    };
+    t.dims[0] = U32::new(4);
+    m.tensors = vec![Tensor {
+        name: "A".into(),
+        entry: t,
+    }];
+    m.kernels = vec![Kernel {
+        name: "k".into(),
+        entry: KernelEntry {
+            pool: 0,
+            num_params: 1,
+            num_args: 1,
+            arg_dirs: U32::new(2),
+            ..Default::default()
+        },
+    }];
+    m.axes = vec![
+        r(Opcode::AXIS_DENSE, 0, 0, 4),
+        r(Opcode::AXIS_DENSE_DYN, 0, 0, 0),
+        r(Opcode::AXIS_SPARSE, 0, 1, 1 << 16), // row = expr 0, indices = slot 1
+    ];
+    m.exprs = vec![
+        e(ExprOp::VAR, 0, 0),
+        e(ExprOp::END, 0, 0),
+        e(ExprOp::CONST, 0, 0),
+        e(ExprOp::END, 0, 0),
+    ];
+    m.regions = vec![
+        RegionDim {
+            start: U16::new(0),
+            end: U16::new(NONE16),
+        }, // [i]
+        RegionDim {
+            start: U16::new(2),
+            end: U16::new(NONE16),
+        }, // [0]
+    ];
+    m.code = vec![
+        r(Opcode::PARALLEL_FOR, 0, 0, 4),
+        r(Opcode::TASK, 0, 0, 1 | 1 << 16),
+        r(Opcode::PARAM_LOOPVAR, 0, 0, 0),
+        r(Opcode::IO_OUTPUT, 1, 0, 0),
+        r(Opcode::HALT, 0, 0, 0),
+    ];
+    m
+}
+
+/// A task block that needs no enclosing loop: `task @k(3) resources(A[0])`.
+fn task0() -> Vec<Record> {
+    vec![
+        r(Opcode::TASK, 0, 0, 1 | 1 << 16),
+        r(Opcode::PARAM_CONST, 0, 0, 3),
+        r(Opcode::IO_OUTPUT, 1, 0, 1),
+    ]
+}
+
+/// `body` as the whole program, followed by HALT.
+fn program(body: Vec<Record>) -> Module {
+    let mut m = base();
+    m.code = body;
+    m.code.push(r(Opcode::HALT, 0, 0, 0));
+    m
+}
+
+fn err(bytes: &[u8]) -> VerifyError {
+    verify(bytes).expect_err("should be rejected")
+}
+
+fn check(m: &Module) -> VerifyError {
+    err(&m.encode())
+}
+
+/// Byte offset of instruction `pc` (the code section follows the header and config).
+fn code_off(pc: usize) -> usize {
+    64 + 128 + 8 * pc
+}
+
+fn refix(mut b: Vec<u8>) -> Vec<u8> {
+    let sum = checksum(&b);
+    b[28..32].copy_from_slice(&sum.to_le_bytes());
+    b
+}
+
+fn at(e: &VerifyError, section: Section, index: Option<u32>) {
+    assert_eq!((e.at.section, e.at.index), (section, index), "{e}");
+}
+
+#[test]
+fn base_program_verifies() {
+    let m = base();
+    let b = m.encode();
+    let v = verify(&b).unwrap();
+    assert_eq!(v.task_sites(), 1);
+    assert_eq!(v.max_loop_depth(), 1);
+    assert_eq!(Module::decode(&v), m);
+}
+
+#[test]
+fn too_short() {
+    let e = err(&base().encode()[..63]);
+    assert_eq!(e.kind, ErrorKind::TooShort { len: 63 });
+    assert_eq!(
+        e.to_string(),
+        "header (byte offset 0): file is 63 bytes, shorter than the 64-byte header"
+    );
+}
+
+#[test]
+fn bad_magic() {
+    let mut b = base().encode();
+    b[3] = 0;
+    assert_eq!(err(&b).kind, ErrorKind::BadMagic { found: 0x0054_4F57 });
+}
+
+#[test]
+fn unsupported_version() {
+    let mut b = base().encode();
+    b[4] = 2;
+    let e = err(&refix(b));
+    assert_eq!(e.kind, ErrorKind::UnsupportedVersion { found: 2 });
+    assert_eq!(e.at.offset, 4);
+}
+
+#[test]
+fn length_mismatch() {
+    let mut b = base().encode();
+    let n = b.len();
+    b.extend_from_slice(&[0; 8]);
+    assert_eq!(
+        err(&b).kind,
+        ErrorKind::LengthMismatch {
+            declared: n as u32,
+            actual: n + 8
+        }
+    );
+    assert_eq!(
+        err(&b[..n - 1]).kind,
+        ErrorKind::LengthMismatch {
+            declared: n as u32,
+            actual: n - 1
+        }
+    );
+}
+
+#[test]
+fn bad_checksum() {
+    let mut b = base().encode();
+    let n = b.len();
+    b[n - 20] ^= 1;
+    let e = err(&b);
+    assert!(matches!(e.kind, ErrorKind::BadChecksum { .. }), "{e}");
+    assert_eq!(e.at.offset, 28);
+}
+
+#[test]
+fn section_size_mismatch() {
+    let mut b = base().encode();
+    b[12] += 1; // one more axis than the bytes hold
+    let e = err(&refix(b));
+    assert!(
+        matches!(e.kind, ErrorKind::SectionSizeMismatch { .. }),
+        "{e}"
+    );
+}
+
+#[test]
+fn limit_exceeded() {
+    let mut b = base().encode();
+    b[40..44].copy_from_slice(&257u32.to_le_bytes());
+    let e = err(&refix(b));
+    assert_eq!(
+        e.kind,
+        ErrorKind::LimitExceeded {
+            what: "parameter count",
+            value: 257,
+            max: 256
+        }
+    );
+    assert_eq!(e.at.offset, 40);
+}
+
+#[test]
+fn too_small() {
+    let mut m = base();
+    m.config.window = U32::new(0);
+    let e = check(&m);
+    assert_eq!(
+        e.kind,
+        ErrorKind::TooSmall {
+            what: "task window",
+            value: 0,
+            min: 1
+        }
+    );
+    at(&e, Section::Config, None);
+    assert_eq!(e.at.offset, 64 + 104);
+    let mut m = base();
+    m.config.num_aicpus = U16::new(0);
+    assert!(matches!(
+        check(&m).kind,
+        ErrorKind::TooSmall {
+            what: "num_aicpus",
+            ..
+        }
+    ));
+}
+
+#[test]
+fn non_zero() {
+    let mut b = base().encode();
+    b[48] = 1;
+    assert_eq!(
+        err(&refix(b)).kind,
+        ErrorKind::NonZero {
+            what: "header flags"
+        }
+    );
+    let mut m = base();
+    m.code[0].flags = 0x80; // PARALLEL_FOR uses no flags
+    let e = check(&m);
+    assert_eq!(
+        e.kind,
+        ErrorKind::NonZero {
+            what: "unused operand bits"
+        }
+    );
+    at(&e, Section::Code, Some(0));
+    assert_eq!(e.at.offset, code_off(0));
+}
+
+#[test]
+fn bad_code() {
+    let mut m = base();
+    m.tensors[0].entry.dtype = 200;
+    let e = check(&m);
+    assert_eq!(
+        e.kind,
+        ErrorKind::BadCode {
+            what: "dtype",
+            value: 200
+        }
+    );
+    at(&e, Section::Tensors, Some(0));
+    let mut m = base();
+    m.kernels[0].entry.pool = 2;
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::BadCode {
+            what: "pool",
+            value: 2
+        }
+    );
+}
+
+#[test]
+fn name_not_canonical() {
+    let m = base();
+    let mut b = m.encode();
+    // Kernel 0's name offset (kernels follow code and axes).
+    let k = 64 + 128 + 8 * m.code.len() + 8 * m.axes.len();
+    b[k] += 1;
+    let e = err(&refix(b));
+    assert!(matches!(e.kind, ErrorKind::NameNotCanonical { .. }), "{e}");
+    at(&e, Section::Kernels, Some(0));
+}
+
+#[test]
+fn bad_name() {
+    let mut m = base();
+    m.kernels[0].name = "9lives".into();
+    let e = check(&m);
+    assert_eq!(e.kind, ErrorKind::BadName);
+    at(&e, Section::Kernels, Some(0));
+    let mut m = base();
+    m.workload = String::new();
+    assert_eq!(check(&m).kind, ErrorKind::BadName);
+}
+
+#[test]
+fn strtab_slack() {
+    let mut m = base();
+    m.kernels[0].name = "kk".into();
+    let names: usize = 1 + 1 + 1 + 3 + 1 + 2; // w s n arr A kk
+    assert_ne!(names % 8, 0, "a padding byte exists to take");
+    let mut b = m.encode();
+    b[44] += 1; // claim one more byte of names (the padding byte, zero)
+    let e = err(&refix(b));
+    assert_eq!(
+        e.kind,
+        ErrorKind::StrtabSlack {
+            len: names as u32 + 1,
+            used: names as u32
+        }
+    );
+}
+
+#[test]
+fn unknown_opcode() {
+    let mut m = base();
+    m.code[0] = Record::new(0x77, 0, 0, 0);
+    let e = check(&m);
+    assert_eq!(e.kind, ErrorKind::UnknownOpcode { byte: 0x77 });
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "instruction 0 (byte offset {}): unknown opcode 0x77",
+            code_off(0)
+        )
+    );
+}
+
+#[test]
+fn misplaced() {
+    let mut m = base();
+    m.code.insert(0, r(Opcode::AXIS_DENSE, 0, 0, 1));
+    m.code[1] = r(Opcode::PARALLEL_FOR, 0, 0, 5);
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::Misplaced {
+            op: "AXIS_DENSE",
+            place: "in the code section"
+        }
+    );
+    let mut m = base();
+    m.code.insert(0, r(Opcode::HALT, 0, 0, 0));
+    m.code[1] = r(Opcode::PARALLEL_FOR, 0, 0, 5);
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::Misplaced {
+            op: "HALT",
+            place: "before the last instruction"
+        }
+    );
+    let mut m = base();
+    m.code.insert(0, r(Opcode::PARAM_CONST, 0, 0, 1));
+    m.code[1] = r(Opcode::PARALLEL_FOR, 0, 0, 5);
+    let e = check(&m);
+    assert_eq!(
+        e.kind,
+        ErrorKind::Misplaced {
+            op: "PARAM_CONST",
+            place: "outside a TASK's operands"
+        }
+    );
+    at(&e, Section::Code, Some(0));
+    let mut m = base();
+    m.axes[0] = r(Opcode::NOP, 0, 0, 0);
+    let e = check(&m);
+    assert_eq!(
+        e.kind,
+        ErrorKind::Misplaced {
+            op: "NOP",
+            place: "in the axis section"
+        }
+    );
+    at(&e, Section::Axes, Some(0));
+}
+
+#[test]
+fn missing_halt() {
+    let mut m = base();
+    let n = m.code.len();
+    m.code[n - 1] = r(Opcode::NOP, 0, 0, 0);
+    let e = check(&m);
+    assert_eq!(e.kind, ErrorKind::MissingHalt);
+    at(&e, Section::Code, Some(n as u32 - 1));
+}
+
+#[test]
+fn bad_end() {
+    let mut m = base();
+    m.code[0] = r(Opcode::PARALLEL_FOR, 0, 0, 5); // past the HALT
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::BadEnd {
+            end: 5,
+            lo: 1,
+            hi: 4
+        }
+    );
+    let mut m = base();
+    m.code[0] = r(Opcode::PARALLEL_FOR, 0, 0, 0);
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::BadEnd {
+            end: 0,
+            lo: 1,
+            hi: 4
+        }
+    );
+}
+
+#[test]
+fn nesting_too_deep() {
+    let mut m = base();
+    let depth = 33usize;
+    let inner = depth + 1; // NOP at index `depth`, HALT after
+    m.code = (0..depth)
+        .map(|_| r(Opcode::COMBINE, 0, 1, inner as u32))
+        .collect();
+    m.code.push(r(Opcode::NOP, 0, 0, 0));
+    m.code.push(r(Opcode::HALT, 0, 0, 0));
+    let e = check(&m);
+    assert_eq!(e.kind, ErrorKind::NestingTooDeep { max: 32 });
+    at(&e, Section::Code, Some(32));
+    // 32 deep is fine.
+    m.code.remove(0);
+    for c in m.code.iter_mut().take(32) {
+        *c = r(Opcode::COMBINE, 0, 1, 33);
+    }
+    verify(&m.encode()).unwrap();
+}
+
+#[test]
+fn loop_too_deep() {
+    let mut m = base();
+    let n = 17usize;
+    m.code = (0..n)
+        .map(|_| r(Opcode::PARALLEL_FOR, 0, 0, n as u32 + 1))
+        .collect();
+    m.code.push(r(Opcode::NOP, 0, 0, 0));
+    m.code.push(r(Opcode::HALT, 0, 0, 0));
+    let e = check(&m);
+    assert_eq!(e.kind, ErrorKind::LoopTooDeep { max: 16 });
+    at(&e, Section::Code, Some(16));
+}
+
+#[test]
+fn child_count() {
+    let mut body = vec![r(Opcode::COMBINE, 0, 3, 5)];
+    body.extend(task0());
+    body.push(r(Opcode::NOP, 0, 0, 0));
+    let e = check(&program(body.clone()));
+    assert_eq!(
+        e.kind,
+        ErrorKind::ChildCount {
+            op: "COMBINE",
+            declared: 3,
+            found: 2
+        }
+    );
+    at(&e, Section::Code, Some(0));
+    body[0] = r(Opcode::COMBINE, 0, 2, 5);
+    verify(&program(body).encode()).unwrap();
+}
+
+#[test]
+fn else_not_sequential() {
+    let mut body = vec![r(Opcode::COND, COND_HAS_ELSE, 2, 4)];
+    body.extend(task0());
+    body.push(r(Opcode::NOP, 0, 0, 0));
+    let e = check(&program(body.clone()));
+    assert_eq!(e.kind, ErrorKind::ElseNotSequential { end: 4 });
+    // With the else block in place it verifies.
+    body[4] = r(Opcode::SEQUENTIAL, 0, 1, 6);
+    body.push(r(Opcode::NOP, 0, 0, 0));
+    verify(&program(body).encode()).unwrap();
+    // The else block belongs to the COND: the enclosing SEQUENTIAL has one child, not two.
+    let mut outer = vec![
+        r(Opcode::SEQUENTIAL, 0, 1, 7),
+        r(Opcode::COND, COND_HAS_ELSE, 2, 5),
+    ];
+    outer.extend(task0());
+    outer.push(r(Opcode::SEQUENTIAL, 0, 1, 7));
+    outer.push(r(Opcode::NOP, 0, 0, 0));
+    verify(&program(outer.clone()).encode()).unwrap();
+    outer[0] = r(Opcode::SEQUENTIAL, 0, 2, 7);
+    assert_eq!(
+        check(&program(outer)).kind,
+        ErrorKind::ChildCount {
+            op: "SEQUENTIAL",
+            declared: 2,
+            found: 1
+        }
+    );
+}
+
+#[test]
+fn out_of_range() {
+    let mut m = base();
+    m.code[1] = r(Opcode::TASK, 0, 9, 1 | 1 << 16);
+    let e = check(&m);
+    assert_eq!(
+        e.kind,
+        ErrorKind::OutOfRange {
+            what: "kernel",
+            index: 9,
+            len: 1
+        }
+    );
+    at(&e, Section::Code, Some(1));
+    let mut m = base();
+    m.code[0] = r(Opcode::PARALLEL_FOR, 0, 7, 4);
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::OutOfRange {
+            what: "axis",
+            index: 7,
+            len: 3
+        }
+    );
+    let mut m = base();
+    m.code[3] = r(Opcode::IO_OUTPUT, 1, 5, 0);
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::OutOfRange {
+            what: "tensor",
+            index: 5,
+            len: 1
+        }
+    );
+    let mut m = base();
+    m.code[3] = r(Opcode::IO_OUTPUT, 1, 0, 2);
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::OutOfRange {
+            what: "region",
+            index: 2,
+            len: 2
+        }
+    );
+}
+
+#[test]
+fn slot_kind() {
+    let mut m = base();
+    m.axes[1] = r(Opcode::AXIS_DENSE_DYN, 0, 1, 0); // slot 1 is an array
+    let e = check(&m);
+    assert_eq!(
+        e.kind,
+        ErrorKind::SlotKind {
+            slot: 1,
+            expected: "scalar"
+        }
+    );
+    at(&e, Section::Axes, Some(1));
+}
+
+#[test]
+fn select_not_sparse() {
+    let mut m = base();
+    m.code[0] = r(Opcode::SELECT, 0, 0, 4);
+    assert_eq!(check(&m).kind, ErrorKind::SelectNotSparse { axis: 0 });
+    m.code[0] = r(Opcode::SELECT, 0, 2, 4);
+    // The sparse axis' row expression reads loop depth 0, unbound at the outermost loop.
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::UnboundLoopVar { depth: 0, bound: 0 }
+    );
+}
+
+#[test]
+fn task_operand() {
+    let mut m = base();
+    m.code[2] = r(Opcode::IO_OUTPUT, 1, 0, 0);
+    let e = check(&m);
+    assert_eq!(
+        e.kind,
+        ErrorKind::TaskOperand {
+            position: 0,
+            expected: "a PARAM_* record",
+            found: "IO_OUTPUT"
+        }
+    );
+    at(&e, Section::Code, Some(2));
+    let mut m = base();
+    m.code[0] = r(Opcode::PARALLEL_FOR, 0, 0, 3); // the body ends before the IO record
+    m.code[3] = r(Opcode::NOP, 0, 0, 0);
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::TaskOperand {
+            position: 1,
+            expected: "an IO_* record",
+            found: "the end of the enclosing body"
+        }
+    );
+}
+
+#[test]
+fn arity() {
+    let mut m = base();
+    m.code[1] = r(Opcode::TASK, 0, 0, 2 | 1 << 16);
+    m.code.insert(3, r(Opcode::PARAM_CONST, 0, 0, 1));
+    m.code[0] = r(Opcode::PARALLEL_FOR, 0, 0, 5);
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::Arity {
+            kernel: 0,
+            what: "parameters",
+            expected: 1,
+            found: 2
+        }
+    );
+}
+
+#[test]
+fn direction() {
+    let mut m = base();
+    m.code[3] = r(Opcode::IO_INPUT, 1, 0, 0);
+    let e = check(&m);
+    assert_eq!(
+        e.kind,
+        ErrorKind::Direction {
+            kernel: 0,
+            position: 0,
+            declared: "out",
+            found: "IO_INPUT"
+        }
+    );
+    at(&e, Section::Code, Some(3));
+}
+
+#[test]
+fn region_rank() {
+    let mut m = base();
+    m.code[3] = r(Opcode::IO_OUTPUT, 2, 0, 0);
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::RegionRank {
+            dims: 2,
+            tensor: 0,
+            rank: 1
+        }
+    );
+}
+
+#[test]
+fn expr_problems() {
+    let mut m = base();
+    m.exprs[0] = e(ExprOp::ADD, 0, 0);
+    let err = check(&m);
+    assert_eq!(
+        err.kind,
+        ErrorKind::Expr {
+            node: 0,
+            problem: ExprProblem::Underflow
+        }
+    );
+    at(&err, Section::Exprs, Some(0));
+    let mut m = base();
+    m.exprs.truncate(3);
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::Expr {
+            node: 3,
+            problem: ExprProblem::Unterminated
+        }
+    );
+    let mut m = base();
+    m.exprs[1] = e(ExprOp::VAR, 0, 0);
+    m.exprs[2] = e(ExprOp::END, 0, 0);
+    m.exprs[3] = e(ExprOp::END, 0, 0);
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::Expr {
+            node: 2,
+            problem: ExprProblem::NotSingle(2)
+        }
+    );
+    let mut m = base();
+    m.exprs = (0..9).map(|_| e(ExprOp::CONST, 0, 1)).collect();
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::Expr {
+            node: 8,
+            problem: ExprProblem::Overflow
+        }
+    );
+    let mut m = base();
+    m.exprs = vec![Record::new(0x99, 0, 0, 0)];
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::Expr {
+            node: 0,
+            problem: ExprProblem::UnknownOp(0x99)
+        }
+    );
+}
+
+#[test]
+fn unbound_loop_var() {
+    let mut m = base();
+    m.code[2] = r(Opcode::PARAM_LOOPVAR, 0, 1, 0);
+    let e = check(&m);
+    assert_eq!(e.kind, ErrorKind::UnboundLoopVar { depth: 1, bound: 1 });
+    at(&e, Section::Code, Some(2));
+}
+
+#[test]
+fn dispatch_depth() {
+    let mut m = program(task0());
+    m.config.policy = PolicySpec {
+        kind: Policy::Affinity as u8,
+        depth: 0,
+        key: U16::new(0),
+    };
+    let e = check(&m);
+    assert_eq!(
+        e.kind,
+        ErrorKind::DispatchDepth {
+            needed_minus_one: 0,
+            have: 0
+        }
+    );
+    at(&e, Section::Code, Some(0));
+    let mut m = base();
+    m.config.policy = PolicySpec {
+        kind: Policy::Affinity as u8,
+        depth: 0,
+        key: U16::new(0),
+    };
+    verify(&m.encode()).unwrap();
+}
+
+#[test]
+fn threshold() {
+    let mut m = base();
+    let c = &mut m.config;
+    c.policy = PolicySpec {
+        kind: Policy::Threshold as u8,
+        depth: 0,
+        key: U16::new(NONE16),
+    };
+    c.selector = U16::new(2);
+    c.num_levels = 2;
+    c.thresholds[0] = U32::new(8);
+    c.thresholds[1] = U32::new(u32::MAX);
+    c.levels[0] = PolicySpec {
+        kind: Policy::StaticPartition as u8,
+        depth: 0,
+        key: U16::new(NONE16),
+    };
+    c.levels[1] = PolicySpec {
+        kind: Policy::RoundRobin as u8,
+        depth: 0,
+        key: U16::new(NONE16),
+    };
+    verify(&m.encode()).unwrap();
+    let mut bad = m.clone();
+    bad.config.thresholds[0] = U32::new(u32::MAX);
+    assert_eq!(
+        check(&bad).kind,
+        ErrorKind::Threshold {
+            problem: "thresholds must strictly increase"
+        }
+    );
+    let mut bad = m.clone();
+    bad.config.thresholds[1] = U32::new(9);
+    assert!(matches!(check(&bad).kind, ErrorKind::Threshold { .. }));
+    let mut bad = m.clone();
+    bad.config.selector = U16::new(0); // VAR 0: a loop variable in a launch-time selector
+    assert_eq!(
+        check(&bad).kind,
+        ErrorKind::Expr {
+            node: 0,
+            problem: ExprProblem::VarNotAllowed
+        }
+    );
+}
+
+/// Every error variant has a distinct code, and every variant is exercised above.
+#[test]
+fn error_codes_are_distinct() {
+    use std::collections::HashSet;
+    let kinds = [
+        ErrorKind::TooShort { len: 0 },
+        ErrorKind::BadMagic { found: 0 },
+        ErrorKind::UnsupportedVersion { found: 0 },
+        ErrorKind::LengthMismatch {
+            declared: 0,
+            actual: 0,
+        },
+        ErrorKind::SectionSizeMismatch {
+            implied: 0,
+            declared: 0,
+        },
+        ErrorKind::BadChecksum {
+            stored: 0,
+            computed: 0,
+        },
+        ErrorKind::LimitExceeded {
+            what: "",
+            value: 0,
+            max: 0,
+        },
+        ErrorKind::TooSmall {
+            what: "",
+            value: 0,
+            min: 0,
+        },
+        ErrorKind::NonZero { what: "" },
+        ErrorKind::BadCode { what: "", value: 0 },
+        ErrorKind::NameNotCanonical {
+            off: 0,
+            len: 0,
+            expected: 0,
+        },
+        ErrorKind::BadName,
+        ErrorKind::StrtabSlack { len: 0, used: 0 },
+        ErrorKind::UnknownOpcode { byte: 0 },
+        ErrorKind::Misplaced { op: "", place: "" },
+        ErrorKind::MissingHalt,
+        ErrorKind::BadEnd {
+            end: 0,
+            lo: 0,
+            hi: 0,
+        },
+        ErrorKind::NestingTooDeep { max: 0 },
+        ErrorKind::LoopTooDeep { max: 0 },
+        ErrorKind::ChildCount {
+            op: "",
+            declared: 0,
+            found: 0,
+        },
+        ErrorKind::ElseNotSequential { end: 0 },
+        ErrorKind::OutOfRange {
+            what: "",
+            index: 0,
+            len: 0,
+        },
+        ErrorKind::SlotKind {
+            slot: 0,
+            expected: "",
+        },
+        ErrorKind::SelectNotSparse { axis: 0 },
+        ErrorKind::TaskOperand {
+            position: 0,
+            expected: "",
+            found: "",
+        },
+        ErrorKind::Arity {
+            kernel: 0,
+            what: "",
+            expected: 0,
+            found: 0,
+        },
+        ErrorKind::Direction {
+            kernel: 0,
+            position: 0,
+            declared: "",
+            found: "",
+        },
+        ErrorKind::RegionRank {
+            dims: 0,
+            tensor: 0,
+            rank: 0,
+        },
+        ErrorKind::Expr {
+            node: 0,
+            problem: ExprProblem::Underflow,
+        },
+        ErrorKind::UnboundLoopVar { depth: 0, bound: 0 },
+        ErrorKind::DispatchDepth {
+            needed_minus_one: 0,
+            have: 0,
+        },
+        ErrorKind::Threshold { problem: "" },
+    ];
+    let at = ptovm_vm::Location {
+        section: Section::Header,
+        index: None,
+        offset: 0,
+    };
+    let codes: HashSet<u8> = kinds
+        .iter()
+        .map(|k| VerifyError { kind: *k, at }.code())
+        .collect();
+    assert_eq!(codes.len(), kinds.len());
+}
