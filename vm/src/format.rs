@@ -569,3 +569,63 @@ pub fn checksum(bytes: &[u8]) -> u32 {
     h.update(&bytes[CHECKSUM_OFFSET + 4..]);
     h.finalize()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zerocopy::IntoBytes;
+
+    #[test]
+    fn checksum_is_the_standard_crc32() {
+        // The CRC-32/ISO-HDLC check value.
+        let mut h = crc32fast::Hasher::new();
+        h.update(b"123456789");
+        assert_eq!(h.finalize(), 0xCBF4_3926);
+        // The checksum field is read as zero.
+        let a = [7u8; 40];
+        let mut b = a;
+        b[CHECKSUM_OFFSET..CHECKSUM_OFFSET + 4].copy_from_slice(&[1, 2, 3, 4]);
+        assert_eq!(checksum(&a), checksum(&b));
+        assert_eq!(checksum(&b), {
+            let mut z = a;
+            z[CHECKSUM_OFFSET..CHECKSUM_OFFSET + 4].copy_from_slice(&[0; 4]);
+            let mut h = crc32fast::Hasher::new();
+            h.update(&z);
+            h.finalize()
+        });
+    }
+
+    #[test]
+    fn layout_follows_the_counts() {
+        let h = Header {
+            num_instructions: U32::new(3),
+            num_axes: U32::new(1),
+            num_kernels: U32::new(2),
+            num_tensors: U32::new(1),
+            num_params: U32::new(1),
+            num_exprs: U32::new(2),
+            num_regions: U32::new(3),
+            strtab_len: U32::new(5),
+            ..Header::default()
+        };
+        let l = Layout::from_header(&h);
+        assert_eq!(l.range(Section::Config), (64, 128));
+        assert_eq!(l.range(Section::Code), (192, 24));
+        assert_eq!(l.range(Section::Axes), (216, 8));
+        assert_eq!(l.range(Section::Kernels), (224, 32));
+        assert_eq!(l.range(Section::Tensors), (256, 48));
+        assert_eq!(l.range(Section::Params), (304, 8));
+        assert_eq!(l.range(Section::Exprs), (312, 16));
+        assert_eq!(l.range(Section::Regions), (328, 12));
+        assert_eq!(l.range(Section::Strings), (340, 8));
+        assert_eq!(l.total, 348);
+        assert_eq!(l.total % 4, 0);
+    }
+
+    #[test]
+    fn records_are_little_endian() {
+        let r = Record::new(0x10, 0x02, 0x0304, 0x0506_0708);
+        assert_eq!(r.as_bytes(), &[0x10, 0x02, 0x04, 0x03, 0x08, 0x07, 0x06, 0x05]);
+        assert_eq!(MAGIC.to_le_bytes(), *b"WOTP");
+    }
+}

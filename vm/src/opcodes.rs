@@ -472,3 +472,78 @@ named_enum! {
         Benchmark = 2, "benchmark";
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{slot_max, Record};
+
+    #[test]
+    fn opcode_table_is_consistent() {
+        for op in Opcode::ALL {
+            assert_eq!(Opcode::from_u8(*op as u8), Some(*op));
+            assert_eq!(Opcode::from_mnemonic(op.mnemonic()), Some(*op));
+            // Fields of one opcode never share bits: setting each to its maximum and reading
+            // them back gives the maximum for every field.
+            let mut r = Record::new(*op as u8, 0, 0, 0);
+            for f in op.fields() {
+                r.set(f.slot, slot_max(f.slot));
+            }
+            for f in op.fields() {
+                assert_eq!(r.get(f.slot), slot_max(f.slot), "{op:?}.{}", f.name);
+            }
+            assert_eq!(r.masked(op.fields()), r);
+        }
+        let defined = (0..=255u8).filter(|b| Opcode::from_u8(*b).is_some()).count();
+        assert_eq!(defined, Opcode::ALL.len());
+        // The seed's opcode numbers (seed 001 §3.1).
+        let seed = [
+            ("HALT", 0x00),
+            ("NOP", 0x01),
+            ("PARALLEL_FOR", 0x10),
+            ("FOR_EACH", 0x11),
+            ("SELECT", 0x12),
+            ("COND", 0x13),
+            ("COMBINE", 0x14),
+            ("SEQUENTIAL", 0x15),
+            ("TASK", 0x20),
+            ("PARAM_CONST", 0x21),
+            ("PARAM_LOOPVAR", 0x22),
+            ("IO_INPUT", 0x23),
+            ("IO_OUTPUT", 0x24),
+            ("AXIS_DENSE", 0x30),
+            ("AXIS_DENSE_DYN", 0x31),
+            ("AXIS_RAGGED", 0x32),
+            ("AXIS_SPARSE", 0x33),
+            ("DISPATCH_FILTER", 0x40),
+        ];
+        for (name, code) in seed {
+            assert_eq!(Opcode::from_mnemonic(name).map(|o| o as u8), Some(code), "{name}");
+        }
+    }
+
+    #[test]
+    fn expr_table_is_consistent() {
+        for op in ExprOp::ALL {
+            assert_eq!(ExprOp::from_u8(*op as u8), Some(*op));
+            assert_eq!(ExprOp::from_mnemonic(op.mnemonic()), Some(*op));
+            let binary_symbol = !op.symbol().is_empty() && op.kind() == ExprKind::Binary;
+            let unary_symbol = !op.symbol().is_empty() && op.kind() == ExprKind::Unary;
+            assert!(binary_symbol || unary_symbol || op.symbol().is_empty());
+        }
+        assert_eq!(ExprOp::END as u8, 0, "a zeroed record ends an expression");
+    }
+
+    #[test]
+    fn named_enums_round_trip() {
+        for d in Dir::ALL {
+            assert_eq!(Dir::of_io(d.io_opcode()), Some(*d));
+            assert_eq!(Dir::from_name(d.name()), Some(*d));
+        }
+        for p in Policy::ALL {
+            assert_eq!(Policy::from_u8(*p as u8), Some(*p));
+        }
+        assert_eq!(Pool::from_name("cube"), Some(Pool::Cube));
+        assert_eq!(DType::from_u8(15), None);
+    }
+}

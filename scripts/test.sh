@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs every check of the project: formatting, lints, all tests, and the no_std build of the vm
+# crate for the bare-metal aarch64 target. Installs the rustup pieces it needs (idempotent).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! rustup target list --installed | grep -qx aarch64-unknown-none; then
+  rustup target add aarch64-unknown-none
+fi
+cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy --all-targets -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo test --workspace"
+cargo test --workspace
+echo "== vm builds no_std for aarch64-unknown-none"
+cargo build -p ptovm-vm --target aarch64-unknown-none --release
+echo "== all checks passed"
