@@ -625,7 +625,10 @@ mod tests {
     #[test]
     fn records_are_little_endian() {
         let r = Record::new(0x10, 0x02, 0x0304, 0x0506_0708);
-        assert_eq!(r.as_bytes(), &[0x10, 0x02, 0x04, 0x03, 0x08, 0x07, 0x06, 0x05]);
+        assert_eq!(
+            r.as_bytes(),
+            &[0x10, 0x02, 0x04, 0x03, 0x08, 0x07, 0x06, 0x05]
+        );
         assert_eq!(MAGIC.to_le_bytes(), *b"WOTP");
     }
 }

@@ -494,7 +494,9 @@ mod tests {
             }
             assert_eq!(r.masked(op.fields()), r);
         }
-        let defined = (0..=255u8).filter(|b| Opcode::from_u8(*b).is_some()).count();
+        let defined = (0..=255u8)
+            .filter(|b| Opcode::from_u8(*b).is_some())
+            .count();
         assert_eq!(defined, Opcode::ALL.len());
         // The seed's opcode numbers (seed 001 §3.1).
         let seed = [
@@ -518,7 +520,11 @@ mod tests {
             ("DISPATCH_FILTER", 0x40),
         ];
         for (name, code) in seed {
-            assert_eq!(Opcode::from_mnemonic(name).map(|o| o as u8), Some(code), "{name}");
+            assert_eq!(
+                Opcode::from_mnemonic(name).map(|o| o as u8),
+                Some(code),
+                "{name}"
+            );
         }
     }
 
