@@ -14,8 +14,11 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
-echo "== cargo test --workspace"
-cargo test --workspace
 echo "== vm builds no_std for aarch64-unknown-none"
 cargo build -p ptovm-vm --target aarch64-unknown-none --release
-echo "== all checks passed"
+echo "== cargo test --workspace"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace 2>&1 | tee "$log"
+# One closing line for the whole run: the sum over every test binary and doc-test run.
+awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
