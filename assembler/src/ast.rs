@@ -231,6 +231,8 @@ struct Parser<'r, 's> {
     pos: usize,
     nesting: usize,
     expr_nesting: usize,
+    /// Nodes of the top-level expression being parsed.
+    expr_nodes: usize,
 }
 
 type PR<T> = Result<T, AsmError>;
@@ -244,6 +246,7 @@ pub fn parse(rep: &Reporter<'_>) -> PR<ModuleAst> {
         pos: 0,
         nesting: 0,
         expr_nesting: 0,
+        expr_nodes: 0,
     };
     p.module()
 }
@@ -751,9 +754,30 @@ impl<'s> Parser<'_, 's> {
                 format!("expression nested deeper than {MAX_EXPR_NESTING}"),
             ));
         }
+        if self.expr_nesting == 1 {
+            self.expr_nodes = 0;
+        }
         let r = self.binary(0);
         self.expr_nesting -= 1;
         r
+    }
+
+    /// Counts one node of the current expression. An expression longer than the bytecode can
+    /// hold is rejected here, which also bounds the tree (and every recursion over it).
+    fn node(&mut self, span: Span) -> PR<()> {
+        self.expr_nodes += 1;
+        if self.expr_nodes >= limits::MAX_EXPR_LEN {
+            return Err(self.rep.error(
+                DiagKind::Limit,
+                span,
+                format!(
+                    "expression too long: more than {} operators and operands (the bytecode limit is {} nodes)",
+                    limits::MAX_EXPR_LEN - 1,
+                    limits::MAX_EXPR_LEN
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn binop(t: &Token<'_>) -> Option<(ExprOp, u8)> {
@@ -785,7 +809,8 @@ impl<'s> Parser<'_, 's> {
             if prec <= min {
                 break;
             }
-            self.bump();
+            let t = self.bump();
+            self.node(t.span)?;
             self.expr_nesting += 1;
             if self.expr_nesting > MAX_EXPR_NESTING {
                 let s = self.peek().span;
@@ -811,6 +836,7 @@ impl<'s> Parser<'_, 's> {
         let t = self.peek();
         if t.is("-") || t.is("!") {
             self.bump();
+            self.node(t.span)?;
             self.expr_nesting += 1;
             if self.expr_nesting > MAX_EXPR_NESTING {
                 return Err(self.rep.error(
@@ -837,6 +863,7 @@ impl<'s> Parser<'_, 's> {
         match t.kind {
             Tok::Int => {
                 let (v, span) = self.int("an integer")?;
+                self.node(span)?;
                 Ok(Expr {
                     kind: ExprK::Int(v),
                     span,
@@ -844,6 +871,7 @@ impl<'s> Parser<'_, 's> {
             }
             Tok::Ident => {
                 self.bump();
+                self.node(t.span)?;
                 let fun = match t.text {
                     "min" => Some(ExprOp::MIN),
                     "max" => Some(ExprOp::MAX),

@@ -246,9 +246,18 @@ fn nesting() {
     // Hostile depth far beyond the limits is an error, not a stack overflow.
     let d = fail(&format!(
         "@workload w() {{ cond {}1 {{ }} }}",
-        "-".repeat(100_000)
+        "(".repeat(100_000)
     ));
     assert_eq!(d.kind, DiagKind::Nesting);
+    let d = fail(&format!(
+        "@workload w() {{ cond {}1 {{ }} }}",
+        "-".repeat(100_000)
+    ));
+    assert_eq!(
+        d.kind,
+        DiagKind::Limit,
+        "a unary chain is too long before it is too deep"
+    );
     let d = fail(&format!(
         "@workload w() {{ {} }}",
         "sequential { ".repeat(100_000)
@@ -322,7 +331,10 @@ fn limit() {
     );
     let long = vec!["x"; 40].join(" + ");
     let d = fail(&format!("@workload w() {{ cond {long} {{ }} }}"));
-    assert_eq!(d.message, "expression too long: 80 nodes, the limit is 64");
+    assert_eq!(
+        d.message,
+        "expression too long: more than 63 operators and operands (the bytecode limit is 64 nodes)"
+    );
 }
 
 #[test]
@@ -396,5 +408,23 @@ fn carets_handle_tabs_and_unicode() {
     assert_eq!(
         (d.col, d.message.as_str()),
         (17, "unexpected character 'ü'")
+    );
+}
+
+#[test]
+fn long_operator_chains_are_rejected_without_deep_recursion() {
+    // A left-associative chain builds a deep tree; it is cut at the bytecode's expression
+    // limit while parsing, so neither lowering nor dropping the tree can overflow the stack.
+    let chain = vec!["1"; 200_000].join(" + ");
+    let d = fail(&format!("@workload w() {{ cond {chain} {{ }} }}"));
+    assert_eq!(d.kind, DiagKind::Limit, "{d}");
+    assert_eq!(
+        d.message,
+        "expression too long: more than 63 operators and operands (the bytecode limit is 64 nodes)"
+    );
+    assert_eq!(
+        d.col,
+        22 + 4 * 31 + 2,
+        "the caret is on the operator that crosses the limit"
     );
 }

@@ -278,10 +278,7 @@ proptest! {
         b[24..28].copy_from_slice(&n.to_le_bytes());
         let sum = ptovm_vm::format::checksum(&b);
         b[28..32].copy_from_slice(&sum.to_le_bytes());
-        if verify(&b).is_ok() {
-            let text = disassemble(&b).unwrap();
-            prop_assert_eq!(assemble("l", &text, &Options::default()).unwrap().bytes, b);
-        }
+        roundtrips_if_valid(&b);
     }
 
     /// Mutated valid programs (checksum repaired, so the mutation reaches the deep checks)
@@ -296,10 +293,7 @@ proptest! {
         }
         let sum = ptovm_vm::format::checksum(&b);
         b[28..32].copy_from_slice(&sum.to_le_bytes());
-        if verify(&b).is_ok() {
-            let text = disassemble(&b).unwrap();
-            prop_assert_eq!(assemble("l", &text, &Options::default()).unwrap().bytes, b);
-        }
+        roundtrips_if_valid(&b);
     }
 
     /// Arbitrary text never panics the assembler; every error has a location inside the text.
@@ -334,6 +328,16 @@ proptest! {
             }
         }
         check_text(&chars.into_iter().collect::<String>());
+    }
+}
+
+/// Whatever the verifier accepts disassembles to a listing that assembles back to the same bytes.
+fn roundtrips_if_valid(b: &[u8]) {
+    if verify(b).is_ok() {
+        let text = disassemble(b).unwrap();
+        let again = assemble("listing", &text, &Options::default())
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(again.bytes, b);
     }
 }
 
