@@ -161,6 +161,10 @@ pub fn lower(rep: &mut Reporter<'_>, ast: &ModuleAst, sel: &Select) -> R<Module>
         need: (0, Span::default()),
     };
     l.m.code.clear();
+    l.name_fits(&w.name)?;
+    if let Some(s) = sched {
+        l.name_fits(&s.name)?;
+    }
     // Workload parameters: dense axes are entered now (so their runtime slots come first);
     // ragged and sparse ones are lowered where they are used, in that scope.
     for (name, axis) in &w.params {
@@ -242,6 +246,22 @@ impl<'a> Lower<'a, '_, '_> {
         Ok(())
     }
 
+    /// Names are stored in the bytecode's string table, at most 255 bytes each.
+    fn name_fits(&self, name: &Ident) -> R<()> {
+        if name.name.len() > limits::MAX_NAME_LEN {
+            return Err(self.rep.error(
+                DiagKind::Limit,
+                name.span,
+                format!(
+                    "a name of {} bytes; the limit is {}",
+                    name.name.len(),
+                    limits::MAX_NAME_LEN
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn slot(&mut self, name: &Ident, kind: ParamKind) -> R<u16> {
         if let Some(&s) = self.slots.get(&name.name) {
             let have = self.m.params[s as usize].kind;
@@ -259,6 +279,7 @@ impl<'a> Lower<'a, '_, '_> {
             }
             return Ok(s);
         }
+        self.name_fits(name)?;
         let s = self.m.params.len();
         self.limit(
             s + 1,
@@ -541,6 +562,7 @@ impl<'a> Lower<'a, '_, '_> {
     }
 
     fn add_tensor(&mut self, name: &Ident, entry: TensorEntry) -> R<u16> {
+        self.name_fits(name)?;
         let id = self.m.tensors.len();
         self.limit(id + 1, limits::MAX_TENSORS as usize, "tensors", name.span)?;
         self.m.tensors.push(Tensor {
@@ -617,6 +639,7 @@ impl<'a> Lower<'a, '_, '_> {
             arg_dirs: U32::new(dirs),
             ..Default::default()
         };
+        self.name_fits(&k.name)?;
         let id = self.m.kernels.len();
         self.limit(id + 1, limits::MAX_KERNELS as usize, "kernels", k.name.span)?;
         self.m.kernels.push(Kernel {
@@ -1133,6 +1156,7 @@ impl<'a> Lower<'a, '_, '_> {
                         kernel.name, kernel.name
                     ),
                 );
+                self.name_fits(kernel)?;
                 let id = self.m.kernels.len();
                 self.limit(id + 1, limits::MAX_KERNELS as usize, "kernels", kernel.span)?;
                 self.m.kernels.push(Kernel {

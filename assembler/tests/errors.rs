@@ -428,3 +428,26 @@ fn long_operator_chains_are_rejected_without_deep_recursion() {
         "the caret is on the operator that crosses the limit"
     );
 }
+
+#[test]
+fn names_longer_than_the_string_table_allows() {
+    let long = "k".repeat(256);
+    let d = fail(&format!("@workload w() {{ task @{long}() }}"));
+    assert_eq!(
+        (d.kind, d.col, d.message.as_str()),
+        (DiagKind::Limit, 23, "a name of 256 bytes; the limit is 255")
+    );
+    let d = fail(&format!("@workload {long}() {{ }}"));
+    assert_eq!(d.kind, DiagKind::Limit);
+    let d = fail(&format!(
+        "@workload w() {{ parallel_for i in dense_dyn({long}) {{ }} }}"
+    ));
+    assert_eq!(d.kind, DiagKind::Limit);
+    let ok = "k".repeat(255);
+    assert!(assemble(
+        "t.pto",
+        &format!("@workload w() {{ task @{ok}() resources({ok}) }}"),
+        &Options::default()
+    )
+    .is_ok());
+}
