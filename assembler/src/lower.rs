@@ -201,6 +201,17 @@ pub fn lower(rep: &mut Reporter<'_>, ast: &ModuleAst, sel: &Select) -> R<Module>
     }
     l.stmts(&w.body)?;
     l.m.code.push(Record::new(Opcode::HALT as u8, 0, 0, 0));
+    let names = l.m.workload.len()
+        + l.m.schedule.len()
+        + l.m.params.iter().map(|p| p.name.len()).sum::<usize>()
+        + l.m.tensors.iter().map(|t| t.name.len()).sum::<usize>()
+        + l.m.kernels.iter().map(|k| k.name.len()).sum::<usize>();
+    l.limit(
+        names,
+        limits::MAX_STRTAB as usize,
+        "bytes of names",
+        w.name.span,
+    )?;
     l.limit(
         l.m.code.len(),
         limits::MAX_INSTRUCTIONS as usize,
