@@ -239,7 +239,7 @@ type PR<T> = Result<T, AsmError>;
 
 /// Parses module text.
 pub fn parse(rep: &Reporter<'_>) -> PR<ModuleAst> {
-    let toks = lex(rep, rep.src, 0, false)?;
+    let toks = lex(rep, rep.src)?;
     let mut p = Parser {
         rep,
         toks,
@@ -254,7 +254,6 @@ pub fn parse(rep: &Reporter<'_>) -> PR<ModuleAst> {
 fn describe(t: &Token<'_>) -> String {
     match t.kind {
         Tok::Eof => "end of file".to_string(),
-        Tok::Newline => "end of line".to_string(),
         _ => format!("`{}`", t.text),
     }
 }

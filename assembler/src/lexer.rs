@@ -1,9 +1,9 @@
-//! Tokens of `.pto` text, recognised with `nom`. Both front ends share it: the module language
-//! and the listing (disassembly) format.
+//! Tokens of `.pto` module text, recognised with `nom`. (The listing format is line-based and
+//! split on whitespace by its own parser.)
 
 use nom::branch::alt;
 use nom::bytes::complete::{tag, take_while, take_while1};
-use nom::character::complete::{char, one_of, satisfy};
+use nom::character::complete::{one_of, satisfy};
 use nom::combinator::{map, recognize};
 use nom::sequence::pair;
 use nom::{IResult, Parser};
@@ -19,8 +19,6 @@ pub enum Tok {
     Int,
     /// Punctuation or an operator (the text says which).
     Punct,
-    /// End of a line (significant only in listings).
-    Newline,
     /// End of input.
     Eof,
 }
@@ -73,7 +71,7 @@ fn punct(i: &str) -> IResult<&str, &str> {
             tag("&&"),
             tag("||"),
         )),
-        recognize(one_of("{}()[],:;=<>+-*/%!@.$")),
+        recognize(one_of("{}()[],:;=<>+-*/%!@")),
     ))
     .parse(i)
 }
@@ -83,37 +81,20 @@ fn token(i: &str) -> IResult<&str, (Tok, &str)> {
         map(int, |t| (Tok::Int, t)),
         map(ident, |t| (Tok::Ident, t)),
         map(punct, |t| (Tok::Punct, t)),
-        map(char('\n'), |_| (Tok::Newline, "\n")),
     ))
     .parse(i)
 }
 
-/// Splits `src` (which starts at byte `base` of the file) into tokens. Comments run from `//`
-/// or `#` to the end of the line. Newlines are kept as tokens when `newlines` is set.
-pub fn lex<'s>(
-    rep: &Reporter<'s>,
-    src: &'s str,
-    base: usize,
-    newlines: bool,
-) -> Result<Vec<Token<'s>>, AsmError> {
+/// Splits `src` into tokens; whitespace and newlines separate tokens. Comments run from `//` or
+/// `#` to the end of the line.
+pub fn lex<'s>(rep: &Reporter<'s>, src: &'s str) -> Result<Vec<Token<'s>>, AsmError> {
     let mut out = Vec::new();
     let mut pos = 0usize;
     let len = src.len();
     while pos < len {
         let rest = &src[pos..];
         let c = rest.as_bytes()[0];
-        if c == b'\n' {
-            if newlines {
-                out.push(Token {
-                    kind: Tok::Newline,
-                    text: "\n",
-                    span: Span::new(base + pos, base + pos + 1),
-                });
-            }
-            pos += 1;
-            continue;
-        }
-        if c == b' ' || c == b'\t' || c == b'\r' {
+        if c == b' ' || c == b'\t' || c == b'\r' || c == b'\n' {
             pos += 1;
             continue;
         }
@@ -123,19 +104,19 @@ pub fn lex<'s>(
         }
         match token(rest) {
             Ok((remaining, (kind, text))) => {
-                let start = base + pos;
+                let start = pos;
                 pos = len - remaining.len();
                 out.push(Token {
                     kind,
                     text,
-                    span: Span::new(start, base + pos),
+                    span: Span::new(start, pos),
                 });
             }
             Err(_) => {
                 let ch = rest.chars().next().unwrap_or('?');
                 return Err(rep.error(
                     DiagKind::Syntax,
-                    Span::new(base + pos, base + pos + ch.len_utf8()),
+                    Span::new(pos, pos + ch.len_utf8()),
                     format!("unexpected character {ch:?}"),
                 ));
             }
@@ -144,7 +125,7 @@ pub fn lex<'s>(
     out.push(Token {
         kind: Tok::Eof,
         text: "",
-        span: Span::new(base + len, base + len),
+        span: Span::new(len, len),
     });
     Ok(out)
 }
