@@ -1,1 +1,346 @@
-//! End-to-end tests live in `tests/`.
+//! Test support shared by the cross-crate tests: a generator of random `.pto` modules and the
+//! runtime parameters to run them.
+
+use ptovm_assembler::Module;
+use ptovm_vm::{ParamKind, Value};
+
+/// A small deterministic generator (SplitMix64), so a failing case prints as its seed.
+pub struct Gen {
+    s: u64,
+    vars: Vec<String>,
+    next_var: usize,
+    depth: usize,
+    /// Runnable mode: small constants, no division by a variable expression, regions that stay
+    /// inside the declared tensors, so most generated programs expand without runtime errors.
+    runnable: bool,
+}
+
+impl Gen {
+    /// A generator of arbitrary valid modules.
+    pub fn new(seed: u64) -> Gen {
+        Gen {
+            s: seed,
+            vars: vec![],
+            next_var: 0,
+            depth: 0,
+            runnable: false,
+        }
+    }
+
+    /// A generator of modules that usually run without runtime errors with the parameters of
+    /// [`Gen::params`].
+    pub fn runnable(seed: u64) -> Gen {
+        Gen {
+            runnable: true,
+            ..Gen::new(seed)
+        }
+    }
+    /// The next pseudo-random number.
+    pub fn next_u64(&mut self) -> u64 {
+        self.s = self.s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// A number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+        xs[self.below(xs.len() as u64) as usize]
+    }
+
+    fn expr(&mut self, d: u32) -> String {
+        let leaf = d == 0 || self.below(3) == 0;
+        if leaf {
+            return match self.below(4) {
+                0 if !self.vars.is_empty() => {
+                    let i = self.below(self.vars.len() as u64) as usize;
+                    self.vars[i].clone()
+                }
+                1 => self.pick(&["p0", "p1", "p2"]).to_string(),
+                2 if !self.vars.is_empty() => {
+                    let i = self.below(self.vars.len() as u64) as usize;
+                    format!("a0[{}]", self.vars[i])
+                }
+                _ if self.runnable => self.below(8).to_string(),
+                _ => self.below(1 << 31).to_string(),
+            };
+        }
+        if self.runnable {
+            // Division only by positive constants: no division by zero.
+            return match self.below(6) {
+                0 => format!("-{}", self.expr(d - 1)),
+                1 => format!(
+                    "{}({}, {})",
+                    self.pick(&["min", "max"]),
+                    self.expr(d - 1),
+                    self.expr(d - 1)
+                ),
+                2 => {
+                    let (a, k) = (self.expr(d - 1), 1 + self.below(4));
+                    match self.below(3) {
+                        0 => format!("ceil_div({a}, {k})"),
+                        1 => format!("({a} / {k})"),
+                        _ => format!("({a} % {k})"),
+                    }
+                }
+                3 => format!("!({})", self.expr(d - 1)),
+                _ => {
+                    let op =
+                        self.pick(&["+", "-", "*", "==", "!=", "<", "<=", ">", ">=", "&&", "||"]);
+                    format!("({} {op} {})", self.expr(d - 1), self.expr(d - 1))
+                }
+            };
+        }
+        match self.below(5) {
+            0 => format!("-{}", self.expr(d - 1)),
+            1 => format!(
+                "{}({}, {})",
+                self.pick(&["min", "max", "ceil_div"]),
+                self.expr(d - 1),
+                self.expr(d - 1)
+            ),
+            2 => format!("!({})", self.expr(d - 1)),
+            _ => {
+                let op = self.pick(&[
+                    "+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "&&", "||",
+                ]);
+                format!("({} {op} {})", self.expr(d - 1), self.expr(d - 1))
+            }
+        }
+    }
+
+    /// A region index in runnable mode: a loop variable or a small constant (always in
+    /// 0..64, inside the runnable tensors' 64-wide dimensions).
+    fn index(&mut self) -> String {
+        if !self.vars.is_empty() && self.below(3) != 0 {
+            let i = self.below(self.vars.len() as u64) as usize;
+            self.vars[i].clone()
+        } else {
+            self.below(8).to_string()
+        }
+    }
+
+    fn resource(&mut self) -> String {
+        if self.runnable {
+            let t = self.pick(&["R0", "R1", "U0", "U1"]);
+            let rank = if t == "R0" { 1 } else { 2 };
+            let n = self.below(rank + 1) as usize;
+            if n == 0 {
+                return t.to_string();
+            }
+            let dims: Vec<String> = (0..n)
+                .map(|_| {
+                    let i = self.index();
+                    if self.below(3) == 0 {
+                        format!("{i} : {i} + {}", self.below(3))
+                    } else {
+                        i
+                    }
+                })
+                .collect();
+            return format!("{t}[{}]", dims.join(", "));
+        }
+        let t = self.pick(&["T0", "T1", "T2", "U0", "U1"]);
+        let rank = match t {
+            "T0" => 1,
+            "T1" => 2,
+            "T2" => 3,
+            _ => 1 + self.below(3) as usize,
+        };
+        let n = self.below(rank as u64 + 1) as usize;
+        if n == 0 {
+            return t.to_string();
+        }
+        let dims: Vec<String> = (0..n)
+            .map(|_| {
+                if self.below(3) == 0 {
+                    format!("{} : {}", self.expr(1), self.expr(1))
+                } else {
+                    self.expr(1)
+                }
+            })
+            .collect();
+        format!("{t}[{}]", dims.join(", "))
+    }
+
+    fn task(&mut self) -> String {
+        // k0(a): vector(in x); k1(a, b): cube(in x, out y); k2: undeclared.
+        match self.below(3) {
+            0 => format!("task @k0({}) resources({})", self.expr(2), self.resource()),
+            1 => format!(
+                "task @k1({}, {}) resources({}, {})",
+                self.expr(1),
+                self.expr(2),
+                self.resource(),
+                self.resource()
+            ),
+            _ => {
+                let args: Vec<String> = (0..self.below(4)).map(|_| self.expr(2)).collect();
+                let res: Vec<String> = (0..self.below(4)).map(|_| self.resource()).collect();
+                format!(
+                    "task @k2({}) resources({})",
+                    args.join(", "),
+                    res.join(", ")
+                )
+            }
+        }
+    }
+
+    fn block(&mut self, n: u64) -> String {
+        let k = 1 + self.below(n);
+        (0..k).map(|_| self.stmt()).collect::<Vec<_>>().join("\n")
+    }
+
+    fn stmt(&mut self) -> String {
+        if self.depth >= 5 {
+            return self.task();
+        }
+        self.depth += 1;
+        let s = match self.below(9) {
+            0..=2 => {
+                let v = format!("v{}", self.next_var);
+                self.next_var += 1;
+                let axis = match self.below(4) {
+                    0 => format!("dense[{}]", self.below(9)),
+                    1 => "dense_dyn(p1)".to_string(),
+                    2 if !self.vars.is_empty() => {
+                        format!("ragged({}, a1)", self.vars[self.vars.len() - 1])
+                    }
+                    _ => "%outer".to_string(),
+                };
+                let kw = self.pick(&["parallel_for", "for_each"]);
+                let sparse = !self.vars.is_empty() && self.below(4) == 0;
+                let head = if sparse {
+                    format!("select {v} in sparse({}, a2, a3)", self.vars[0])
+                } else {
+                    format!("{kw} {v} in {axis}")
+                };
+                self.vars.push(v);
+                let body = self.block(3);
+                self.vars.pop();
+                format!("{head} {{\n{body}\n}}")
+            }
+            3 => {
+                let c = self.expr(3);
+                let t = self.block(2);
+                match self.below(3) {
+                    0 => format!("cond {c} {{\n{t}\n}}"),
+                    1 => format!("cond {c} {{\n{t}\n}} else {{\n{}\n}}", self.block(2)),
+                    _ => {
+                        let c2 = self.expr(2);
+                        format!(
+                            "cond {c} {{\n{t}\n}} else cond {c2} {{\n{}\n}}",
+                            self.block(2)
+                        )
+                    }
+                }
+            }
+            4 => format!("combine {{\n{}\n}}", self.block(3)),
+            5 => format!("sequential {{\n{}\n}}", self.block(3)),
+            6 if !self.vars.is_empty() => {
+                let i = self.below(self.vars.len() as u64) as usize;
+                let v = self.vars[i].clone();
+                let p = match self.below(4) {
+                    0 => format!("affinity({v})"),
+                    1 => format!("hash({v} * 7 + 1)"),
+                    2 => format!("static({v})"),
+                    _ => "round_robin".to_string(),
+                };
+                format!("dispatch {p} {{\n{}\n}}", self.block(2))
+            }
+            7 => "".to_string(),
+            _ => self.task(),
+        };
+        self.depth -= 1;
+        s
+    }
+
+    /// A whole module. Every task sits inside the loop `top`, so the schedule may read it.
+    pub fn module(&mut self) -> String {
+        let decls = if self.runnable {
+            "@tensor R0: f16[80]\n@tensor R1: f32[80, 80]\n@kernel k0(a): vector(in x)\n@kernel k1(a, b): cube(in x, out y)\n"
+        } else {
+            "@tensor T0: f16[p0]\n@tensor T1: f32[8, p1]\n@tensor T2: bf16[2, 3, 4]\n@kernel k0(a): vector(in x)\n@kernel k1(a, b): cube(in x, out y)\n"
+        };
+        let mut m = String::from(decls);
+        m += "@workload w(%outer: dense[3], %dyn: dense_dyn(p2)) {\n  parallel_for top in %dyn {\n";
+        self.vars.push("top".into());
+        let body = self.block(4);
+        self.vars.clear();
+        m += &body;
+        m += "\n  }\n}\n";
+        let dispatch = match self.below(6) {
+            0 => "round_robin(3)".to_string(),
+            1 => "affinity(top)".to_string(),
+            2 => "hash(top + 1)".to_string(),
+            3 => "static(top)".to_string(),
+            4 => "work_steal".to_string(),
+            _ => "threshold(p2 * 2, 4: static(top), 100: affinity(top), hash(top))".to_string(),
+        };
+        m += &format!(
+            "@schedule s for w {{\n  dispatch = {dispatch}\n  streams = {}\n",
+            1 + self.below(4)
+        );
+        if self.below(2) == 0 {
+            m += &format!(
+                "  timing = {}\n",
+                self.pick(&["immediate", "batched(4)", "interleaved(2)", "rate_limit(9)"])
+            );
+        }
+        if self.below(2) == 0 {
+            m += &format!(
+                "  window = {}\n  window_mode = {}\n",
+                1 + self.below(2048),
+                self.pick(&["stall", "abort", "benchmark"])
+            );
+        }
+        if self.below(2) == 0 {
+            m += &format!(
+                "  start = {}\n",
+                self.pick(&["immediate", "after_orchestration", "threshold(16)"])
+            );
+        }
+        m += "}\n";
+        m
+    }
+}
+
+/// Runtime parameters for a module made by [`Gen`]: scalars `p0..p2` in 0..6; arrays `a0`
+/// (values 0..6), `a1` (ragged lengths 0..4), `a2` (a monotone indptr) and `a3` (indices
+/// 0..11), each of 80 entries. Returns owned arrays; see [`values`].
+pub fn gen_params(m: &Module, seed: u64) -> Vec<(ParamKind, u32, Vec<u32>)> {
+    let mut g = Gen::new(seed ^ 0x5eed);
+    m.params
+        .iter()
+        .map(|p| match (p.kind, p.name.as_str()) {
+            (ParamKind::Scalar, _) => (p.kind, g.below(7) as u32, vec![]),
+            (_, "a2") => {
+                let mut acc = 0u32;
+                let v: Vec<u32> = (0..80)
+                    .map(|_| {
+                        let x = acc;
+                        acc += g.below(3) as u32;
+                        x
+                    })
+                    .collect();
+                (p.kind, 0, v)
+            }
+            (_, "a1") => (p.kind, 0, (0..80).map(|_| g.below(5) as u32).collect()),
+            (_, "a3") => (p.kind, 0, (0..200).map(|_| g.below(11) as u32).collect()),
+            _ => (p.kind, 0, (0..80).map(|_| g.below(7) as u32).collect()),
+        })
+        .collect()
+}
+
+/// Borrows generated parameters as a value block.
+pub fn values(p: &[(ParamKind, u32, Vec<u32>)]) -> Vec<Value<'_>> {
+    p.iter()
+        .map(|(k, s, a)| match k {
+            ParamKind::Scalar => Value::Scalar(*s),
+            ParamKind::Array => Value::Array(a),
+        })
+        .collect()
+}

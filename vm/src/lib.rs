@@ -16,13 +16,17 @@
 
 pub mod error;
 pub mod format;
+pub mod interp;
 pub mod opcodes;
+pub mod params;
 pub mod verify;
 
 pub use error::{ErrorKind, ExprProblem, Location, VerifyError};
 pub use format::{limits, Layout, Record, Section, MAGIC, VERSION};
+pub use interp::{Interpreter, Io, LaunchError, RunError, Sink, Stats, Status, Task};
 pub use opcodes::{
     DType, Dir, ExprKind, ExprOp, Field, OpClass, Opcode, ParamKind, Policy, Pool, ReadyPolicy,
     Slot, StartPolicy, Timing, WindowMode,
 };
+pub use params::{ParamError, RuntimeParams, Value};
 pub use verify::{verify, Verified};

@@ -1,0 +1,80 @@
+//! Per-AICPU expansion on the host: runs one interpreter per AICPU and collects their tasks.
+
+use ptovm_vm::{
+    Interpreter, LaunchError, RunError, RuntimeParams, Sink, Stats, Status, Task, Verified,
+};
+
+use crate::reference::RefTask;
+
+/// The tasks one AICPU generated and its work counters.
+#[derive(Clone, Debug)]
+pub struct Expansion {
+    /// AICPU id.
+    pub aicpu: u32,
+    /// Its tasks, in id order.
+    pub tasks: Vec<RefTask>,
+    /// Work counters.
+    pub stats: Stats,
+    /// The program's task count (the id after the last task).
+    pub total: u64,
+}
+
+struct Collect {
+    aicpu: u32,
+    tasks: Vec<RefTask>,
+    limit: usize,
+}
+
+impl Sink for Collect {
+    fn task(&mut self, t: &Task) -> bool {
+        if self.tasks.len() < self.limit {
+            self.tasks.push(RefTask::from_task(t, self.aicpu));
+        }
+        true
+    }
+}
+
+/// Runs AICPU `aicpu` of `aicpus` to the end, keeping at most `keep` tasks (all are counted).
+/// `step` is the emission budget per `run` call, to exercise pausing and resuming.
+pub fn expand_aicpu(
+    v: Verified<'_>,
+    p: RuntimeParams<'_>,
+    aicpu: u32,
+    aicpus: u32,
+    keep: usize,
+    step: u64,
+) -> Result<Expansion, LaunchError> {
+    let mut it = Interpreter::new(v, p, aicpu, aicpus)?;
+    let mut sink = Collect {
+        aicpu,
+        tasks: Vec::new(),
+        limit: keep,
+    };
+    while it.run(&mut sink, step.max(1)).map_err(LaunchError::Run)? == Status::Paused {}
+    Ok(Expansion {
+        aicpu,
+        tasks: sink.tasks,
+        stats: it.stats(),
+        total: it.next_id(),
+    })
+}
+
+/// Runs every AICPU of `aicpus` in turn.
+pub fn expand_all(
+    v: Verified<'_>,
+    p: RuntimeParams<'_>,
+    aicpus: u32,
+    keep: usize,
+) -> Result<Vec<Expansion>, LaunchError> {
+    (0..aicpus)
+        .map(|i| expand_aicpu(v, p, i, aicpus, keep, u64::MAX))
+        .collect()
+}
+
+/// Whether a run error came from the program (as opposed to the launch).
+pub fn is_run_error(e: &LaunchError) -> Option<RunError> {
+    match e {
+        LaunchError::Run(r) => Some(*r),
+        LaunchError::Params(_) => None,
+    }
+}

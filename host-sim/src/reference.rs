@@ -1,0 +1,380 @@
+//! The reference expander: walks the whole program on one thread in program order, the way the
+//! pto-isa task-graph runtime does, and names each task's owner for a given AICPU count. It is
+//! written independently of the interpreter (a plain recursive walk with its own expression
+//! evaluator, no skipping, no counting) so that it can serve as the ground truth the
+//! interpreter's per-AICPU expansions are compared against.
+
+use ptovm_vm::format::{PolicySpec, Record, COND_HAS_ELSE, DIM_IS_SLOT, NONE16, TENSOR_IMPLICIT};
+use ptovm_vm::interp::mix64;
+use ptovm_vm::{Dir, ExprOp, Io, Opcode, Policy, Pool, RunError, RuntimeParams, Verified};
+
+/// A task of the reference expansion.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefTask {
+    /// Program-order id.
+    pub id: u64,
+    /// Kernel index.
+    pub kernel: u16,
+    /// Pool.
+    pub pool: Pool,
+    /// Instruction index of the TASK.
+    pub site: u32,
+    /// Parameter values.
+    pub params: Vec<i64>,
+    /// IO regions.
+    pub io: Vec<Io>,
+    /// The AICPU that owns it.
+    pub owner: u32,
+}
+
+impl RefTask {
+    /// Builds the reference form of an interpreter task (for comparisons).
+    pub fn from_task(t: &ptovm_vm::Task, owner: u32) -> RefTask {
+        RefTask {
+            id: t.id,
+            kernel: t.kernel,
+            pool: t.pool(),
+            site: t.site,
+            params: t.params().to_vec(),
+            io: t.ios().to_vec(),
+            owner,
+        }
+    }
+}
+
+struct Walker<'v, 'a, 'p> {
+    v: &'v Verified<'a>,
+    p: &'v RuntimeParams<'p>,
+    n: u64,
+    vars: Vec<i64>,
+    pos: Vec<(u64, u64)>,
+    out: Vec<RefTask>,
+    limit: u64,
+}
+
+type R<T> = Result<T, RunError>;
+
+/// Expands the whole program; `aicpus` is the AICPU count that owners are computed for.
+/// Stops with `RunError::TooManyTasks` past `limit` tasks.
+pub fn expand(v: &Verified<'_>, p: &RuntimeParams<'_>, aicpus: u32, limit: u64) -> R<Vec<RefTask>> {
+    let mut w = Walker {
+        v,
+        p,
+        n: aicpus.max(1) as u64,
+        vars: vec![],
+        pos: vec![],
+        out: vec![],
+        limit,
+    };
+    let c = v.config();
+    let mut policy = c.policy;
+    if policy.kind == Policy::Threshold as u8 {
+        let sel = w.eval(c.selector.get() as u32, 0)?;
+        let levels = c.num_levels as usize;
+        let mut chosen = levels - 1;
+        for i in 0..levels {
+            if sel <= c.thresholds[i].get() as i64 {
+                chosen = i;
+                break;
+            }
+        }
+        policy = c.levels[chosen];
+    }
+    w.block(0, v.code().len() as u32 - 1, policy)?;
+    Ok(w.out)
+}
+
+impl Walker<'_, '_, '_> {
+    fn rec(&self, pc: u32) -> Record {
+        self.v.code()[pc as usize]
+    }
+
+    fn eval(&self, start: u32, pc: u32) -> R<i64> {
+        let mut st: Vec<i64> = vec![];
+        let ovf = RunError::Overflow { pc };
+        let mut i = start as usize;
+        loop {
+            let r = self.v.exprs()[i];
+            i += 1;
+            let op = ExprOp::from_u8(r.opcode).expect("verified");
+            if op == ExprOp::END {
+                return Ok(st.pop().expect("verified"));
+            }
+            let x = match op {
+                ExprOp::CONST => r.op2() as i32 as i64,
+                ExprOp::VAR => self.vars[r.op1() as usize],
+                ExprOp::PARAM => self.p.scalar(r.op1() as usize) as i64,
+                ExprOp::ELEM => {
+                    let idx = st.pop().expect("verified");
+                    let arr = self.p.array(r.op1() as usize);
+                    if idx < 0 || idx as usize >= arr.len() {
+                        return Err(RunError::Index {
+                            pc,
+                            slot: r.op1(),
+                            index: idx,
+                            len: arr.len(),
+                        });
+                    }
+                    arr[idx as usize] as i64
+                }
+                ExprOp::NEG => st.pop().expect("verified").checked_neg().ok_or(ovf)?,
+                ExprOp::NOT => (st.pop().expect("verified") == 0) as i64,
+                _ => {
+                    let b = st.pop().expect("verified");
+                    let a = st.pop().expect("verified");
+                    let div = |a: i64, b: i64| {
+                        if b == 0 {
+                            Err(RunError::DivByZero { pc })
+                        } else {
+                            a.checked_div(b).ok_or(ovf)
+                        }
+                    };
+                    match op {
+                        ExprOp::ADD => a.checked_add(b).ok_or(ovf)?,
+                        ExprOp::SUB => a.checked_sub(b).ok_or(ovf)?,
+                        ExprOp::MUL => a.checked_mul(b).ok_or(ovf)?,
+                        ExprOp::DIV => div(a, b)?,
+                        ExprOp::MOD => {
+                            let q = div(a, b)?;
+                            a - b * q
+                        }
+                        ExprOp::CEILDIV => {
+                            let q = div(a, b)?;
+                            // Round toward +inf: up when the exact quotient is positive and
+                            // inexact.
+                            if q.checked_mul(b).ok_or(ovf)? != a && ((a < 0) == (b < 0)) {
+                                q + 1
+                            } else {
+                                q
+                            }
+                        }
+                        ExprOp::MIN => a.min(b),
+                        ExprOp::MAX => a.max(b),
+                        ExprOp::EQ => (a == b) as i64,
+                        ExprOp::NE => (a != b) as i64,
+                        ExprOp::LT => (a < b) as i64,
+                        ExprOp::LE => (a <= b) as i64,
+                        ExprOp::GT => (a > b) as i64,
+                        ExprOp::GE => (a >= b) as i64,
+                        ExprOp::AND => (a != 0 && b != 0) as i64,
+                        ExprOp::OR => (a != 0 || b != 0) as i64,
+                        _ => unreachable!("verified"),
+                    }
+                }
+            };
+            st.push(x);
+        }
+    }
+
+    /// The values a loop's variable takes (positions are their indices).
+    fn values(&self, axis: u16, pc: u32) -> R<Vec<i64>> {
+        let a = self.v.axes()[axis as usize];
+        Ok(match Opcode::from_u8(a.opcode).expect("verified") {
+            Opcode::AXIS_DENSE => (0..a.op2() as i64).collect(),
+            Opcode::AXIS_DENSE_DYN => (0..self.p.scalar(a.op1() as usize) as i64).collect(),
+            Opcode::AXIS_RAGGED => {
+                let row = self.eval(a.op2(), pc)?;
+                let lens = self.p.array(a.op1() as usize);
+                if row < 0 || row as usize >= lens.len() {
+                    return Err(RunError::Index {
+                        pc,
+                        slot: a.op1(),
+                        index: row,
+                        len: lens.len(),
+                    });
+                }
+                (0..lens[row as usize] as i64).collect()
+            }
+            _ => {
+                let row = self.eval(a.op2() & 0xFFFF, pc)?;
+                let ptr = self.p.array(a.op1() as usize);
+                if row < 0 || row as usize + 1 >= ptr.len() {
+                    return Err(RunError::Index {
+                        pc,
+                        slot: a.op1(),
+                        index: row.saturating_add(1),
+                        len: ptr.len(),
+                    });
+                }
+                let idx = self.p.array((a.op2() >> 16) as usize);
+                idx[ptr[row as usize] as usize..ptr[row as usize + 1] as usize]
+                    .iter()
+                    .map(|x| *x as i64)
+                    .collect()
+            }
+        })
+    }
+
+    fn owner(&self, policy: &PolicySpec, id: u64, pc: u32) -> R<u32> {
+        let n = self.n;
+        Ok(match Policy::from_u8(policy.kind).expect("verified") {
+            Policy::RoundRobin | Policy::Threshold => (id % n) as u32,
+            Policy::Affinity => self.eval(policy.key.get() as u32, pc)?.rem_euclid(n as i64) as u32,
+            Policy::Hash => (mix64(self.eval(policy.key.get() as u32, pc)? as u64) % n) as u32,
+            Policy::StaticPartition => {
+                let (pos, ext) = self.pos[policy.depth as usize];
+                (pos as u128 * n as u128 / ext as u128) as u32
+            }
+        })
+    }
+
+    /// Runs the statements `[start, end)`.
+    fn block(&mut self, start: u32, end: u32, policy: PolicySpec) -> R<()> {
+        let mut pc = start;
+        while pc < end {
+            let r = self.rec(pc);
+            let op = Opcode::from_u8(r.opcode).expect("verified");
+            match op {
+                Opcode::NOP => pc += 1,
+                Opcode::TASK => {
+                    self.task(pc, r, &policy)?;
+                    pc += 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
+                }
+                Opcode::PARALLEL_FOR | Opcode::FOR_EACH | Opcode::SELECT => {
+                    let vals = self.values(r.op1(), pc)?;
+                    let ext = vals.len() as u64;
+                    for (i, x) in vals.into_iter().enumerate() {
+                        self.vars.push(x);
+                        self.pos.push((i as u64, ext));
+                        let res = self.block(pc + 1, r.op2(), policy);
+                        self.vars.pop();
+                        self.pos.pop();
+                        res?;
+                    }
+                    pc = r.op2();
+                }
+                Opcode::COND => {
+                    let has_else = r.flags & COND_HAS_ELSE != 0;
+                    let after = if has_else {
+                        self.rec(r.op2()).op2()
+                    } else {
+                        r.op2()
+                    };
+                    if self.eval(r.op1() as u32, pc)? != 0 {
+                        self.block(pc + 1, r.op2(), policy)?;
+                    } else if has_else {
+                        self.block(r.op2() + 1, after, policy)?;
+                    }
+                    pc = after;
+                }
+                Opcode::COMBINE | Opcode::SEQUENTIAL => {
+                    self.block(pc + 1, r.op2(), policy)?;
+                    pc = r.op2();
+                }
+                Opcode::DISPATCH_FILTER => {
+                    let p = match Policy::from_u8(r.flags).expect("verified") {
+                        Policy::StaticPartition => PolicySpec {
+                            kind: r.flags,
+                            depth: r.op1() as u8,
+                            key: NONE16.into(),
+                        },
+                        Policy::Affinity | Policy::Hash => PolicySpec {
+                            kind: r.flags,
+                            depth: 0,
+                            key: r.operand1,
+                        },
+                        _ => PolicySpec {
+                            kind: Policy::RoundRobin as u8,
+                            depth: 0,
+                            key: NONE16.into(),
+                        },
+                    };
+                    self.block(pc + 1, r.op2(), p)?;
+                    pc = r.op2();
+                }
+                _ => unreachable!("verified code holds no {op:?} here"),
+            }
+        }
+        Ok(())
+    }
+
+    fn task(&mut self, pc: u32, r: Record, policy: &PolicySpec) -> R<()> {
+        let id = self.out.len() as u64;
+        if id >= self.limit {
+            return Err(RunError::TooManyTasks);
+        }
+        let np = r.op2() & 0xFFFF;
+        let nio = r.op2() >> 16;
+        let kernel = self.v.kernels()[r.op1() as usize];
+        let mut params = vec![];
+        for i in 0..np {
+            let opc = pc + 1 + i;
+            let o = self.rec(opc);
+            params.push(match Opcode::from_u8(o.opcode).expect("verified") {
+                Opcode::PARAM_CONST => o.op2() as i32 as i64,
+                Opcode::PARAM_LOOPVAR => self.vars[o.op1() as usize],
+                _ => self.eval(o.op2(), opc)?,
+            });
+        }
+        let mut io = vec![];
+        for j in 0..nio {
+            let opc = pc + 1 + np + j;
+            let o = self.rec(opc);
+            let t = self.v.tensors()[o.op1() as usize];
+            let implicit = t.flags.get() & TENSOR_IMPLICIT != 0;
+            let given = o.flags as usize;
+            let ndims = if implicit { given } else { t.rank as usize };
+            let extent = |d: usize| {
+                let x = t.dims[d].get();
+                if x & DIM_IS_SLOT != 0 {
+                    self.p.scalar((x & 0xFFFF) as usize) as i64
+                } else {
+                    x as i64
+                }
+            };
+            let mut region = Io {
+                tensor: o.op1(),
+                dir: Dir::of_io(Opcode::from_u8(o.opcode).expect("verified")).expect("verified")
+                    as u8,
+                ndims: ndims as u8,
+                ..Io::default()
+            };
+            for d in 0..ndims {
+                let (s, e) = if d < given {
+                    let rd = self.v.regions()[o.op2() as usize + d];
+                    let s = self.eval(rd.start.get() as u32, opc)?;
+                    let e = if rd.end.get() == NONE16 {
+                        s.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
+                    } else {
+                        self.eval(rd.end.get() as u32, opc)?
+                    };
+                    (s, e)
+                } else {
+                    (0, extent(d))
+                };
+                if s < 0 || e < s {
+                    return Err(RunError::BadRegion {
+                        pc: opc,
+                        tensor: o.op1(),
+                        dim: d as u8,
+                        start: s,
+                        end: e,
+                    });
+                }
+                if !implicit && e > extent(d) {
+                    return Err(RunError::RegionBounds {
+                        pc: opc,
+                        tensor: o.op1(),
+                        dim: d as u8,
+                        start: s,
+                        end: e,
+                        extent: extent(d),
+                    });
+                }
+                region.ranges[d] = (s, e);
+            }
+            io.push(region);
+        }
+        let owner = self.owner(policy, id, pc)?;
+        self.out.push(RefTask {
+            id,
+            kernel: r.op1(),
+            pool: Pool::from_u8(kernel.pool).expect("verified"),
+            site: pc,
+            params,
+            io,
+            owner,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,130 @@
+//! Differential tests of the interpreter against the reference expander: for random programs,
+//! runtime parameters, dispatch configurations and AICPU counts, the per-AICPU task sets are
+//! disjoint and their union is exactly the reference expansion (same ids, same contents).
+
+use proptest::prelude::*;
+use ptovm_assembler::{assemble, Options};
+use ptovm_host_sim::{expand_aicpu, reference_expand, RefTask};
+use ptovm_tests::{gen_params, values, Gen};
+use ptovm_vm::{verify, LaunchError, RuntimeParams};
+
+/// Checks one program; returns whether the reference expansion succeeded (so the caller can
+/// tell how many cases did real work).
+fn check(src: &str, seed: u64, aicpus: u32, step: u64) -> bool {
+    let out =
+        assemble("gen.pto", src, &Options::default()).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let v = verify(&out.bytes).unwrap();
+    let owned = gen_params(&out.module, seed);
+    let vals = values(&owned);
+    let p = RuntimeParams::new(&v, &vals).unwrap_or_else(|e| panic!("{e}"));
+    let Ok(reference) = reference_expand(&v, &p, aicpus, 200_000) else {
+        return false;
+    };
+    let mut union: Vec<RefTask> = Vec::new();
+    for i in 0..aicpus {
+        let e = match expand_aicpu(v, p, i, aicpus, usize::MAX, step) {
+            Ok(e) => e,
+            Err(LaunchError::Run(e)) => {
+                panic!("AICPU {i}/{aicpus} failed where the reference did not: {e}\n{src}")
+            }
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(
+            e.total,
+            reference.len() as u64,
+            "AICPU {i}/{aicpus} counts the program's tasks\n{src}"
+        );
+        assert!(
+            e.tasks.windows(2).all(|w| w[0].id < w[1].id),
+            "ids increase"
+        );
+        for t in &e.tasks {
+            let r = &reference[t.id as usize];
+            assert_eq!(
+                r.owner, i,
+                "task {} belongs to AICPU {} but AICPU {i} emitted it\n{src}",
+                t.id, r.owner
+            );
+            assert_eq!(t, r, "task {} differs from the reference\n{src}", t.id);
+        }
+        assert_eq!(e.stats.emitted + e.stats.skipped, reference.len() as u64);
+        union.extend(e.tasks);
+    }
+    union.sort_by_key(|t| t.id);
+    assert_eq!(
+        union.len(),
+        reference.len(),
+        "the union covers every task exactly once\n{src}"
+    );
+    assert_eq!(union, reference);
+    true
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn instances_partition_the_reference(seed in any::<u64>(), aicpus in 1u32..=8, step in prop::sample::select(vec![1u64, 2, 7, u64::MAX])) {
+        let src = Gen::runnable(seed).module();
+        check(&src, seed, aicpus, step);
+    }
+}
+
+#[test]
+fn most_generated_programs_run() {
+    // The differential property is only as strong as the share of cases that get past the
+    // runtime checks; keep it high.
+    let mut ok = 0;
+    let mut tasks = 0;
+    for seed in 0..200u64 {
+        let src = Gen::runnable(seed).module();
+        if check(&src, seed, 1 + (seed % 8) as u32, 3) {
+            ok += 1;
+            let out = assemble("g", &src, &Options::default()).unwrap();
+            let v = verify(&out.bytes).unwrap();
+            let owned = gen_params(&out.module, seed);
+            let vals = values(&owned);
+            let p = RuntimeParams::new(&v, &vals).unwrap();
+            tasks += reference_expand(&v, &p, 1, 200_000).unwrap().len();
+        }
+    }
+    assert!(ok >= 150, "only {ok} of 200 generated programs ran");
+    assert!(
+        tasks >= 2000,
+        "generated programs are too small: {tasks} tasks in all"
+    );
+}
+
+/// Debug aid: `PTOVM_DEBUG_SEED=N cargo test -p ptovm-tests --test partition debug_seed -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn debug_seed() {
+    let seed: u64 = std::env::var("PTOVM_DEBUG_SEED").unwrap().parse().unwrap();
+    let aicpus: u32 = std::env::var("PTOVM_DEBUG_N")
+        .map(|s| s.parse().unwrap())
+        .unwrap_or(2);
+    let src = std::env::var("PTOVM_DEBUG_SRC")
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .unwrap_or_else(|_| Gen::runnable(seed).module());
+    println!("{src}");
+    let out = assemble("gen.pto", &src, &Options::default()).unwrap();
+    let v = verify(&out.bytes).unwrap();
+    let owned = gen_params(&out.module, seed);
+    let vals = values(&owned);
+    println!("{vals:?}");
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    let reference = reference_expand(&v, &p, aicpus, 200_000).unwrap();
+    for i in 0..aicpus {
+        let e = expand_aicpu(v, p, i, aicpus, usize::MAX, u64::MAX).unwrap();
+        let got: Vec<u64> = e.tasks.iter().map(|t| t.id).collect();
+        let want: Vec<u64> = reference
+            .iter()
+            .filter(|t| t.owner == i)
+            .map(|t| t.id)
+            .collect();
+        println!(
+            "aicpu {i}: got  {got:?}\n         want {want:?}\n  stats {:?}",
+            e.stats
+        );
+    }
+}

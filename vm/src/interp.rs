@@ -1,0 +1,1222 @@
+//! The interpreter (spec/bytecode.md §5): expands a verified program on one AICPU, emitting only
+//! the tasks its dispatch policy gives that AICPU, in program order, into a caller-supplied
+//! [`Sink`]. No heap, no recursion: fixed stacks sized by the format's limits. It can stop after
+//! any task and resume, so generation can be pipelined with execution.
+//!
+//! Subtrees owned by other AICPUs are skipped without being walked whenever the policy decides
+//! ownership at an outer loop: the task ids they would have used are counted (`count_range`),
+//! by multiplication where a loop's body does not depend on its variable.
+
+use crate::format::{
+    limits, PolicySpec, Record, COND_HAS_ELSE, DIM_IS_SLOT, NONE16, TENSOR_IMPLICIT,
+};
+use crate::opcodes::{Dir, ExprKind, ExprOp, OpClass, Opcode};
+use crate::params::{ParamError, RuntimeParams};
+use crate::{Policy, Pool, Verified};
+
+/// A runtime failure, at the instruction whose evaluation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// An expression overflowed 64-bit signed arithmetic.
+    #[error("instruction {pc}: arithmetic overflow")]
+    Overflow {
+        /// Instruction index.
+        pc: u32,
+    },
+    /// Division or remainder by zero.
+    #[error("instruction {pc}: division by zero")]
+    DivByZero {
+        /// Instruction index.
+        pc: u32,
+    },
+    /// An index outside a runtime array.
+    #[error("instruction {pc}: index {index} is outside runtime array {slot} ({len} entries)")]
+    Index {
+        /// Instruction index.
+        pc: u32,
+        /// The array's slot.
+        slot: u16,
+        /// The index.
+        index: i64,
+        /// The array's length.
+        len: usize,
+    },
+    /// A region dimension that starts below zero or ends before it starts.
+    #[error("instruction {pc}: region dimension {dim} of tensor {tensor} is [{start}, {end})")]
+    BadRegion {
+        /// Instruction index of the IO record.
+        pc: u32,
+        /// Tensor index.
+        tensor: u16,
+        /// Dimension.
+        dim: u8,
+        /// Start.
+        start: i64,
+        /// End.
+        end: i64,
+    },
+    /// A region dimension outside a declared tensor's extent.
+    #[error("instruction {pc}: region dimension {dim} of tensor {tensor} is [{start}, {end}), outside its extent {extent}")]
+    RegionBounds {
+        /// Instruction index of the IO record.
+        pc: u32,
+        /// Tensor index.
+        tensor: u16,
+        /// Dimension.
+        dim: u8,
+        /// Start.
+        start: i64,
+        /// End.
+        end: i64,
+        /// The dimension's extent.
+        extent: i64,
+    },
+    /// More tasks than a 64-bit counter holds.
+    #[error("the program generates more than 2^64 - 1 tasks")]
+    TooManyTasks,
+}
+
+/// One IO region of a task.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Io {
+    /// Tensor index.
+    pub tensor: u16,
+    /// Direction code ([`Dir`] as u8).
+    pub dir: u8,
+    /// Dimensions given in `ranges`; for a declared tensor its rank (all dimensions), for an
+    /// implicit one those the task named (the others are whole).
+    pub ndims: u8,
+    /// `[start, end)` per dimension.
+    pub ranges: [(i64, i64); limits::MAX_RANK],
+}
+
+impl Io {
+    /// The direction.
+    pub fn direction(&self) -> Dir {
+        Dir::from_u8(self.dir).unwrap_or(Dir::InOut)
+    }
+    /// The ranges given.
+    pub fn dims(&self) -> &[(i64, i64)] {
+        &self.ranges[..self.ndims as usize]
+    }
+    /// Whether the task reads the region.
+    pub fn reads(&self) -> bool {
+        self.dir & 1 != 0
+    }
+    /// Whether the task writes the region.
+    pub fn writes(&self) -> bool {
+        self.dir & 2 != 0
+    }
+    /// Whether two regions (of any tensors) share an element: same tensor and every dimension
+    /// intersects; dimensions one side does not name are whole.
+    pub fn overlaps(&self, o: &Io) -> bool {
+        if self.tensor != o.tensor {
+            return false;
+        }
+        let n = self.ndims.min(o.ndims) as usize;
+        (0..n).all(|i| {
+            let (a, b) = (self.ranges[i], o.ranges[i]);
+            a.0 < b.1 && b.0 < a.1
+        })
+    }
+    /// Whether two regions are the same (exact-match mode): same tensor, same ranges, with
+    /// dimensions not named being whole.
+    pub fn same_region(&self, o: &Io) -> bool {
+        const WHOLE: (i64, i64) = (0, i64::MAX);
+        if self.tensor != o.tensor {
+            return false;
+        }
+        let n = self.ndims.max(o.ndims) as usize;
+        (0..n).all(|i| {
+            let a = if i < self.ndims as usize {
+                self.ranges[i]
+            } else {
+                WHOLE
+            };
+            let b = if i < o.ndims as usize {
+                o.ranges[i]
+            } else {
+                WHOLE
+            };
+            a == b
+        })
+    }
+}
+
+/// A generated task. The interpreter reuses one record; a sink copies what it keeps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Task {
+    /// Program-order task id (spec/bytecode.md §5.4).
+    pub id: u64,
+    /// Kernel index.
+    pub kernel: u16,
+    /// Pool code ([`Pool`] as u8).
+    pub pool: u8,
+    /// Instruction index of the `TASK`.
+    pub site: u32,
+    /// Number of parameters.
+    pub nparams: u8,
+    /// Parameter values.
+    pub params: [i64; limits::MAX_TASK_PARAMS],
+    /// Number of IO regions.
+    pub nio: u8,
+    /// IO regions.
+    pub io: [Io; limits::MAX_TASK_IO],
+}
+
+impl Default for Task {
+    fn default() -> Task {
+        Task {
+            id: 0,
+            kernel: 0,
+            pool: 0,
+            site: 0,
+            nparams: 0,
+            params: [0; limits::MAX_TASK_PARAMS],
+            nio: 0,
+            io: [Io::default(); limits::MAX_TASK_IO],
+        }
+    }
+}
+
+impl Task {
+    /// The parameters.
+    pub fn params(&self) -> &[i64] {
+        &self.params[..self.nparams as usize]
+    }
+    /// The IO regions.
+    pub fn ios(&self) -> &[Io] {
+        &self.io[..self.nio as usize]
+    }
+    /// The pool.
+    pub fn pool(&self) -> Pool {
+        Pool::from_u8(self.pool).unwrap_or(Pool::Vector)
+    }
+}
+
+/// Receives the tasks an interpreter generates.
+pub trait Sink {
+    /// Called once per owned task, in task-id order. Return `false` to make
+    /// [`Interpreter::run`] return [`Status::Paused`] after this task.
+    fn task(&mut self, task: &Task) -> bool;
+}
+
+/// Work counters (spec/bytecode.md §5.7).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Instruction records dispatched by the walk.
+    pub instructions: u64,
+    /// Loop iterations the walk started (loop-index visits).
+    pub visits: u64,
+    /// Loop iterations started while counting skipped subtrees.
+    pub count_visits: u64,
+    /// Tasks emitted to the sink.
+    pub emitted: u64,
+    /// Task ids passed over without emission (other AICPUs' tasks).
+    pub skipped: u64,
+}
+
+/// Result of [`Interpreter::run`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// The program has ended.
+    Done,
+    /// The budget was used or the sink asked to pause; call `run` again to continue.
+    Paused,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Own {
+    Undecided,
+    Mine,
+    NotMine,
+}
+
+const UNKNOWN: u8 = 2;
+
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    /// Opcode byte of the header (HALT for the top level).
+    op: u8,
+    /// Header instruction index.
+    at: u32,
+    /// End of the body.
+    end: u32,
+    /// Where to continue after the body (differs from `end` for a COND with an else block).
+    after: u32,
+    /// Ownership of the tasks in this frame (for the current iteration of a loop).
+    own: Own,
+    /// Dispatch policy in force and the loops it needs bound to decide.
+    policy: PolicySpec,
+    need: u32,
+    /// Loop state: depth, position, extent, sparse base and indices slot (0xFFFF: not sparse).
+    depth: u8,
+    pos: u64,
+    ext: u64,
+    base: u32,
+    indices: u16,
+    /// Cached facts about a loop body: does its task count depend on the loop variable
+    /// (0/1/UNKNOWN), does it contain a DISPATCH_FILTER (0/1/UNKNOWN), and its task count when
+    /// it does not depend on the variable.
+    depends: u8,
+    filter: u8,
+    body_count: Option<u64>,
+}
+
+impl Frame {
+    fn top(end: u32, policy: PolicySpec, need: u32) -> Frame {
+        Frame {
+            op: Opcode::HALT as u8,
+            at: 0,
+            end,
+            after: end,
+            own: Own::Undecided,
+            policy,
+            need,
+            depth: 0,
+            pos: 0,
+            ext: 0,
+            base: 0,
+            indices: NONE16,
+            depends: UNKNOWN,
+            filter: UNKNOWN,
+            body_count: None,
+        }
+    }
+}
+
+/// The SplitMix64 finalizer used by the `hash` policy.
+#[inline]
+pub fn mix64(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// One AICPU's interpreter over a verified program.
+#[derive(Clone, Debug)]
+pub struct Interpreter<'a, 'p> {
+    v: Verified<'a>,
+    p: RuntimeParams<'p>,
+    me: u64,
+    n: u64,
+    pc: u32,
+    sp: usize,
+    frames: [Frame; limits::MAX_NESTING + 1],
+    loops: u32,
+    vars: [i64; limits::MAX_LOOP_DEPTH],
+    pos: [u64; limits::MAX_LOOP_DEPTH],
+    ext: [u64; limits::MAX_LOOP_DEPTH],
+    next_id: u64,
+    done: bool,
+    task: Task,
+    stats: Stats,
+}
+
+type R<T> = Result<T, RunError>;
+
+impl<'a, 'p> Interpreter<'a, 'p> {
+    /// Prepares AICPU `aicpu` of `aicpus` to run `v` with runtime parameters `p` (already
+    /// validated against `v`). A threshold policy selects its level here.
+    pub fn new(
+        v: Verified<'a>,
+        p: RuntimeParams<'p>,
+        aicpu: u32,
+        aicpus: u32,
+    ) -> Result<Self, LaunchError> {
+        if aicpus == 0 || aicpus > limits::MAX_AICPUS as u32 || aicpu >= aicpus {
+            return Err(LaunchError::Params(ParamError::Aicpu {
+                aicpu,
+                count: aicpus,
+            }));
+        }
+        let last = v.code().len() as u32 - 1;
+        let mut me = Interpreter {
+            v,
+            p,
+            me: aicpu as u64,
+            n: aicpus as u64,
+            pc: 0,
+            sp: 0,
+            frames: [Frame::top(last, PolicySpec::default(), 0); limits::MAX_NESTING + 1],
+            loops: 0,
+            vars: [0; limits::MAX_LOOP_DEPTH],
+            pos: [0; limits::MAX_LOOP_DEPTH],
+            ext: [0; limits::MAX_LOOP_DEPTH],
+            next_id: 0,
+            done: false,
+            task: Task::default(),
+            stats: Stats::default(),
+        };
+        let c = v.config();
+        let mut policy = c.policy;
+        if policy.kind == Policy::Threshold as u8 {
+            let sel = me
+                .eval(c.selector.get() as u32, 0)
+                .map_err(LaunchError::Run)?;
+            let levels = c.num_levels as usize;
+            let i = (0..levels)
+                .find(|&i| sel <= c.thresholds[i].get() as i64)
+                .unwrap_or(levels.saturating_sub(1));
+            policy = c.levels[i];
+        }
+        let need = me.need(&policy);
+        me.frames[0] = Frame::top(last, policy, need);
+        me.frames[0].own = me
+            .decide_scope(&policy, need, 0)
+            .map_err(LaunchError::Run)?;
+        Ok(me)
+    }
+
+    /// Work counters so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// The id the next task will get (after the run: the program's task count).
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    /// Whether the program has ended.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The dispatch policy in force at the top level (a threshold policy's selected level).
+    pub fn module_policy(&self) -> PolicySpec {
+        self.frames[0].policy
+    }
+
+    // ---------------------------------------------------------------- expressions
+
+    #[inline]
+    fn expr_at(&self, i: u32) -> Record {
+        self.v.exprs().get(i as usize).copied().unwrap_or_default()
+    }
+
+    /// Evaluates the expression at node `start`; `pc` locates errors.
+    #[inline]
+    fn eval(&self, start: u32, pc: u32) -> R<i64> {
+        // Fast paths: a single leaf.
+        let first = self.expr_at(start);
+        if self.expr_at(start + 1).opcode == ExprOp::END as u8 {
+            match ExprOp::from_u8(first.opcode) {
+                Some(ExprOp::VAR) => {
+                    return Ok(self.vars[first.op1() as usize % limits::MAX_LOOP_DEPTH])
+                }
+                Some(ExprOp::CONST) => return Ok(first.op2() as i32 as i64),
+                Some(ExprOp::PARAM) => return Ok(self.p.scalar(first.op1() as usize) as i64),
+                _ => {}
+            }
+        }
+        let mut st = [0i64; limits::MAX_EXPR_STACK];
+        let mut sp = 0usize;
+        let ovf = RunError::Overflow { pc };
+        for i in start..start + limits::MAX_EXPR_LEN as u32 {
+            let r = self.expr_at(i);
+            let Some(op) = ExprOp::from_u8(r.opcode) else {
+                break;
+            };
+            match op.kind() {
+                ExprKind::End => return Ok(if sp > 0 { st[sp - 1] } else { 0 }),
+                ExprKind::Leaf => {
+                    let x = match op {
+                        ExprOp::CONST => r.op2() as i32 as i64,
+                        ExprOp::VAR => self.vars[r.op1() as usize % limits::MAX_LOOP_DEPTH],
+                        _ => self.p.scalar(r.op1() as usize) as i64,
+                    };
+                    if sp < st.len() {
+                        st[sp] = x;
+                        sp += 1;
+                    }
+                }
+                ExprKind::Unary => {
+                    if sp == 0 {
+                        break;
+                    }
+                    let a = st[sp - 1];
+                    st[sp - 1] = match op {
+                        ExprOp::NEG => a.checked_neg().ok_or(ovf)?,
+                        ExprOp::NOT => (a == 0) as i64,
+                        _ => {
+                            let slot = r.op1();
+                            let arr = self.p.array(slot as usize);
+                            match usize::try_from(a).ok().and_then(|i| arr.get(i)) {
+                                Some(x) => *x as i64,
+                                None => {
+                                    return Err(RunError::Index {
+                                        pc,
+                                        slot,
+                                        index: a,
+                                        len: arr.len(),
+                                    })
+                                }
+                            }
+                        }
+                    };
+                }
+                ExprKind::Binary => {
+                    if sp < 2 {
+                        break;
+                    }
+                    let (a, b) = (st[sp - 2], st[sp - 1]);
+                    sp -= 1;
+                    st[sp - 1] = match op {
+                        ExprOp::ADD => a.checked_add(b).ok_or(ovf)?,
+                        ExprOp::SUB => a.checked_sub(b).ok_or(ovf)?,
+                        ExprOp::MUL => a.checked_mul(b).ok_or(ovf)?,
+                        ExprOp::DIV | ExprOp::MOD | ExprOp::CEILDIV => {
+                            if b == 0 {
+                                return Err(RunError::DivByZero { pc });
+                            }
+                            let q = a.checked_div(b).ok_or(ovf)?;
+                            let m = a.checked_rem(b).ok_or(ovf)?;
+                            match op {
+                                ExprOp::DIV => q,
+                                ExprOp::MOD => m,
+                                _ if m != 0 && ((m > 0) == (b > 0)) => q + 1,
+                                _ => q,
+                            }
+                        }
+                        ExprOp::MIN => a.min(b),
+                        ExprOp::MAX => a.max(b),
+                        ExprOp::EQ => (a == b) as i64,
+                        ExprOp::NE => (a != b) as i64,
+                        ExprOp::LT => (a < b) as i64,
+                        ExprOp::LE => (a <= b) as i64,
+                        ExprOp::GT => (a > b) as i64,
+                        ExprOp::GE => (a >= b) as i64,
+                        ExprOp::AND => (a != 0 && b != 0) as i64,
+                        _ => (a != 0 || b != 0) as i64,
+                    };
+                }
+            }
+        }
+        // Unreachable for verified expressions.
+        Ok(if sp > 0 { st[sp - 1] } else { 0 })
+    }
+
+    /// Whether the expression at `start` reads the loop variable at `depth`.
+    fn expr_reads(&self, start: u32, depth: u16) -> bool {
+        for i in start..start + limits::MAX_EXPR_LEN as u32 {
+            let r = self.expr_at(i);
+            if r.opcode == ExprOp::END as u8 {
+                return false;
+            }
+            if r.opcode == ExprOp::VAR as u8 && r.op1() == depth {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Loops a policy needs bound before it can name an owner.
+    fn need(&self, p: &PolicySpec) -> u32 {
+        match Policy::from_u8(p.kind) {
+            Some(Policy::Affinity) | Some(Policy::Hash) => {
+                let mut need = 0;
+                for i in p.key.get() as u32..p.key.get() as u32 + limits::MAX_EXPR_LEN as u32 {
+                    let r = self.expr_at(i);
+                    if r.opcode == ExprOp::END as u8 {
+                        break;
+                    }
+                    if r.opcode == ExprOp::VAR as u8 {
+                        need = need.max(r.op1() as u32 + 1);
+                    }
+                }
+                need
+            }
+            Some(Policy::StaticPartition) => p.depth as u32 + 1,
+            _ => 0,
+        }
+    }
+
+    /// The owner of the current position under a per-subtree policy.
+    fn owner(&self, p: &PolicySpec, pc: u32) -> R<u64> {
+        Ok(match Policy::from_u8(p.kind) {
+            Some(Policy::Affinity) => {
+                self.eval(p.key.get() as u32, pc)?.rem_euclid(self.n as i64) as u64
+            }
+            Some(Policy::Hash) => mix64(self.eval(p.key.get() as u32, pc)? as u64) % self.n,
+            Some(Policy::StaticPartition) => {
+                let d = p.depth as usize % limits::MAX_LOOP_DEPTH;
+                let ext = self.ext[d].max(1);
+                ((self.pos[d] as u128 * self.n as u128) / ext as u128) as u64
+            }
+            _ => 0,
+        })
+    }
+
+    /// Ownership at the start of a policy scope with `loops` loops bound.
+    fn decide_scope(&self, p: &PolicySpec, need: u32, pc: u32) -> R<Own> {
+        let per_subtree = p.kind != Policy::RoundRobin as u8;
+        if !per_subtree || need > self.loops {
+            return Ok(Own::Undecided);
+        }
+        Ok(if self.owner(p, pc)? == self.me {
+            Own::Mine
+        } else {
+            Own::NotMine
+        })
+    }
+
+    // ---------------------------------------------------------------- structure facts
+
+    #[inline]
+    fn rec(&self, pc: u32) -> Record {
+        self.v.code().get(pc as usize).copied().unwrap_or_default()
+    }
+
+    /// Whether the task count of `[start, end)` depends on the loop variable at `depth`: a
+    /// COND predicate or a ragged/sparse row reads it.
+    fn count_depends(&self, start: u32, end: u32, depth: u8) -> bool {
+        let d = depth as u16;
+        (start..end).any(|pc| {
+            let r = self.rec(pc);
+            match Opcode::from_u8(r.opcode) {
+                Some(Opcode::COND) => self.expr_reads(r.op1() as u32, d),
+                Some(Opcode::PARALLEL_FOR | Opcode::FOR_EACH | Opcode::SELECT) => {
+                    let a = self
+                        .v
+                        .axes()
+                        .get(r.op1() as usize)
+                        .copied()
+                        .unwrap_or_default();
+                    match Opcode::from_u8(a.opcode) {
+                        Some(Opcode::AXIS_RAGGED) => self.expr_reads(a.op2(), d),
+                        Some(Opcode::AXIS_SPARSE) => self.expr_reads(a.op2() & 0xFFFF, d),
+                        _ => false,
+                    }
+                }
+                _ => false,
+            }
+        })
+    }
+
+    fn has_filter(&self, start: u32, end: u32) -> bool {
+        (start..end).any(|pc| self.rec(pc).opcode == Opcode::DISPATCH_FILTER as u8)
+    }
+
+    /// Evaluates a loop's axis: (extent, sparse base, indices slot or NONE16).
+    fn axis(&self, axis: u16, pc: u32) -> R<(u64, u32, u16)> {
+        let a = self
+            .v
+            .axes()
+            .get(axis as usize)
+            .copied()
+            .unwrap_or_default();
+        match Opcode::from_u8(a.opcode) {
+            Some(Opcode::AXIS_DENSE) => Ok((a.op2() as u64, 0, NONE16)),
+            Some(Opcode::AXIS_DENSE_DYN) => Ok((self.p.scalar(a.op1() as usize) as u64, 0, NONE16)),
+            Some(Opcode::AXIS_RAGGED) => {
+                let row = self.eval(a.op2(), pc)?;
+                let lens = self.p.array(a.op1() as usize);
+                match usize::try_from(row).ok().and_then(|i| lens.get(i)) {
+                    Some(l) => Ok((*l as u64, 0, NONE16)),
+                    None => Err(RunError::Index {
+                        pc,
+                        slot: a.op1(),
+                        index: row,
+                        len: lens.len(),
+                    }),
+                }
+            }
+            Some(Opcode::AXIS_SPARSE) => {
+                let row = self.eval(a.op2() & 0xFFFF, pc)?;
+                let ptr = self.p.array(a.op1() as usize);
+                let i = usize::try_from(row).ok().filter(|i| i + 1 < ptr.len());
+                match i {
+                    Some(i) => Ok(((ptr[i + 1] - ptr[i]) as u64, ptr[i], (a.op2() >> 16) as u16)),
+                    None => Err(RunError::Index {
+                        pc,
+                        slot: a.op1(),
+                        index: row.saturating_add(1),
+                        len: ptr.len(),
+                    }),
+                }
+            }
+            _ => Ok((0, 0, NONE16)),
+        }
+    }
+
+    /// Binds the loop variable at `depth` to position `pos` of a loop.
+    #[inline]
+    fn bind(&mut self, depth: u8, pos: u64, ext: u64, base: u32, indices: u16) {
+        let d = depth as usize % limits::MAX_LOOP_DEPTH;
+        self.pos[d] = pos;
+        self.ext[d] = ext;
+        self.vars[d] = if indices == NONE16 {
+            pos as i64
+        } else {
+            self.p
+                .array(indices as usize)
+                .get(base as usize + pos as usize)
+                .copied()
+                .unwrap_or(0) as i64
+        };
+    }
+
+    // ---------------------------------------------------------------- counting
+
+    /// The number of tasks the statements `[start, end)` generate with the current loop
+    /// variables (`self.loops` of them bound). Walks only what the count depends on: a loop
+    /// whose body's count does not depend on its variable is counted once and multiplied.
+    pub fn count_range(&mut self, start: u32, end: u32) -> R<u64> {
+        #[derive(Clone, Copy)]
+        struct C {
+            end: u32,
+            after: u32,
+            sum: u64,
+            mult: u64,
+            is_loop: bool,
+            at: u32,
+            depth: u8,
+            pos: u64,
+            ext: u64,
+            base: u32,
+            indices: u16,
+            dependent: bool,
+        }
+        let base_frame = C {
+            end,
+            after: end,
+            sum: 0,
+            mult: 1,
+            is_loop: false,
+            at: start,
+            depth: 0,
+            pos: 0,
+            ext: 0,
+            base: 0,
+            indices: NONE16,
+            dependent: false,
+        };
+        let mut st = [base_frame; limits::MAX_NESTING + 1];
+        let mut sp = 0usize;
+        let mut depth = self.loops as u8;
+        let mut pc = start;
+        loop {
+            if pc >= st[sp].end {
+                let f = st[sp];
+                if sp == 0 {
+                    return Ok(f.sum);
+                }
+                if f.is_loop && f.dependent && f.pos + 1 < f.ext {
+                    let p = f.pos + 1;
+                    st[sp].pos = p;
+                    self.bind(f.depth, p, f.ext, f.base, f.indices);
+                    self.stats.count_visits += 1;
+                    pc = f.at + 1;
+                    continue;
+                }
+                let add = f.sum.checked_mul(f.mult).ok_or(RunError::TooManyTasks)?;
+                sp -= 1;
+                st[sp].sum = st[sp].sum.checked_add(add).ok_or(RunError::TooManyTasks)?;
+                if f.is_loop {
+                    depth -= 1;
+                }
+                pc = f.after;
+                continue;
+            }
+            let r = self.rec(pc);
+            match Opcode::from_u8(r.opcode).map(|o| o.class()) {
+                Some(OpClass::Task) => {
+                    st[sp].sum = st[sp].sum.checked_add(1).ok_or(RunError::TooManyTasks)?;
+                    pc += 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
+                }
+                Some(OpClass::Loop) => {
+                    let (ext, base, indices) = self.axis(r.op1(), pc)?;
+                    if ext == 0 || sp + 1 >= st.len() {
+                        pc = r.op2();
+                        continue;
+                    }
+                    let dependent = self.count_depends(pc + 1, r.op2(), depth);
+                    self.bind(depth, 0, ext, base, indices);
+                    self.stats.count_visits += 1;
+                    sp += 1;
+                    st[sp] = C {
+                        end: r.op2(),
+                        after: r.op2(),
+                        sum: 0,
+                        mult: if dependent { 1 } else { ext },
+                        is_loop: true,
+                        at: pc,
+                        depth,
+                        pos: 0,
+                        ext,
+                        base,
+                        indices,
+                        dependent,
+                    };
+                    depth += 1;
+                    pc += 1;
+                }
+                Some(OpClass::Block) => {
+                    let mut after = r.op2();
+                    if r.opcode == Opcode::COND as u8 {
+                        let has_else = r.flags & COND_HAS_ELSE != 0;
+                        if self.eval(r.op1() as u32, pc)? == 0 {
+                            pc = r.op2(); // the else block, if any, runs as a SEQUENTIAL
+                            continue;
+                        }
+                        if has_else {
+                            after = self.rec(r.op2()).op2();
+                        }
+                    }
+                    if sp + 1 >= st.len() {
+                        pc = after;
+                        continue;
+                    }
+                    sp += 1;
+                    st[sp] = C {
+                        end: r.op2(),
+                        after,
+                        sum: 0,
+                        mult: 1,
+                        is_loop: false,
+                        at: pc,
+                        ..base_frame
+                    };
+                    pc += 1;
+                }
+                _ => pc += 1,
+            }
+        }
+    }
+
+    /// The number of tasks the whole program generates with these runtime parameters: the
+    /// bound on work that is known before running.
+    pub fn count_tasks(&mut self) -> R<u64> {
+        let saved = self.loops;
+        self.loops = 0;
+        let n = self.count_range(0, self.v.code().len() as u32 - 1);
+        self.loops = saved;
+        n
+    }
+
+    // ---------------------------------------------------------------- the walk
+
+    /// Skips positions `[from, to)` of the loop in frame `sp` (none of them owned here):
+    /// advances the task id by their tasks.
+    fn skip_positions(&mut self, from: u64, to: u64) -> R<()> {
+        if from >= to {
+            return Ok(());
+        }
+        let f = self.frames[self.sp];
+        let (start, end) = (f.at + 1, f.end);
+        if f.depends == UNKNOWN {
+            self.frames[self.sp].depends = self.count_depends(start, end, f.depth) as u8;
+        }
+        let saved = self.loops;
+        self.loops = f.depth as u32 + 1;
+        let res = if self.frames[self.sp].depends == 0 {
+            let c = match f.body_count {
+                Some(c) => c,
+                None => {
+                    self.bind(f.depth, from, f.ext, f.base, f.indices);
+                    let c = self.count_range(start, end);
+                    self.frames[self.sp].body_count = c.ok();
+                    c?
+                }
+            };
+            c.checked_mul(to - from).ok_or(RunError::TooManyTasks)
+        } else {
+            let mut total = 0u64;
+            let mut p = from;
+            let mut res = Ok(0);
+            while p < to {
+                self.bind(f.depth, p, f.ext, f.base, f.indices);
+                match self.count_range(start, end) {
+                    Ok(c) => match total.checked_add(c) {
+                        Some(t) => total = t,
+                        None => {
+                            res = Err(RunError::TooManyTasks);
+                            break;
+                        }
+                    },
+                    Err(e) => {
+                        res = Err(e);
+                        break;
+                    }
+                }
+                p += 1;
+            }
+            res.map(|_: u64| total)
+        };
+        self.loops = saved;
+        let n = res?;
+        self.next_id = self.next_id.checked_add(n).ok_or(RunError::TooManyTasks)?;
+        self.stats.skipped += n;
+        Ok(())
+    }
+
+    /// Starts the next iteration of the loop in frame `sp` at position `from` or later, binding
+    /// its variable and deciding ownership; skips positions owned elsewhere. Returns false when
+    /// the loop has no more iterations.
+    fn next_iteration(&mut self, mut p: u64) -> R<bool> {
+        let f = self.frames[self.sp];
+        let parent_own = self.frames[self.sp - 1].own;
+        let deciding = parent_own == Own::Undecided
+            && f.policy.kind != Policy::RoundRobin as u8
+            && f.need == f.depth as u32 + 1;
+        if !deciding {
+            if p >= f.ext {
+                return Ok(false);
+            }
+            self.bind(f.depth, p, f.ext, f.base, f.indices);
+            self.frames[self.sp].own = parent_own;
+            self.frames[self.sp].pos = p;
+            self.stats.visits += 1;
+            return Ok(true);
+        }
+        let kind = Policy::from_u8(f.policy.kind);
+        if f.filter == UNKNOWN {
+            self.frames[self.sp].filter = self.has_filter(f.at + 1, f.end) as u8;
+        }
+        // A dispatch block in the body may give some of its tasks to this AICPU even in
+        // iterations it does not own: then no iteration is skipped.
+        let skippable = self.frames[self.sp].filter == 0;
+        loop {
+            if p >= f.ext {
+                return Ok(false);
+            }
+            // Fast paths: the owned positions are known without evaluating each one.
+            if skippable && kind == Some(Policy::StaticPartition) && f.policy.depth == f.depth {
+                let lo = (self.me as u128 * f.ext as u128).div_ceil(self.n as u128) as u64;
+                let hi = ((self.me + 1) as u128 * f.ext as u128).div_ceil(self.n as u128) as u64;
+                if p < lo {
+                    self.skip_positions(p, lo)?;
+                    p = lo;
+                }
+                if p >= hi {
+                    self.skip_positions(p, f.ext)?;
+                    return Ok(false);
+                }
+                break;
+            }
+            let pure_var = skippable
+                && f.indices == NONE16
+                && kind == Some(Policy::Affinity)
+                && self.expr_at(f.policy.key.get() as u32).opcode == ExprOp::VAR as u8
+                && self.expr_at(f.policy.key.get() as u32).op1() == f.depth as u16
+                && self.expr_at(f.policy.key.get() as u32 + 1).opcode == ExprOp::END as u8;
+            if pure_var {
+                let q = p + (self.me + self.n - p % self.n) % self.n;
+                let q = q.min(f.ext);
+                self.skip_positions(p, q)?;
+                p = q;
+                if p >= f.ext {
+                    return Ok(false);
+                }
+                break;
+            }
+            self.bind(f.depth, p, f.ext, f.base, f.indices);
+            if self.owner(&f.policy, f.at)? == self.me {
+                break;
+            }
+            if !skippable {
+                // A dispatch block inside may give some of its tasks to this AICPU: walk it.
+                self.frames[self.sp].own = Own::NotMine;
+                self.frames[self.sp].pos = p;
+                self.stats.visits += 1;
+                return Ok(true);
+            }
+            self.skip_positions(p, p + 1)?;
+            p += 1;
+        }
+        self.bind(f.depth, p, f.ext, f.base, f.indices);
+        self.frames[self.sp].own = Own::Mine;
+        self.frames[self.sp].pos = p;
+        self.stats.visits += 1;
+        Ok(true)
+    }
+
+    /// Runs until the program ends, `budget` tasks were emitted, or the sink asks to pause.
+    pub fn run<S: Sink + ?Sized>(&mut self, sink: &mut S, budget: u64) -> R<Status> {
+        let mut emitted = 0u64;
+        if self.done {
+            return Ok(Status::Done);
+        }
+        loop {
+            if self.pc >= self.frames[self.sp].end {
+                if self.sp == 0 {
+                    self.done = true;
+                    return Ok(Status::Done);
+                }
+                self.close()?;
+                continue;
+            }
+            if emitted >= budget {
+                return Ok(Status::Paused);
+            }
+            let pc = self.pc;
+            let r = self.rec(pc);
+            self.stats.instructions += 1;
+            match Opcode::from_u8(r.opcode).map(|o| o.class()) {
+                Some(OpClass::Task) => {
+                    let np = r.op2() & 0xFFFF;
+                    let nio = r.op2() >> 16;
+                    self.pc = pc + 1 + np + nio;
+                    let id = self.next_id;
+                    self.next_id = id.checked_add(1).ok_or(RunError::TooManyTasks)?;
+                    let f = &self.frames[self.sp];
+                    let mine = match f.own {
+                        Own::Mine => true,
+                        Own::NotMine => false,
+                        Own::Undecided => match Policy::from_u8(f.policy.kind) {
+                            Some(Policy::RoundRobin) | None => id % self.n == self.me,
+                            _ => self.owner(&f.policy.clone(), pc)? == self.me,
+                        },
+                    };
+                    if !mine {
+                        self.stats.skipped += 1;
+                        continue;
+                    }
+                    self.fill_task(pc, r, id)?;
+                    self.stats.emitted += 1;
+                    emitted += 1;
+                    if !sink.task(&self.task) {
+                        return Ok(Status::Paused);
+                    }
+                }
+                Some(OpClass::Loop) => self.enter_loop(pc, r)?,
+                Some(OpClass::Block) => self.enter_block(pc, r)?,
+                _ => self.pc = pc + 1,
+            }
+        }
+    }
+
+    fn push(&mut self, mut f: Frame) {
+        // The verifier bounds nesting to MAX_NESTING; the check keeps a malformed state from
+        // indexing out of bounds.
+        if self.sp + 1 < self.frames.len() {
+            let parent = self.frames[self.sp];
+            if f.op != Opcode::DISPATCH_FILTER as u8 {
+                f.policy = parent.policy;
+                f.need = parent.need;
+                f.own = parent.own;
+            }
+            self.sp += 1;
+            self.frames[self.sp] = f;
+        }
+    }
+
+    fn enter_loop(&mut self, pc: u32, r: Record) -> R<()> {
+        let (ext, base, indices) = self.axis(r.op1(), pc)?;
+        let end = r.op2();
+        if ext == 0 {
+            self.pc = end;
+            return Ok(());
+        }
+        let parent = self.frames[self.sp];
+        if parent.own == Own::NotMine && (parent.filter == 0 || !self.has_filter(pc + 1, end)) {
+            // Not ours and no dispatch block inside: count instead of walking.
+            let n = self.count_range(pc, end)?;
+            self.next_id = self.next_id.checked_add(n).ok_or(RunError::TooManyTasks)?;
+            self.stats.skipped += n;
+            self.pc = end;
+            return Ok(());
+        }
+        let depth = self.loops as u8;
+        self.push(Frame {
+            op: r.opcode,
+            at: pc,
+            end,
+            after: end,
+            depth,
+            pos: 0,
+            ext,
+            base,
+            indices,
+            ..Frame::top(end, parent.policy, parent.need)
+        });
+        self.loops += 1;
+        if self.next_iteration(0)? {
+            self.pc = pc + 1;
+        } else {
+            self.sp -= 1;
+            self.loops -= 1;
+            self.pc = end;
+        }
+        Ok(())
+    }
+
+    fn enter_block(&mut self, pc: u32, r: Record) -> R<()> {
+        let end = r.op2();
+        let mut after = end;
+        if r.opcode == Opcode::COND as u8 {
+            if self.eval(r.op1() as u32, pc)? == 0 {
+                self.pc = end; // runs the else block (a SEQUENTIAL) if there is one
+                return Ok(());
+            }
+            if r.flags & COND_HAS_ELSE != 0 {
+                after = self.rec(end).op2();
+            }
+        }
+        let mut f = Frame {
+            op: r.opcode,
+            at: pc,
+            after,
+            ..Frame::top(end, PolicySpec::default(), 0)
+        };
+        if r.opcode == Opcode::DISPATCH_FILTER as u8 {
+            let policy = match Policy::from_u8(r.flags) {
+                Some(Policy::StaticPartition) => PolicySpec {
+                    kind: r.flags,
+                    depth: r.op1() as u8,
+                    key: NONE16.into(),
+                },
+                Some(Policy::Affinity) | Some(Policy::Hash) => PolicySpec {
+                    kind: r.flags,
+                    depth: 0,
+                    key: r.operand1,
+                },
+                _ => PolicySpec {
+                    kind: Policy::RoundRobin as u8,
+                    depth: 0,
+                    key: NONE16.into(),
+                },
+            };
+            f.policy = policy;
+            f.need = self.need(&policy);
+            f.own = self.decide_scope(&policy, f.need, pc)?;
+        } else if self.frames[self.sp].own == Own::NotMine && !self.has_filter(pc + 1, end) {
+            let n = self.count_range(pc, after.max(end))?;
+            self.next_id = self.next_id.checked_add(n).ok_or(RunError::TooManyTasks)?;
+            self.stats.skipped += n;
+            self.pc = after;
+            return Ok(());
+        }
+        self.push(f);
+        self.pc = pc + 1;
+        Ok(())
+    }
+
+    fn close(&mut self) -> R<()> {
+        let f = self.frames[self.sp];
+        if Opcode::from_u8(f.op).map(|o| o.class()) == Some(OpClass::Loop) {
+            if self.next_iteration(f.pos + 1)? {
+                self.pc = f.at + 1;
+                return Ok(());
+            }
+            self.loops -= 1;
+        }
+        self.sp -= 1;
+        self.pc = f.after;
+        Ok(())
+    }
+
+    fn dim_extent(&self, t: &crate::format::TensorEntry, d: usize) -> i64 {
+        let x = t.dims[d].get();
+        if x & DIM_IS_SLOT != 0 {
+            self.p.scalar((x & 0xFFFF) as usize) as i64
+        } else {
+            x as i64
+        }
+    }
+
+    fn fill_task(&mut self, pc: u32, r: Record, id: u64) -> R<()> {
+        let np = (r.op2() & 0xFFFF) as usize;
+        let nio = (r.op2() >> 16) as usize;
+        let k = self
+            .v
+            .kernels()
+            .get(r.op1() as usize)
+            .copied()
+            .unwrap_or_default();
+        self.task.id = id;
+        self.task.kernel = r.op1();
+        self.task.pool = k.pool;
+        self.task.site = pc;
+        self.task.nparams = np as u8;
+        self.task.nio = nio as u8;
+        for i in 0..np.min(limits::MAX_TASK_PARAMS) {
+            let opc = pc + 1 + i as u32;
+            let o = self.rec(opc);
+            self.task.params[i] = match Opcode::from_u8(o.opcode) {
+                Some(Opcode::PARAM_CONST) => o.op2() as i32 as i64,
+                Some(Opcode::PARAM_LOOPVAR) => self.vars[o.op1() as usize % limits::MAX_LOOP_DEPTH],
+                _ => self.eval(o.op2(), opc)?,
+            };
+        }
+        for j in 0..nio.min(limits::MAX_TASK_IO) {
+            let opc = pc + 1 + (np + j) as u32;
+            let o = self.rec(opc);
+            let tensor = o.op1();
+            let t = self
+                .v
+                .tensors()
+                .get(tensor as usize)
+                .copied()
+                .unwrap_or_default();
+            let implicit = t.flags.get() & TENSOR_IMPLICIT != 0;
+            let given = (o.flags as usize).min(limits::MAX_RANK);
+            let ndims = if implicit { given } else { t.rank as usize };
+            let mut io = Io {
+                tensor,
+                dir: Dir::of_io(Opcode::from_u8(o.opcode).unwrap_or(Opcode::IO_INOUT))
+                    .unwrap_or(Dir::InOut) as u8,
+                ndims: ndims as u8,
+                ranges: [(0, 0); limits::MAX_RANK],
+            };
+            for d in 0..ndims.min(limits::MAX_RANK) {
+                let (start, end) = if d < given {
+                    let rd = self
+                        .v
+                        .regions()
+                        .get(o.op2() as usize + d)
+                        .copied()
+                        .unwrap_or_default();
+                    let s = self.eval(rd.start.get() as u32, opc)?;
+                    let e = if rd.end.get() == NONE16 {
+                        s.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
+                    } else {
+                        self.eval(rd.end.get() as u32, opc)?
+                    };
+                    (s, e)
+                } else {
+                    (0, self.dim_extent(&t, d))
+                };
+                if start < 0 || end < start {
+                    return Err(RunError::BadRegion {
+                        pc: opc,
+                        tensor,
+                        dim: d as u8,
+                        start,
+                        end,
+                    });
+                }
+                if !implicit {
+                    let extent = self.dim_extent(&t, d);
+                    if end > extent {
+                        return Err(RunError::RegionBounds {
+                            pc: opc,
+                            tensor,
+                            dim: d as u8,
+                            start,
+                            end,
+                            extent,
+                        });
+                    }
+                }
+                io.ranges[d] = (start, end);
+            }
+            self.task.io[j] = io;
+        }
+        Ok(())
+    }
+}
+
+/// Why an interpreter could not start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LaunchError {
+    /// Bad runtime parameters or AICPU id/count.
+    #[error(transparent)]
+    Params(#[from] ParamError),
+    /// Evaluating the launch-time selector failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+}

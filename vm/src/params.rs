@@ -1,0 +1,170 @@
+//! The runtime-parameter block: launch-time values of the program's slots (spec/bytecode.md
+//! §3.6), and its validation before anything runs.
+
+use crate::format::Record;
+use crate::opcodes::Opcode;
+use crate::{ParamKind, Verified};
+
+/// The value of one runtime slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Value<'a> {
+    /// A scalar slot's value.
+    Scalar(u32),
+    /// An array slot's values.
+    Array(&'a [u32]),
+}
+
+/// What is wrong with a runtime-parameter block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ParamError {
+    /// Fewer or more values than the program has slots.
+    #[error("the program has {expected} runtime parameters but {given} values were given")]
+    Count {
+        /// Slots of the program.
+        expected: usize,
+        /// Values given.
+        given: usize,
+    },
+    /// A scalar given for an array slot or the reverse.
+    #[error("runtime parameter {slot} is {expected} but a {given} was given")]
+    Kind {
+        /// The slot.
+        slot: usize,
+        /// Its kind.
+        expected: &'static str,
+        /// What was given.
+        given: &'static str,
+    },
+    /// A sparse axis' indptr array with no entry.
+    #[error(
+        "runtime array {slot} is the indptr of a sparse axis and must have at least one entry"
+    )]
+    EmptyIndptr {
+        /// The slot.
+        slot: usize,
+    },
+    /// A sparse axis' indptr array that decreases.
+    #[error("runtime array {slot} is the indptr of a sparse axis but decreases at index {at} ({prev} then {next})")]
+    IndptrNotMonotone {
+        /// The slot.
+        slot: usize,
+        /// Index of the smaller value.
+        at: usize,
+        /// Value before.
+        prev: u32,
+        /// Value at `at`.
+        next: u32,
+    },
+    /// A sparse axis' indptr pointing past its indices array.
+    #[error("runtime array {slot} (indptr) ends at {last} but its indices array {indices} has {len} entries")]
+    IndptrPastIndices {
+        /// The indptr slot.
+        slot: usize,
+        /// Its last value.
+        last: u32,
+        /// The indices slot.
+        indices: usize,
+        /// Its length.
+        len: usize,
+    },
+    /// The AICPU id or count is invalid.
+    #[error("AICPU {aicpu} of {count}: the count must be in 1..=64 and the id below it")]
+    Aicpu {
+        /// The id given.
+        aicpu: u32,
+        /// The count given.
+        count: u32,
+    },
+}
+
+/// A validated runtime-parameter block for one program.
+#[derive(Clone, Copy, Debug)]
+pub struct RuntimeParams<'p> {
+    slots: &'p [Value<'p>],
+}
+
+impl<'p> RuntimeParams<'p> {
+    /// Checks `slots` against the program: one value per slot, of the slot's kind; every sparse
+    /// axis' indptr non-empty, non-decreasing and within its indices array.
+    pub fn new(v: &Verified<'_>, slots: &'p [Value<'p>]) -> Result<RuntimeParams<'p>, ParamError> {
+        let params = v.params();
+        if slots.len() != params.len() {
+            return Err(ParamError::Count {
+                expected: params.len(),
+                given: slots.len(),
+            });
+        }
+        for (slot, (p, val)) in params.iter().zip(slots).enumerate() {
+            let (expected, given) = match (ParamKind::from_u8(p.kind), val) {
+                (Some(ParamKind::Scalar), Value::Scalar(_))
+                | (Some(ParamKind::Array), Value::Array(_)) => continue,
+                (Some(ParamKind::Scalar), _) => ("a scalar", "array"),
+                _ => ("an array", "scalar"),
+            };
+            return Err(ParamError::Kind {
+                slot,
+                expected,
+                given,
+            });
+        }
+        let me = RuntimeParams { slots };
+        for a in v.axes() {
+            if a.opcode == Opcode::AXIS_SPARSE as u8 {
+                me.check_sparse(a)?;
+            }
+        }
+        Ok(me)
+    }
+
+    fn check_sparse(&self, a: &Record) -> Result<(), ParamError> {
+        let p = a.op1() as usize;
+        let q = (a.op2() >> 16) as usize;
+        let indptr = self.array(p);
+        let Some(&last) = indptr.last() else {
+            return Err(ParamError::EmptyIndptr { slot: p });
+        };
+        for (i, w) in indptr.windows(2).enumerate() {
+            if w[1] < w[0] {
+                return Err(ParamError::IndptrNotMonotone {
+                    slot: p,
+                    at: i + 1,
+                    prev: w[0],
+                    next: w[1],
+                });
+            }
+        }
+        let len = self.array(q).len();
+        if last as usize > len {
+            return Err(ParamError::IndptrPastIndices {
+                slot: p,
+                last,
+                indices: q,
+                len,
+            });
+        }
+        Ok(())
+    }
+
+    /// The scalar in `slot` (0 if the slot is not a scalar, which validation excludes).
+    #[inline]
+    pub fn scalar(&self, slot: usize) -> u32 {
+        match self.slots.get(slot) {
+            Some(Value::Scalar(x)) => *x,
+            _ => 0,
+        }
+    }
+
+    /// The array in `slot` (empty if the slot is not an array, which validation excludes).
+    #[inline]
+    pub fn array(&self, slot: usize) -> &'p [u32] {
+        match self.slots.get(slot) {
+            Some(Value::Array(a)) => a,
+            _ => &[],
+        }
+    }
+
+    /// All values.
+    pub fn values(&self) -> &'p [Value<'p>] {
+        self.slots
+    }
+}
