@@ -335,7 +335,17 @@ impl<'a> Lower<'a, '_, '_> {
 
     fn var_depth(&self, name: &str, span: Span, ctx: Ctx) -> R<Option<u32>> {
         match ctx {
-            Ctx::Scope => Ok(self.scope.iter().rposition(|v| v == name).map(|d| d as u32)),
+            Ctx::Scope => match self.scope.iter().rposition(|v| v == name) {
+                Some(d) => Ok(Some(d as u32)),
+                // A loop variable of another loop would otherwise be read as a runtime
+                // parameter of the same name: almost certainly a mistake.
+                None if self.var_depths.contains_key(name) => Err(self.rep.error(
+                    DiagKind::UnknownName,
+                    span,
+                    format!("loop variable `{name}` is not bound here (it belongs to a loop that does not enclose this point)"),
+                )),
+                None => Ok(None),
+            },
             Ctx::Workload => match self.var_depths.get(name) {
                 Some(Some(d)) => Ok(Some(*d)),
                 Some(None) => Err(self.rep.error(DiagKind::Type, span, format!("loop variable `{name}` is bound at different depths in the workload; a schedule cannot tell which is meant"))),

@@ -451,3 +451,12 @@ fn names_longer_than_the_string_table_allows() {
     )
     .is_ok());
 }
+
+#[test]
+fn loop_variables_out_of_scope_are_not_runtime_parameters() {
+    let d = fail(
+        "@workload w() {\n  dispatch affinity(e) { parallel_for e in dense[2] { task @k(e) } }\n}",
+    );
+    assert_eq!((d.kind, d.line, d.col), (DiagKind::UnknownName, 2, 21));
+    assert_eq!(d.message, "loop variable `e` is not bound here (it belongs to a loop that does not enclose this point)");
+}

@@ -1,0 +1,652 @@
+//! Hand-checked expansions: every opcode, axis kind and dispatch policy on small programs with
+//! the expected task lists written out; counts of the LLaMA example; the work bound; one test
+//! per runtime-parameter and runtime error.
+
+use ptovm_assembler::{assemble, Options};
+use ptovm_host_sim::{expand_aicpu, reference_expand};
+use ptovm_vm::interp::mix64;
+use ptovm_vm::{
+    verify, Interpreter, LaunchError, ParamError, RunError, RuntimeParams, Status, Value,
+};
+
+/// A parameter value by name: `S(n)` scalar, `A(&[..])` array.
+enum P {
+    S(u32),
+    A(Vec<u32>),
+}
+use P::{A, S};
+
+struct Prog {
+    bytes: Vec<u8>,
+    module: ptovm_assembler::Module,
+}
+
+fn prog(src: &str) -> Prog {
+    let out = assemble("t.pto", src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    Prog {
+        bytes: out.bytes,
+        module: out.module,
+    }
+}
+
+impl Prog {
+    fn values<'a>(&self, given: &'a [(&str, P)]) -> Vec<Value<'a>> {
+        self.module
+            .params
+            .iter()
+            .map(|p| match given.iter().find(|(n, _)| *n == p.name) {
+                Some((_, S(x))) => Value::Scalar(*x),
+                Some((_, A(a))) => Value::Array(a),
+                None => panic!("no value for {}", p.name),
+            })
+            .collect()
+    }
+
+    /// Expands on `n` AICPUs; checks the partition against the reference; returns each AICPU's
+    /// tasks as `(id, kernel name, params, regions)` strings.
+    fn run(&self, given: &[(&str, P)], n: u32) -> Vec<Vec<String>> {
+        let v = verify(&self.bytes).unwrap();
+        let vals = self.values(given);
+        let p = RuntimeParams::new(&v, &vals).unwrap();
+        let reference = reference_expand(&v, &p, n, 1 << 20).unwrap();
+        let mut out = vec![];
+        let mut all = 0;
+        for i in 0..n {
+            let e = expand_aicpu(v, p, i, n, usize::MAX, 1).unwrap();
+            for t in &e.tasks {
+                assert_eq!(t, &reference[t.id as usize]);
+            }
+            all += e.tasks.len();
+            out.push(e.tasks.iter().map(|t| self.show(t)).collect());
+        }
+        assert_eq!(all, reference.len());
+        out
+    }
+
+    fn show(&self, t: &ptovm_host_sim::RefTask) -> String {
+        let k = &self.module.kernels[t.kernel as usize].name;
+        let io: Vec<String> =
+            t.io.iter()
+                .map(|io| {
+                    let name = &self.module.tensors[io.tensor as usize].name;
+                    let dims: Vec<String> = io
+                        .dims()
+                        .iter()
+                        .map(|(a, b)| {
+                            if b - a == 1 {
+                                a.to_string()
+                            } else {
+                                format!("{a}:{b}")
+                            }
+                        })
+                        .collect();
+                    let dir = match io.direction() {
+                        ptovm_vm::Dir::In => "r",
+                        ptovm_vm::Dir::Out => "w",
+                        ptovm_vm::Dir::InOut => "rw",
+                    };
+                    format!("{dir}:{name}[{}]", dims.join(","))
+                })
+                .collect();
+        let params: Vec<String> = t.params.iter().map(|p| p.to_string()).collect();
+        format!("{} {k}({}) {}", t.id, params.join(","), io.join(" "))
+            .trim_end()
+            .to_string()
+    }
+
+    fn one(&self, given: &[(&str, P)]) -> Vec<String> {
+        self.run(given, 1).remove(0)
+    }
+}
+
+#[test]
+fn dense_loops_params_and_regions() {
+    let p = prog(
+        "@tensor A: f32[2, 3]
+         @kernel k(x, y, z): vector(in a, out b)
+         @workload w() {
+           parallel_for i in dense[2] {
+             for_each j in dense_dyn(m) { task @k(i, 7, i * 10 + j) resources(A[i], A[i, j : j + 1]) }
+           }
+         }",
+    );
+    assert_eq!(
+        p.one(&[("m", S(2))]),
+        [
+            "0 k(0,7,0) r:A[0,0:3] w:A[0,0]",
+            "1 k(0,7,1) r:A[0,0:3] w:A[0,1]",
+            "2 k(1,7,10) r:A[1,0:3] w:A[1,0]",
+            "3 k(1,7,11) r:A[1,0:3] w:A[1,1]",
+        ]
+    );
+    assert!(
+        p.one(&[("m", S(0))]).is_empty(),
+        "an empty dynamic axis runs no iteration"
+    );
+}
+
+#[test]
+fn ragged_and_sparse_axes() {
+    let p = prog(
+        "@workload w() {
+           parallel_for b in dense[3] {
+             for_each c in ragged(b, lens) { task @r(b, c) }
+             select e in sparse(b, ptr, idx) { task @s(b, e) }
+           }
+         }",
+    );
+    let got = p.one(&[
+        ("lens", A(vec![2, 0, 1])),
+        ("ptr", A(vec![0, 1, 1, 3])),
+        ("idx", A(vec![7, 4, 9])),
+    ]);
+    assert_eq!(
+        got,
+        ["0 r(0,0)", "1 r(0,1)", "2 s(0,7)", "3 r(2,0)", "4 s(2,4)", "5 s(2,9)"]
+    );
+}
+
+#[test]
+fn cond_combine_sequential_and_expression_params() {
+    let p = prog(
+        "@workload w() {
+           for_each i in dense[4] {
+             cond i == 0 { task @a(i) } else cond i % 2 == 1 { task @b(i, -i, ceil_div(i, 2), min(i, 2), max(i, 2), i / 2, !i, i >= 1 && i < 3) } else { task @c(i) }
+             combine { task @d(i) sequential { task @e(i) } }
+           }
+         }",
+    );
+    assert_eq!(
+        p.one(&[]),
+        [
+            "0 a(0)",
+            "1 d(0)",
+            "2 e(0)",
+            "3 b(1,-1,1,1,2,0,0,1)",
+            "4 d(1)",
+            "5 e(1)",
+            "6 c(2)",
+            "7 d(2)",
+            "8 e(2)",
+            "9 b(3,-3,2,2,3,1,0,0)",
+            "10 d(3)",
+            "11 e(3)",
+        ]
+    );
+}
+
+#[test]
+fn runtime_scalars_and_arrays_in_expressions() {
+    let p = prog("@workload w() { parallel_for i in dense[3] { cond tab[i] > lim { task @k(tab[i], lim) } } }");
+    assert_eq!(
+        p.one(&[("tab", A(vec![5, 1, 9])), ("lim", S(2))]),
+        ["0 k(5,2)", "1 k(9,2)"]
+    );
+}
+
+#[test]
+fn nop_from_a_listing() {
+    let src = ".ptow 1\n.workload w\n.schedule s\n.config aicpus=1 policy=round_robin depth=0 key=- levels=0 selector=- streams=1 timing=immediate timing_arg=0 ready=fifo start=immediate start_threshold=0 window=1 window_mode=stall pipeline_depth=0 batch_deps=0\n.kernel 0 k vector undeclared\n.code\n0 NOP\n1 TASK kernel=0 params=0 io=0\n2 NOP\n3 HALT\n";
+    assert_eq!(prog(src).one(&[]), ["0 k()"]);
+}
+
+#[test]
+fn whole_and_implicit_regions() {
+    let p = prog(
+        "@tensor T: f16[2, n]
+         @workload w() { task @k() resources(T, T[1], U, U[3, 0 : 2]) }",
+    );
+    assert_eq!(
+        p.one(&[("n", S(4))]),
+        ["0 k() rw:T[0:2,0:4] rw:T[1,0:4] rw:U[] rw:U[3,0:2]"]
+    );
+}
+
+const POLICIES: &str = "@workload w() {
+  parallel_for i in dense[6] { parallel_for j in dense[2] { task @k(i, j) } }
+}
+";
+
+fn owners(src: &str, n: u32, given: &[(&str, P)]) -> Vec<Vec<u32>> {
+    // Returns, per AICPU, the task ids it owns.
+    let p = prog(src);
+    p.run(given, n)
+        .iter()
+        .map(|ts| {
+            ts.iter()
+                .map(|s| s.split(' ').next().unwrap().parse().unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn round_robin_policy() {
+    let o = owners(
+        &format!("{POLICIES}@schedule s for w {{ dispatch = round_robin(3) }}"),
+        3,
+        &[],
+    );
+    assert_eq!(o, [vec![0, 3, 6, 9], vec![1, 4, 7, 10], vec![2, 5, 8, 11]]);
+}
+
+#[test]
+fn affinity_policy() {
+    let o = owners(
+        &format!("{POLICIES}@schedule s for w {{ dispatch = affinity(i) }}"),
+        4,
+        &[],
+    );
+    // Task ids 2i and 2i+1 belong to i mod 4.
+    assert_eq!(
+        o,
+        [vec![0, 1, 8, 9], vec![2, 3, 10, 11], vec![4, 5], vec![6, 7]]
+    );
+    let o = owners(
+        &format!("{POLICIES}@schedule s for w {{ dispatch = affinity(j - i) }}"),
+        2,
+        &[],
+    );
+    // (j - i) mod 2 with the euclidean remainder: even for (0,0), (1,1), ...
+    assert_eq!(o, [vec![0, 3, 4, 7, 8, 11], vec![1, 2, 5, 6, 9, 10]]);
+}
+
+#[test]
+fn hash_policy() {
+    let o = owners(
+        &format!("{POLICIES}@schedule s for w {{ dispatch = hash(i) }}"),
+        3,
+        &[],
+    );
+    for (aicpu, ids) in o.iter().enumerate() {
+        for id in ids {
+            assert_eq!(mix64(*id as u64 / 2) % 3, aicpu as u64, "task {id}");
+        }
+    }
+}
+
+#[test]
+fn static_policy() {
+    let o = owners(
+        &format!("{POLICIES}@schedule s for w {{ dispatch = static(i) }}"),
+        4,
+        &[],
+    );
+    // 6 rows in 4 blocks: floor(i * 4 / 6) = 0,0,1,2,2,3.
+    assert_eq!(
+        o,
+        [vec![0, 1, 2, 3], vec![4, 5], vec![6, 7, 8, 9], vec![10, 11]]
+    );
+    let o = owners(
+        &format!("{POLICIES}@schedule s for w {{ dispatch = static(j) }}"),
+        2,
+        &[],
+    );
+    assert_eq!(o, [vec![0, 2, 4, 6, 8, 10], vec![1, 3, 5, 7, 9, 11]]);
+}
+
+#[test]
+fn threshold_policy_selects_its_level_at_launch() {
+    let src = format!(
+        "{POLICIES}@schedule s for w {{ dispatch = threshold(m, 4: static(i), round_robin) }}"
+    );
+    assert_eq!(
+        owners(&src, 2, &[("m", S(4))]),
+        [vec![0, 1, 2, 3, 4, 5], vec![6, 7, 8, 9, 10, 11]]
+    );
+    assert_eq!(
+        owners(&src, 2, &[("m", S(5))]),
+        [vec![0, 2, 4, 6, 8, 10], vec![1, 3, 5, 7, 9, 11]]
+    );
+}
+
+#[test]
+fn dispatch_blocks_override_the_module_policy() {
+    let src = "@workload w() {
+      parallel_for i in dense[4] {
+        task @a(i)
+        dispatch affinity(i + 1) { task @b(i) }
+        dispatch round_robin { task @c(i) }
+      }
+    }
+    @schedule s for w { dispatch = affinity(i) }";
+    let o = owners(src, 2, &[]);
+    // ids: 3i (a: owner i mod 2), 3i+1 (b: (i+1) mod 2), 3i+2 (c: round robin on the id).
+    assert_eq!(o, [vec![0, 2, 4, 6, 8, 10], vec![1, 3, 5, 7, 9, 11]]);
+}
+
+fn example(name: &str) -> Prog {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name);
+    prog(&std::fs::read_to_string(path).unwrap())
+}
+
+fn counted(p: &Prog, given: &[(&str, P)]) -> u64 {
+    let v = verify(&p.bytes).unwrap();
+    let vals = p.values(given);
+    let rp = RuntimeParams::new(&v, &vals).unwrap();
+    Interpreter::new(v, rp, 0, 1)
+        .unwrap()
+        .count_tasks()
+        .unwrap()
+}
+
+#[test]
+fn llama_layer_generates_3n2_plus_16n_tasks() {
+    let p = example("llama_layer.pto");
+    for n in [1u64, 2, 3, 7, 16, 64, 256] {
+        assert_eq!(
+            counted(&p, &[("N", S(n as u32))]),
+            3 * n * n + 16 * n,
+            "N = {n}"
+        );
+    }
+    // And the expansion agrees with the count, on 1 and 6 AICPUs.
+    for aicpus in [1, 6] {
+        let per = p.run(&[("N", S(8))], aicpus);
+        assert_eq!(per.iter().map(|t| t.len()).sum::<usize>(), 3 * 64 + 16 * 8);
+    }
+}
+
+#[test]
+fn bundled_examples_expand() {
+    let fd = example("flash_decode.pto");
+    let per = fd.run(
+        &[
+            ("B", S(3)),
+            ("max_chunks", S(4)),
+            ("kv_chunks", A(vec![1, 3, 2])),
+        ],
+        4,
+    );
+    // Per head: request 0 one unsplit task, request 1 three chunks + merge, request 2 two + merge.
+    assert_eq!(per.iter().map(|t| t.len()).sum::<usize>(), 32 * (1 + 4 + 3));
+    assert!(
+        per.iter().filter(|t| !t.is_empty()).count() == 3,
+        "affinity(b): three requests on three AICPUs"
+    );
+    let moe = example("moe.pto");
+    let per = moe.run(
+        &[
+            ("T", S(4)),
+            ("expert_ptr", A(vec![0, 2, 2, 3, 4, 4, 4, 4, 5])),
+            ("expert_tokens", A(vec![0, 3, 1, 2, 0])),
+        ],
+        6,
+    );
+    // 4 router + 5 routed pairs * 2 + 4 combine.
+    assert_eq!(per.iter().map(|t| t.len()).sum::<usize>(), 4 + 10 + 4);
+    let ctl = example("control.pto");
+    let per = ctl.run(&[("M", S(5))], 3);
+    // Per layer: 5 forward + allreduce + optimizer, then checkpoint (layer 3) or log (layers 0, 2).
+    assert_eq!(per.iter().map(|t| t.len()).sum::<usize>(), 4 * 7 + 1 + 2);
+    let att = example("attention.pto");
+    assert_eq!(
+        att.run(&[("batch", S(3))], 4)
+            .iter()
+            .map(|t| t.len())
+            .sum::<usize>(),
+        24
+    );
+}
+
+#[test]
+fn pausing_and_resuming_gives_the_same_tasks() {
+    let p = example("llama_layer.pto");
+    let v = verify(&p.bytes).unwrap();
+    let given = [("N", S(5))];
+    let vals = p.values(&given);
+    let rp = RuntimeParams::new(&v, &vals).unwrap();
+    for aicpus in [1, 3] {
+        for aicpu in 0..aicpus {
+            let whole = expand_aicpu(v, rp, aicpu, aicpus, usize::MAX, u64::MAX).unwrap();
+            for step in [1, 2, 5] {
+                let stepped = expand_aicpu(v, rp, aicpu, aicpus, usize::MAX, step).unwrap();
+                assert_eq!(stepped.tasks, whole.tasks);
+            }
+        }
+    }
+    // A sink that asks to stop pauses the run after that task.
+    struct StopAt(u64, Vec<u64>);
+    impl ptovm_vm::Sink for StopAt {
+        fn task(&mut self, t: &ptovm_vm::Task) -> bool {
+            self.1.push(t.id);
+            t.id != self.0
+        }
+    }
+    let mut it = Interpreter::new(v, rp, 0, 1).unwrap();
+    let mut s = StopAt(10, vec![]);
+    assert_eq!(it.run(&mut s, u64::MAX).unwrap(), Status::Paused);
+    assert_eq!(s.1.len(), 11);
+    assert_eq!(it.run(&mut s, u64::MAX).unwrap(), Status::Done);
+    assert_eq!(s.1.len() as u64, 3 * 25 + 16 * 5);
+    assert_eq!(
+        it.run(&mut s, u64::MAX).unwrap(),
+        Status::Done,
+        "running a finished interpreter does nothing"
+    );
+}
+
+/// The work bound of spec/bytecode.md §5.7: with affinity on the outer loop's variable or a
+/// static partition, an AICPU's loop-index visits are at most its own tasks, and counting the
+/// skipped subtrees costs a constant per loop entry, not per skipped task.
+#[test]
+fn skipped_subtrees_cost_no_visits() {
+    let n = 64u64;
+    let total = 3 * n * n + 16 * n;
+    for policy in ["affinity(t)", "static(t)"] {
+        let src = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/llama_layer.pto"),
+        )
+        .unwrap()
+        .replace("dispatch = affinity(t)", &format!("dispatch = {policy}"));
+        let q = prog(&src);
+        let v = verify(&q.bytes).unwrap();
+        let given = [("N", S(n as u32))];
+        let vals = q.values(&given);
+        let rp = RuntimeParams::new(&v, &vals).unwrap();
+        let mut sum = 0;
+        for aicpus in [1u32, 2, 6] {
+            for i in 0..aicpus {
+                let e = expand_aicpu(v, rp, i, aicpus, 0, u64::MAX).unwrap();
+                let s = e.stats;
+                assert!(s.visits <= s.emitted, "{policy} {i}/{aicpus}: {s:?}");
+                assert!(
+                    s.count_visits <= 4,
+                    "{policy} {i}/{aicpus}: counting is per loop entry: {s:?}"
+                );
+                assert_eq!(s.emitted + s.skipped, total);
+                if aicpus == 6 {
+                    sum += s.emitted;
+                }
+            }
+        }
+        assert_eq!(sum, total);
+    }
+    // Round robin decides per task, so every AICPU walks everything: the contrast.
+    let rr = prog(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/llama_layer.pto"),
+        )
+        .unwrap()
+        .replace("dispatch = affinity(t)", "dispatch = round_robin"),
+    );
+    let v = verify(&rr.bytes).unwrap();
+    let given = [("N", S(n as u32))];
+    let vals = rr.values(&given);
+    let rp = RuntimeParams::new(&v, &vals).unwrap();
+    let e = expand_aicpu(v, rp, 0, 6, 0, u64::MAX).unwrap();
+    assert_eq!(e.stats.visits, 2 * n + n * n);
+}
+
+fn launch(src: &str, given: &[(&str, P)]) -> Result<u64, LaunchError> {
+    let p = prog(src);
+    let v = verify(&p.bytes).unwrap();
+    let vals = p.values(given);
+    let rp = RuntimeParams::new(&v, &vals)?;
+    let e = expand_aicpu(v, rp, 0, 1, 0, u64::MAX)?;
+    Ok(e.total)
+}
+
+#[test]
+fn parameter_errors() {
+    let p = prog("@workload w() { parallel_for i in dense_dyn(n) { select e in sparse(i, ptr, idx) { task @k() } } }");
+    let v = verify(&p.bytes).unwrap();
+    let ptr = [0u32, 2, 1];
+    let idx = [5u32];
+    let err = |vals: &[Value]| RuntimeParams::new(&v, vals).unwrap_err();
+    assert_eq!(
+        err(&[Value::Scalar(1)]),
+        ParamError::Count {
+            expected: 3,
+            given: 1
+        }
+    );
+    assert_eq!(
+        err(&[Value::Array(&idx), Value::Array(&ptr), Value::Array(&idx)]),
+        ParamError::Kind {
+            slot: 0,
+            expected: "a scalar",
+            given: "array"
+        }
+    );
+    assert_eq!(
+        err(&[Value::Scalar(1), Value::Scalar(1), Value::Array(&idx)]),
+        ParamError::Kind {
+            slot: 1,
+            expected: "an array",
+            given: "scalar"
+        }
+    );
+    assert_eq!(
+        err(&[Value::Scalar(1), Value::Array(&[]), Value::Array(&idx)]),
+        ParamError::EmptyIndptr { slot: 1 }
+    );
+    assert_eq!(
+        err(&[Value::Scalar(1), Value::Array(&ptr), Value::Array(&idx)]),
+        ParamError::IndptrNotMonotone {
+            slot: 1,
+            at: 2,
+            prev: 2,
+            next: 1
+        }
+    );
+    assert_eq!(
+        err(&[Value::Scalar(1), Value::Array(&[0, 2]), Value::Array(&idx)]),
+        ParamError::IndptrPastIndices {
+            slot: 1,
+            last: 2,
+            indices: 2,
+            len: 1
+        }
+    );
+    let ok = [Value::Scalar(1), Value::Array(&[0, 1]), Value::Array(&idx)];
+    let rp = RuntimeParams::new(&v, &ok).unwrap();
+    for (aicpu, count) in [(0, 0), (1, 1), (0, 65)] {
+        assert_eq!(
+            Interpreter::new(v, rp, aicpu, count).unwrap_err(),
+            LaunchError::Params(ParamError::Aicpu { aicpu, count })
+        );
+    }
+    assert_eq!(expand_aicpu(v, rp, 0, 1, 9, 1).unwrap().total, 1);
+}
+
+#[test]
+fn runtime_errors() {
+    let run = |src: &str, given: &[(&str, P)]| match launch(src, given) {
+        Err(LaunchError::Run(e)) => e,
+        other => panic!("expected a run error, got {other:?}"),
+    };
+    assert_eq!(
+        run(
+            "@workload w() { cond 2147483647 * 2147483647 * 4 > 0 { } }",
+            &[]
+        ),
+        RunError::Overflow { pc: 0 }
+    );
+    assert_eq!(
+        run("@workload w() { cond 1 / z { } }", &[("z", S(0))]),
+        RunError::DivByZero { pc: 0 }
+    );
+    assert_eq!(
+        run("@workload w() { cond 1 % z { } }", &[("z", S(0))]),
+        RunError::DivByZero { pc: 0 }
+    );
+    assert_eq!(
+        run("@workload w() { task @k(t[3]) }", &[("t", A(vec![1, 2]))]),
+        RunError::Index {
+            pc: 1,
+            slot: 0,
+            index: 3,
+            len: 2
+        }
+    );
+    assert_eq!(
+        run(
+            "@workload w() { for_each c in ragged(2, l) { } }",
+            &[("l", A(vec![1]))]
+        ),
+        RunError::Index {
+            pc: 0,
+            slot: 0,
+            index: 2,
+            len: 1
+        }
+    );
+    assert_eq!(
+        run(
+            "@workload w() { select c in sparse(1, p, i) { } }",
+            &[("p", A(vec![0, 1])), ("i", A(vec![0]))]
+        ),
+        RunError::Index {
+            pc: 0,
+            slot: 0,
+            index: 2,
+            len: 2
+        }
+    );
+    assert_eq!(
+        run("@workload w() { task @k() resources(U[3 : 1]) }", &[]),
+        RunError::BadRegion {
+            pc: 1,
+            tensor: 0,
+            dim: 0,
+            start: 3,
+            end: 1
+        }
+    );
+    assert_eq!(
+        run("@workload w() { task @k() resources(U[-1]) }", &[]),
+        RunError::BadRegion {
+            pc: 1,
+            tensor: 0,
+            dim: 0,
+            start: -1,
+            end: 0
+        }
+    );
+    assert_eq!(
+        run(
+            "@tensor T: f16[4, n]\n@workload w() { task @k() resources(T[1, 5]) }",
+            &[("n", S(5))]
+        ),
+        RunError::RegionBounds {
+            pc: 1,
+            tensor: 0,
+            dim: 1,
+            start: 5,
+            end: 6,
+            extent: 5
+        }
+    );
+    let big = "@workload w() { parallel_for a in dense[4294967295] { parallel_for b in dense[4294967295] { parallel_for c in dense[4294967295] { task @k() } } } }";
+    let p = prog(big);
+    let v = verify(&p.bytes).unwrap();
+    let rp = RuntimeParams::new(&v, &[]).unwrap();
+    assert_eq!(
+        Interpreter::new(v, rp, 0, 1).unwrap().count_tasks(),
+        Err(RunError::TooManyTasks)
+    );
+    assert_eq!(run("@workload w() { task @k() resources(U[1]) }\n@schedule s for w { dispatch = threshold(1 / z, round_robin) }", &[("z", S(0))]), RunError::DivByZero { pc: 0 });
+}
