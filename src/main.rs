@@ -1,7 +1,8 @@
 //! `ptovm`: assemble, disassemble, verify and inspect PTOW workload bytecode.
 //!
-//! Exit codes: 0 success; 1 the input is invalid (assembly or verification error); 2 bad
-//! command-line usage; 3 an I/O error (missing file, unwritable output).
+//! Exit codes: 0 success; 1 the input is invalid (assembly, verification, runtime-parameter or
+//! expansion error); 2 bad command-line usage; 3 an I/O error (missing file, unwritable
+//! output); 4 an internal consistency check failed (a bug: please report it).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use ptovm_assembler::{assemble, disassemble, Options, Overrides, Select};
 use ptovm_vm::WindowMode;
 
+mod expand;
 mod inspect;
 
 #[derive(Parser)]
@@ -22,6 +24,20 @@ mod inspect;
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Deps {
+    /// Only equal regions depend on each other (pto-isa TensorMap).
+    Exact,
+    /// Regions that share an element depend on each other.
+    Overlap,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Text,
+    Json,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -74,6 +90,36 @@ enum Cmd {
     Verify {
         /// Input bytecode; `-` reads standard input.
         input: PathBuf,
+    },
+    /// Expand a program into tasks on each AICPU, check them against the reference expander,
+    /// and list them with their dependencies.
+    Expand {
+        /// Input: `.pto` text (assembled in memory) or PTOW bytecode; `-` reads standard input.
+        input: PathBuf,
+        /// AICPU count (default: the program's schedule).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+        aicpus: Option<u32>,
+        /// List only this AICPU's tasks.
+        #[arg(long)]
+        aicpu: Option<u32>,
+        /// A runtime parameter: `NAME=N` for a scalar, `NAME=1,2,3` for an array. Repeat for each.
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
+        /// How regions are matched for dependencies.
+        #[arg(long, value_enum, default_value = "overlap")]
+        deps: Deps,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        format: Format,
+        /// Same as `--format json`.
+        #[arg(long)]
+        json: bool,
+        /// List at most this many tasks.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print only the totals (no task or edge lists).
+        #[arg(long)]
+        summary: bool,
     },
     /// Show the header, sections, configuration and tables of PTOW bytecode.
     Inspect {
@@ -223,6 +269,43 @@ fn run(cli: Cli) -> Result<(), Fail> {
             ptovm_vm::verify(&bytes).map_err(|e| verify_err(&input, e))?;
             println!("ok");
             Ok(())
+        }
+        Cmd::Expand {
+            input,
+            aicpus,
+            aicpu,
+            params,
+            deps,
+            format,
+            json,
+            limit,
+            summary,
+        } => {
+            let bytes = load_bytecode(&input)?;
+            let v = ptovm_vm::verify(&bytes).map_err(|e| verify_err(&input, e))?;
+            let m = ptovm_assembler::Module::decode(&v);
+            let owned =
+                expand::parse_params(&m, &params).map_err(|e| Fail(1, format!("error: {e}")))?;
+            let vals: Vec<ptovm_vm::Value> = owned
+                .iter()
+                .map(|(k, s, a)| match k {
+                    ptovm_vm::ParamKind::Scalar => ptovm_vm::Value::Scalar(*s),
+                    ptovm_vm::ParamKind::Array => ptovm_vm::Value::Array(a),
+                })
+                .collect();
+            let opts = expand::Opts {
+                aicpus,
+                aicpu,
+                deps: match deps {
+                    Deps::Exact => ptovm_host_sim::DepMode::Exact,
+                    Deps::Overlap => ptovm_host_sim::DepMode::Overlap,
+                },
+                json: json || matches!(format, Format::Json),
+                limit,
+                summary,
+            };
+            let out = expand::run(&v, &m, &vals, &opts).map_err(|(c, m)| Fail(c, m))?;
+            write_out(Path::new("-"), out.as_bytes())
         }
         Cmd::Inspect { input, json } => {
             let bytes = load_bytecode(&input)?;
