@@ -277,7 +277,9 @@ mod tests {
     /// writer, and a write on the element's readers since that write.
     fn element_edges(tasks: &[RefTask]) -> Vec<(u64, u64)> {
         use std::collections::{BTreeSet, HashMap};
-        let mut last: HashMap<(u16, i64, i64), (Option<u64>, Vec<u64>)> = HashMap::new();
+        type Element = (u16, i64, i64);
+        type LastAccess = (Option<u64>, Vec<u64>);
+        let mut last: HashMap<Element, LastAccess> = HashMap::new();
         let mut out = BTreeSet::new();
         for t in tasks {
             for io in &t.io {
@@ -314,12 +316,11 @@ mod tests {
             c[a as usize][b as usize] = true;
         }
         for k in 0..n {
-            for i in 0..n {
-                if c[i][k] {
-                    for j in 0..n {
-                        if c[k][j] {
-                            c[i][j] = true;
-                        }
+            let via = c[k].clone();
+            for row in c.iter_mut() {
+                if row[k] {
+                    for (x, v) in row.iter_mut().zip(&via) {
+                        *x |= *v;
                     }
                 }
             }
