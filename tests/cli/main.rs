@@ -377,3 +377,220 @@ fn bad_arguments() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("the module has no workload `nope`"));
 }
+
+#[test]
+fn expand_lists_tasks_and_json_has_the_documented_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let llama = examples().join("llama_layer.pto");
+    let l = llama.to_str().unwrap();
+    let o = ptovm(&["expand", l, "--param", "N=4", "--json"], d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["tasks_total"], 3 * 16 + 16 * 4);
+    assert_eq!(j["tasks"].as_array().unwrap().len(), 3 * 16 + 16 * 4);
+    let per: Vec<u64> = j["per_aicpu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect();
+    assert_eq!(per.len(), 6);
+    assert_eq!(per.iter().sum::<u64>(), 112);
+    assert_eq!(j["visits_per_aicpu"].as_array().unwrap().len(), 6);
+    assert!(j["bytecode_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(
+        j["edges"].as_array().unwrap().len() as u64,
+        j["edges_total"].as_u64().unwrap()
+    );
+    let t0 = &j["tasks"][0];
+    assert_eq!(t0["kernel"], "rmsnorm");
+    assert_eq!(t0["regions"][0]["tensor"], "X");
+    assert_eq!(
+        t0["regions"][0]["ranges"],
+        serde_json::json!([[0, 1], [0, 4096]])
+    );
+    // Text: one line per task with its owner and predecessors.
+    let o = ptovm(
+        &[
+            "expand", l, "--param", "N=2", "--aicpus", "2", "--aicpu", "1", "--limit", "3",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        t.starts_with("llama_layer: 44 tasks (22 cube, 22 vector)"),
+        "{t}"
+    );
+    assert_eq!(t.lines().filter(|l| l.starts_with('#')).count(), 3);
+    assert!(
+        t.lines()
+            .filter(|l| l.starts_with('#'))
+            .all(|l| l.contains("AICPU 1 ")),
+        "{t}"
+    );
+    assert!(t.contains("... 19 more tasks"), "{t}");
+    // Summary: totals only.
+    let o = ptovm(
+        &[
+            "expand",
+            l,
+            "--param",
+            "N=2",
+            "--summary",
+            "--format",
+            "json",
+            "--deps",
+            "exact",
+        ],
+        d,
+    );
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["tasks"].as_array().unwrap().len(), 0);
+    assert_eq!(j["deps"], "exact");
+    // Bytecode input and array parameters.
+    let moe = examples().join("moe.pto");
+    let o = ptovm(&["asm", "-q", moe.to_str().unwrap(), "-o", "moe.ptow"], d);
+    assert!(o.status.success());
+    let o = ptovm(
+        &[
+            "expand",
+            "moe.ptow",
+            "--param",
+            "T=2",
+            "--param",
+            "expert_ptr=[0,1,1,1,1,1,1,1,2]",
+            "--param",
+            "expert_tokens=1,0",
+            "--json",
+            "--summary",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["tasks_total"], 2 + 4 + 2);
+}
+
+#[test]
+fn expand_rejects_bad_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let moe = examples().join("moe.pto");
+    let m = moe.to_str().unwrap();
+    let full = [
+        "--param",
+        "T=2",
+        "--param",
+        "expert_ptr=0,1,1,1,1,1,1,1,2",
+        "--param",
+        "expert_tokens=1,0",
+    ];
+    fn build<'a>(
+        m: &'a str,
+        full: &[&'a str],
+        extra: &[&'a str],
+        drop: Option<&str>,
+    ) -> Vec<&'a str> {
+        let mut v = vec!["expand", m];
+        let mut i = 0;
+        while i < full.len() {
+            if drop.is_none_or(|p| !full[i + 1].starts_with(p)) {
+                v.extend_from_slice(&full[i..i + 2]);
+            }
+            i += 2;
+        }
+        v.extend_from_slice(extra);
+        v
+    }
+    let with = |extra: &[&'static str], drop: Option<&str>| build(m, &full, extra, drop);
+    fails(
+        d,
+        &with(&[], Some("T=")),
+        1,
+        "error: missing runtime parameter `T` (scalar): pass --param T=4",
+    );
+    fails(d, &with(&["--param", "Q=1"], None), 1, "error: --param Q: the program has no runtime parameter `Q` (it has: T, expert_ptr, expert_tokens)");
+    fails(
+        d,
+        &with(&["--param", "T=3"], None),
+        1,
+        "error: --param T: given twice",
+    );
+    fails(
+        d,
+        &["expand", m, "--param", "T=x"],
+        1,
+        "error: --param T: \"x\" is not an unsigned 32-bit integer",
+    );
+    fails(
+        d,
+        &[
+            "expand",
+            m,
+            "--param",
+            "T=1",
+            "--param",
+            "expert_ptr=0,2,1",
+            "--param",
+            "expert_tokens=1",
+        ],
+        1,
+        "decreases at index 2",
+    );
+    fails(
+        d,
+        &[
+            "expand",
+            m,
+            "--param",
+            "T=1",
+            "--param",
+            "expert_ptr=",
+            "--param",
+            "expert_tokens=1",
+        ],
+        1,
+        "must have at least one entry",
+    );
+    fails(
+        d,
+        &[
+            "expand",
+            m,
+            "--param",
+            "T=1",
+            "--param",
+            "expert_ptr=0,5",
+            "--param",
+            "expert_tokens=1",
+        ],
+        1,
+        "ends at 5 but its indices array",
+    );
+    fails(
+        d,
+        &with(&["--aicpu", "6"], None),
+        2,
+        "error: --aicpu 6 is not below the AICPU count 6",
+    );
+    fails(d, &with(&["--aicpus", "0"], None), 2, "error:");
+    // A runtime error names the instruction.
+    let f = examples().join("flash_decode.pto");
+    fails(
+        d,
+        &[
+            "expand",
+            f.to_str().unwrap(),
+            "--param",
+            "B=2",
+            "--param",
+            "max_chunks=4",
+            "--param",
+            "kv_chunks=2",
+        ],
+        1,
+        "error: instruction 2: index 1 is outside runtime array",
+    );
+}
