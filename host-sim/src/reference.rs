@@ -36,7 +36,15 @@ impl RefTask {
             pool: t.pool(),
             site: t.site,
             params: t.params().to_vec(),
-            io: t.ios().to_vec(),
+            io: t
+                .ios()
+                .iter()
+                .map(|io| {
+                    let mut x = *io;
+                    x.ranges[io.ndims as usize..].fill((0, 0));
+                    x
+                })
+                .collect(),
             owner,
         }
     }
@@ -312,8 +320,7 @@ impl Walker<'_, '_, '_> {
             let o = self.rec(opc);
             let t = self.v.tensors()[o.op1() as usize];
             let implicit = t.flags.get() & TENSOR_IMPLICIT != 0;
-            let given = o.flags as usize;
-            let ndims = if implicit { given } else { t.rank as usize };
+            let ndims = o.flags as usize;
             let extent = |d: usize| {
                 let x = t.dims[d].get();
                 if x & DIM_IS_SLOT != 0 {
@@ -330,17 +337,12 @@ impl Walker<'_, '_, '_> {
                 ..Io::default()
             };
             for d in 0..ndims {
-                let (s, e) = if d < given {
-                    let rd = self.v.regions()[o.op2() as usize + d];
-                    let s = self.eval(rd.start.get() as u32, opc)?;
-                    let e = if rd.end.get() == NONE16 {
-                        s.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
-                    } else {
-                        self.eval(rd.end.get() as u32, opc)?
-                    };
-                    (s, e)
+                let rd = self.v.regions()[o.op2() as usize + d];
+                let s = self.eval(rd.start.get() as u32, opc)?;
+                let e = if rd.end.get() == NONE16 {
+                    s.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
                 } else {
-                    (0, extent(d))
+                    self.eval(rd.end.get() as u32, opc)?
                 };
                 if s < 0 || e < s {
                     return Err(RunError::BadRegion {

@@ -113,10 +113,10 @@ fn dense_loops_params_and_regions() {
     assert_eq!(
         p.one(&[("m", S(2))]),
         [
-            "0 k(0,7,0) r:A[0,0:3] w:A[0,0]",
-            "1 k(0,7,1) r:A[0,0:3] w:A[0,1]",
-            "2 k(1,7,10) r:A[1,0:3] w:A[1,0]",
-            "3 k(1,7,11) r:A[1,0:3] w:A[1,1]",
+            "0 k(0,7,0) r:A[0] w:A[0,0]",
+            "1 k(0,7,1) r:A[0] w:A[0,1]",
+            "2 k(1,7,10) r:A[1] w:A[1,0]",
+            "3 k(1,7,11) r:A[1] w:A[1,1]",
         ]
     );
     assert!(
@@ -198,7 +198,7 @@ fn whole_and_implicit_regions() {
     );
     assert_eq!(
         p.one(&[("n", S(4))]),
-        ["0 k() rw:T[0:2,0:4] rw:T[1,0:4] rw:U[] rw:U[3,0:2]"]
+        ["0 k() rw:T[] rw:T[1] rw:U[] rw:U[3,0:2]"]
     );
 }
 

@@ -76,19 +76,28 @@ pub enum RunError {
     TooManyTasks,
 }
 
-/// One IO region of a task.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// One IO region of a task. Equality compares the named dimensions only (the interpreter
+/// reuses its record, so entries past `ndims` hold stale values).
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Io {
     /// Tensor index.
     pub tensor: u16,
     /// Direction code ([`Dir`] as u8).
     pub dir: u8,
-    /// Dimensions given in `ranges`; for a declared tensor its rank (all dimensions), for an
-    /// implicit one those the task named (the others are whole).
+    /// Dimensions given in `ranges`: those the task named; the others are whole (a region
+    /// with `ndims == 0` is the whole tensor).
     pub ndims: u8,
     /// `[start, end)` per dimension.
     pub ranges: [(i64, i64); limits::MAX_RANK],
 }
+
+impl PartialEq for Io {
+    fn eq(&self, o: &Io) -> bool {
+        self.tensor == o.tensor && self.dir == o.dir && self.dims() == o.dims()
+    }
+}
+
+impl Eq for Io {}
 
 impl Io {
     /// The direction.
@@ -398,20 +407,32 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     /// Evaluates the expression at node `start`; `pc` locates errors.
-    #[inline]
+    #[inline(always)]
     fn eval(&self, start: u32, pc: u32) -> R<i64> {
-        // Fast paths: a single leaf.
-        let first = self.expr_at(start);
-        if self.expr_at(start + 1).opcode == ExprOp::END as u8 {
-            match ExprOp::from_u8(first.opcode) {
-                Some(ExprOp::VAR) => {
-                    return Ok(self.vars[first.op1() as usize % limits::MAX_LOOP_DEPTH])
+        // Fast path: a single leaf, the common case of indices and keys.
+        let exprs = self.v.exprs();
+        if let (Some(first), Some(next)) =
+            (exprs.get(start as usize), exprs.get(start as usize + 1))
+        {
+            if next.opcode == ExprOp::END as u8 {
+                match first.opcode {
+                    x if x == ExprOp::VAR as u8 => {
+                        return Ok(self.vars[first.op1() as usize % limits::MAX_LOOP_DEPTH])
+                    }
+                    x if x == ExprOp::CONST as u8 => return Ok(first.op2() as i32 as i64),
+                    x if x == ExprOp::PARAM as u8 => {
+                        return Ok(self.p.scalar(first.op1() as usize) as i64)
+                    }
+                    _ => {}
                 }
-                Some(ExprOp::CONST) => return Ok(first.op2() as i32 as i64),
-                Some(ExprOp::PARAM) => return Ok(self.p.scalar(first.op1() as usize) as i64),
-                _ => {}
             }
         }
+        self.eval_stack(start, pc)
+    }
+
+    /// The general evaluator: a postfix walk with a fixed stack.
+    #[inline(never)]
+    fn eval_stack(&self, start: u32, pc: u32) -> R<i64> {
         let mut st = [0i64; limits::MAX_EXPR_STACK];
         let mut sp = 0usize;
         let ovf = RunError::Overflow { pc };
@@ -1142,43 +1163,36 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 _ => self.eval(o.op2(), opc)?,
             };
         }
+        let regions = self.v.regions();
         for j in 0..nio.min(limits::MAX_TASK_IO) {
             let opc = pc + 1 + (np + j) as u32;
             let o = self.rec(opc);
             let tensor = o.op1();
-            let t = self
-                .v
-                .tensors()
-                .get(tensor as usize)
-                .copied()
-                .unwrap_or_default();
-            let implicit = t.flags.get() & TENSOR_IMPLICIT != 0;
-            let given = (o.flags as usize).min(limits::MAX_RANK);
-            let ndims = if implicit { given } else { t.rank as usize };
-            let mut io = Io {
-                tensor,
-                dir: Dir::of_io(Opcode::from_u8(o.opcode).unwrap_or(Opcode::IO_INOUT))
-                    .unwrap_or(Dir::InOut) as u8,
-                ndims: ndims as u8,
-                ranges: [(0, 0); limits::MAX_RANK],
+            let Some(t) = self.v.tensors().get(tensor as usize) else {
+                continue;
             };
-            for d in 0..ndims.min(limits::MAX_RANK) {
-                let (start, end) = if d < given {
-                    let rd = self
-                        .v
-                        .regions()
-                        .get(o.op2() as usize + d)
-                        .copied()
-                        .unwrap_or_default();
-                    let s = self.eval(rd.start.get() as u32, opc)?;
-                    let e = if rd.end.get() == NONE16 {
-                        s.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
-                    } else {
-                        self.eval(rd.end.get() as u32, opc)?
-                    };
-                    (s, e)
+            let declared = t.flags.get() & TENSOR_IMPLICIT == 0;
+            // Only the dimensions the task names are materialised; the others are whole.
+            let ndims = (o.flags as usize).min(limits::MAX_RANK);
+            // IO_INPUT, IO_OUTPUT, IO_INOUT are 0x23..0x25 and `Dir` is 1..3.
+            let dir = o
+                .opcode
+                .wrapping_sub(Opcode::IO_INPUT as u8 - Dir::In as u8)
+                & 3;
+            {
+                let io = &mut self.task.io[j];
+                io.tensor = tensor;
+                io.dir = dir;
+                io.ndims = ndims as u8;
+            }
+            let first = o.op2() as usize;
+            for d in 0..ndims {
+                let rd = regions.get(first + d).copied().unwrap_or_default();
+                let start = self.eval(rd.start.get() as u32, opc)?;
+                let end = if rd.end.get() == NONE16 {
+                    start.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
                 } else {
-                    (0, self.dim_extent(&t, d))
+                    self.eval(rd.end.get() as u32, opc)?
                 };
                 if start < 0 || end < start {
                     return Err(RunError::BadRegion {
@@ -1189,8 +1203,8 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                         end,
                     });
                 }
-                if !implicit {
-                    let extent = self.dim_extent(&t, d);
+                if declared {
+                    let extent = self.dim_extent(t, d);
                     if end > extent {
                         return Err(RunError::RegionBounds {
                             pc: opc,
@@ -1202,9 +1216,8 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                         });
                     }
                 }
-                io.ranges[d] = (start, end);
+                self.task.io[j].ranges[d] = (start, end);
             }
-            self.task.io[j] = io;
         }
         Ok(())
     }

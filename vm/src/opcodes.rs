@@ -67,6 +67,7 @@ macro_rules! opcode_table {
             pub const ALL: &'static [Opcode] = &[$(Opcode::$name),*];
 
             /// Decodes an opcode byte; `None` for a byte that names no opcode.
+            #[inline]
             pub const fn from_u8(b: u8) -> Option<Opcode> {
                 match b {
                     $($code => Some(Opcode::$name),)*
@@ -82,6 +83,7 @@ macro_rules! opcode_table {
             }
 
             /// Where the opcode may appear and how it is checked.
+            #[inline]
             pub const fn class(self) -> OpClass {
                 match self {
                     $(Opcode::$name => OpClass::$class,)*
@@ -185,6 +187,7 @@ macro_rules! expr_table {
             pub const ALL: &'static [ExprOp] = &[$(ExprOp::$name),*];
 
             /// Decodes an operator byte.
+            #[inline]
             pub const fn from_u8(b: u8) -> Option<ExprOp> {
                 match b {
                     $($code => Some(ExprOp::$name),)*
@@ -200,6 +203,7 @@ macro_rules! expr_table {
             }
 
             /// Its arity class.
+            #[inline]
             pub const fn kind(self) -> ExprKind {
                 match self {
                     $(ExprOp::$name => ExprKind::$kind,)*
@@ -295,6 +299,7 @@ macro_rules! named_enum {
             pub const ALL: &'static [$ty] = &[$($ty::$name),*];
 
             /// Decodes the byte; `None` if it names no value.
+            #[inline]
             pub const fn from_u8(b: u8) -> Option<$ty> {
                 match b {
                     $($code => Some($ty::$name),)*

@@ -1,0 +1,105 @@
+//! Task generation speed: the LLaMA-7B layer (N = 256 tiles, 200,704 tasks) expanded by one
+//! interpreter instance, alone (1 AICPU) or as one of 6, with an empty sink and with a sink that
+//! copies every task into a ring of compact records (the work a scheduler's window does).
+//!
+//! Run: `cargo bench -p ptovm-host-sim --bench generate`. divan reports time per whole
+//! expansion and owned tasks per second (the item counter).
+
+use ptovm_assembler::{assemble, Options};
+use ptovm_vm::{verify, Interpreter, RuntimeParams, Sink, Task, Value};
+
+const N: u32 = 256;
+
+fn llama(policy: &str) -> Vec<u8> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/llama_layer.pto");
+    let src = std::fs::read_to_string(p)
+        .unwrap()
+        .replace("dispatch = affinity(t)", &format!("dispatch = {policy}"));
+    assemble("llama.pto", &src, &Options::default())
+        .unwrap()
+        .bytes
+}
+
+struct Count(u64);
+impl Sink for Count {
+    #[inline]
+    fn task(&mut self, t: &Task) -> bool {
+        self.0 += t.id & 1;
+        true
+    }
+}
+
+/// A compact copy of a task, as a window slot would hold it.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    id: u64,
+    kernel: u16,
+    nparams: u8,
+    nio: u8,
+    params: [i64; 4],
+    io: [(u16, u8, [(i64, i64); 2]); 4],
+}
+
+struct Ring(Vec<Slot>, usize);
+impl Sink for Ring {
+    #[inline]
+    fn task(&mut self, t: &Task) -> bool {
+        let s = &mut self.0[self.1 & 1023];
+        s.id = t.id;
+        s.kernel = t.kernel;
+        s.nparams = t.nparams;
+        s.nio = t.nio;
+        for (d, p) in s.params.iter_mut().zip(t.params()) {
+            *d = *p;
+        }
+        for (d, io) in s.io.iter_mut().zip(t.ios()) {
+            d.0 = io.tensor;
+            d.1 = io.dir;
+            d.2[0] = io.ranges[0];
+            d.2[1] = io.ranges[1];
+        }
+        self.1 += 1;
+        true
+    }
+}
+
+fn expand<S: Sink>(bytes: &[u8], aicpus: u32, sink: &mut S) -> u64 {
+    let v = verify(bytes).unwrap();
+    let vals = [Value::Scalar(N)];
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    let mut it = Interpreter::new(v, p, 0, aicpus).unwrap();
+    it.run(sink, u64::MAX).unwrap();
+    it.stats().emitted
+}
+
+#[divan::bench(args = [("affinity(t)", 1), ("affinity(t)", 6), ("static(t)", 6), ("round_robin", 6), ("hash(t)", 6)])]
+fn emit_only(b: divan::Bencher, (policy, aicpus): (&str, u32)) {
+    let bytes = llama(policy);
+    let owned = expand(&bytes, aicpus, &mut Count(0));
+    b.counter(divan::counter::ItemsCount::new(owned))
+        .bench(|| expand(divan::black_box(&bytes), aicpus, &mut Count(0)));
+}
+
+#[divan::bench(args = [1, 6])]
+fn into_ring(b: divan::Bencher, aicpus: u32) {
+    let bytes = llama("affinity(t)");
+    let owned = expand(&bytes, aicpus, &mut Count(0));
+    let mut ring = Ring(vec![Slot::default(); 1024], 0);
+    b.counter(divan::counter::ItemsCount::new(owned))
+        .bench_local(|| expand(divan::black_box(&bytes), aicpus, &mut ring));
+}
+
+#[divan::bench]
+fn count_tasks(b: divan::Bencher) {
+    let bytes = llama("affinity(t)");
+    b.bench(|| {
+        let v = verify(&bytes).unwrap();
+        let vals = [Value::Scalar(N)];
+        let p = RuntimeParams::new(&v, &vals).unwrap();
+        Interpreter::new(v, p, 0, 1).unwrap().count_tasks().unwrap()
+    });
+}
+
+fn main() {
+    divan::main();
+}
