@@ -29,6 +29,9 @@ impl Sink for Count {
     }
 }
 
+/// A compact region: tensor, direction, two dimensions.
+type SlotIo = (u16, u8, [(i64, i64); 2]);
+
 /// A compact copy of a task, as a window slot would hold it.
 #[derive(Clone, Copy, Default)]
 struct Slot {
@@ -37,7 +40,7 @@ struct Slot {
     nparams: u8,
     nio: u8,
     params: [i64; 4],
-    io: [(u16, u8, [(i64, i64); 2]); 4],
+    io: [SlotIo; 4],
 }
 
 struct Ring(Vec<Slot>, usize);
