@@ -428,7 +428,7 @@ fn pausing_and_resuming_gives_the_same_tasks() {
     );
 }
 
-/// The work bound of spec/bytecode.md §5.7: with affinity on the outer loop's variable or a
+/// The work bound of spec/bytecode.md §5.8: with affinity on the outer loop's variable or a
 /// static partition, an AICPU's loop-index visits are at most its own tasks, and counting the
 /// skipped subtrees costs a constant per loop entry, not per skipped task.
 #[test]

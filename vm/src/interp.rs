@@ -210,7 +210,7 @@ pub trait Sink {
     fn task(&mut self, task: &Task) -> bool;
 }
 
-/// Work counters (spec/bytecode.md §5.7).
+/// Work counters (spec/bytecode.md §5.8).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Instruction records dispatched by the walk.

@@ -1,7 +1,8 @@
 //! # ptovm-vm
 //!
-//! The PTOW bytecode format and its verifier: the one source of truth for opcodes, record
-//! layouts, limits and the checks every program passes before anything runs it.
+//! The PTOW bytecode format, its verifier and its interpreter: the one source of truth for
+//! opcodes, record layouts, limits, the checks every program passes before anything runs it
+//! (`verify`), the runtime-parameter block (`params`) and per-AICPU task expansion (`interp`).
 //!
 //! `#![no_std]` with no allocator: it builds for `aarch64-unknown-none` and runs on the AICPU.
 //!
