@@ -114,8 +114,20 @@ fn debug_seed() {
     println!("{vals:?}");
     let p = RuntimeParams::new(&v, &vals).unwrap();
     let reference = reference_expand(&v, &p, aicpus, 200_000).unwrap();
+    if std::env::var("PTOVM_DEBUG_SITES").is_ok() {
+        let r: Vec<(u64, u32, u32)> = reference
+            .iter()
+            .map(|t| (t.id, t.site, t.owner))
+            .take(60)
+            .collect();
+        println!("reference (id, site, owner): {r:?}");
+    }
     for i in 0..aicpus {
         let e = expand_aicpu(v, p, i, aicpus, usize::MAX, u64::MAX).unwrap();
+        if std::env::var("PTOVM_DEBUG_SITES").is_ok() {
+            let g: Vec<(u64, u32)> = e.tasks.iter().map(|t| (t.id, t.site)).take(30).collect();
+            println!("aicpu {i} (id, site): {g:?}");
+        }
         let got: Vec<u64> = e.tasks.iter().map(|t| t.id).collect();
         let want: Vec<u64> = reference
             .iter()

@@ -270,7 +270,26 @@ struct Frame {
     depends: u8,
     filter: u8,
     body_count: Option<u64>,
+    /// Whether the loop decides ownership per iteration (then each iteration goes through
+    /// `next_iteration`).
+    deciding: bool,
+    /// The number of tasks of a body made only of TASK statements, or NOT_SIMPLE, or
+    /// UNKNOWN_SIMPLE before it is looked at.
+    simple: u32,
 }
+
+/// What the leaf-loop fast path did.
+enum Leaf {
+    /// The loop does not qualify; run the general loop.
+    NotApplicable,
+    /// The loop ran to its end.
+    Ran,
+    /// Emission paused inside the loop.
+    Paused,
+}
+
+const UNKNOWN_SIMPLE: u32 = u32::MAX;
+const NOT_SIMPLE: u32 = u32::MAX - 1;
 
 impl Frame {
     fn top(end: u32, policy: PolicySpec, need: u32) -> Frame {
@@ -290,6 +309,8 @@ impl Frame {
             depends: UNKNOWN,
             filter: UNKNOWN,
             body_count: None,
+            deciding: false,
+            simple: UNKNOWN_SIMPLE,
         }
     }
 }
@@ -973,6 +994,11 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             if emitted >= budget {
                 return Ok(Status::Paused);
             }
+            match self.leaf_loop(sink, budget, &mut emitted)? {
+                Leaf::NotApplicable => {}
+                Leaf::Ran => continue,
+                Leaf::Paused => return Ok(Status::Paused),
+            }
             let pc = self.pc;
             let r = self.rec(pc);
             self.stats.instructions += 1;
@@ -1008,6 +1034,96 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 _ => self.pc = pc + 1,
             }
         }
+    }
+
+    /// The fast path for an innermost loop whose body is only TASK statements and whose
+    /// ownership does not change per iteration: runs its iterations without dispatching
+    /// instructions one by one. Applies at the start of an iteration.
+    #[inline]
+    fn leaf_loop<S: Sink + ?Sized>(
+        &mut self,
+        sink: &mut S,
+        budget: u64,
+        emitted: &mut u64,
+    ) -> R<Leaf> {
+        if self.sp == 0 {
+            return Ok(Leaf::NotApplicable);
+        }
+        let f = &self.frames[self.sp];
+        if self.pc != f.at + 1
+            || f.deciding
+            || Opcode::from_u8(f.op).map(|o| o.class()) != Some(OpClass::Loop)
+        {
+            return Ok(Leaf::NotApplicable);
+        }
+        if f.simple == UNKNOWN_SIMPLE {
+            let (start, end) = (f.at + 1, f.end);
+            let mut q = start;
+            let mut n = 0u32;
+            while q < end {
+                let r = self.rec(q);
+                if r.opcode != Opcode::TASK as u8 {
+                    n = NOT_SIMPLE;
+                    break;
+                }
+                n += 1;
+                q += 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
+            }
+            self.frames[self.sp].simple = n;
+        }
+        let f = self.frames[self.sp];
+        if f.simple == NOT_SIMPLE {
+            return Ok(Leaf::NotApplicable);
+        }
+        if f.own == Own::NotMine {
+            // Not ours: the remaining iterations' tasks are counted, not generated.
+            let n = (f.simple as u64)
+                .checked_mul(f.ext - f.pos)
+                .ok_or(RunError::TooManyTasks)?;
+            self.next_id = self.next_id.checked_add(n).ok_or(RunError::TooManyTasks)?;
+            self.stats.skipped += n;
+        } else {
+            let round_robin = f.own == Own::Undecided && f.policy.kind == Policy::RoundRobin as u8;
+            let mut pos = f.pos;
+            loop {
+                let mut q = f.at + 1;
+                while q < f.end {
+                    let r = self.rec(q);
+                    let next = q + 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
+                    let id = self.next_id;
+                    self.next_id = id.checked_add(1).ok_or(RunError::TooManyTasks)?;
+                    self.stats.instructions += 1;
+                    let mine = match f.own {
+                        Own::Mine => true,
+                        _ if round_robin => id % self.n == self.me,
+                        _ => self.owner(&f.policy, q)? == self.me,
+                    };
+                    if mine {
+                        self.fill_task(q, r, id)?;
+                        self.stats.emitted += 1;
+                        *emitted += 1;
+                        if !sink.task(&self.task) || *emitted >= budget {
+                            self.frames[self.sp].pos = pos;
+                            self.pc = next;
+                            return Ok(Leaf::Paused);
+                        }
+                    } else {
+                        self.stats.skipped += 1;
+                    }
+                    q = next;
+                }
+                pos += 1;
+                if pos >= f.ext {
+                    break;
+                }
+                self.bind(f.depth, pos, f.ext, f.base, f.indices);
+                self.stats.visits += 1;
+            }
+        }
+        self.sp -= 1;
+        self.loops -= 1;
+        self.pc = f.after;
+        Ok(Leaf::Ran)
     }
 
     fn push(&mut self, mut f: Frame) {
@@ -1055,6 +1171,11 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             ..Frame::top(end, parent.policy, parent.need)
         });
         self.loops += 1;
+        let parent_own = self.frames[self.sp - 1].own;
+        let f = &mut self.frames[self.sp];
+        f.deciding = parent_own == Own::Undecided
+            && f.policy.kind != Policy::RoundRobin as u8
+            && f.need == f.depth as u32 + 1;
         if self.next_iteration(0)? {
             self.pc = pc + 1;
         } else {
