@@ -650,3 +650,32 @@ fn runtime_errors() {
     );
     assert_eq!(run("@workload w() { task @k() resources(U[1]) }\n@schedule s for w { dispatch = threshold(1 / z, round_robin) }", &[("z", S(0))]), RunError::DivByZero { pc: 0 });
 }
+
+#[test]
+fn task_sites_with_many_region_dimensions() {
+    // 4 regions of 8 dimensions: more than the interpreter's per-site plan holds, so this site
+    // is decoded at every task; the result must not differ.
+    let dims = |v: &str| {
+        (0..8)
+            .map(|d| format!("{v} + {d}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let src = format!(
+        "@tensor T: f16[20, 20, 20, 20, 20, 20, 20, 20]
+         @kernel k(): vector(in a, in b, in c, out d)
+         @workload w() {{ parallel_for i in dense[3] {{ task @k() resources(T[{}], T[{}], T[{}], T[{}]) }} }}",
+        dims("i"),
+        dims("i + 1"),
+        dims("i + 2"),
+        dims("2 * i")
+    );
+    let p = prog(&src);
+    let got = p.run(&[], 2);
+    assert_eq!(got.iter().map(|t| t.len()).sum::<usize>(), 3);
+    assert!(
+        got[0][0].starts_with("0 k() r:T[0,1,2,3,4,5,6,7] r:T[1,2,3,4,5,6,7,8]"),
+        "{:?}",
+        got[0][0]
+    );
+}

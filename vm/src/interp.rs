@@ -325,6 +325,99 @@ pub fn mix64(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// How a task operand or region bound is computed, decoded once per task site.
+#[derive(Clone, Copy, Debug, Default)]
+struct Operand {
+    /// OPERAND_CONST (value in `c`), OPERAND_VAR (depth in `a`), OPERAND_EXPR (start in `a`)
+    /// or OPERAND_NEXT (the start plus one: a single index).
+    kind: u8,
+    a: u32,
+    c: i64,
+}
+
+const OPERAND_CONST: u8 = 0;
+const OPERAND_VAR: u8 = 1;
+const OPERAND_EXPR: u8 = 2;
+const OPERAND_NEXT: u8 = 3;
+
+/// One named region dimension of a task site: its bounds and the extent it is checked against
+/// (`i64::MAX` for an implicit tensor).
+#[derive(Clone, Copy, Debug, Default)]
+struct PlanDim {
+    start: Operand,
+    end: Operand,
+    extent: i64,
+}
+
+/// One IO region of a task site.
+#[derive(Clone, Copy, Debug, Default)]
+struct PlanIo {
+    tensor: u16,
+    dir: u8,
+    ndims: u8,
+    /// Index of its first dimension in `Plan::dims`.
+    first: u8,
+}
+
+/// Task sites whose decoded form is cached, direct-mapped by instruction index.
+const PLAN_SITES: usize = 8;
+/// Region dimensions a cached site may have in all; a larger site is decoded at every task.
+const PLAN_DIMS: usize = 24;
+
+/// A task site decoded for emission. Runtime parameters do not change during a run, so `PARAM`
+/// operands and tensor extents are resolved when the plan is made.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    site: u32,
+    kernel: u16,
+    pool: u8,
+    nparams: u8,
+    nio: u8,
+    params: [Operand; limits::MAX_TASK_PARAMS],
+    ios: [PlanIo; limits::MAX_TASK_IO],
+    dims: [PlanDim; PLAN_DIMS],
+}
+
+const EMPTY_OPERAND: Operand = Operand {
+    kind: 0,
+    a: 0,
+    c: 0,
+};
+const EMPTY_PLAN: Plan = Plan {
+    site: u32::MAX,
+    kernel: 0,
+    pool: 0,
+    nparams: 0,
+    nio: 0,
+    params: [EMPTY_OPERAND; limits::MAX_TASK_PARAMS],
+    ios: [PlanIo {
+        tensor: 0,
+        dir: 0,
+        ndims: 0,
+        first: 0,
+    }; limits::MAX_TASK_IO],
+    dims: [PlanDim {
+        start: EMPTY_OPERAND,
+        end: EMPTY_OPERAND,
+        extent: 0,
+    }; PLAN_DIMS],
+};
+
+#[inline(always)]
+fn operand(
+    o: &Operand,
+    exprs: &[Record],
+    p: &RuntimeParams<'_>,
+    vars: &[i64; limits::MAX_LOOP_DEPTH],
+    pc: u32,
+) -> R<i64> {
+    match o.kind {
+        OPERAND_CONST => Ok(o.c),
+        OPERAND_VAR => Ok(vars[o.a as usize % limits::MAX_LOOP_DEPTH]),
+        _ => eval_postfix(exprs, p, vars, o.a, pc),
+    }
+}
+
 /// One AICPU's interpreter over a verified program.
 #[derive(Clone, Debug)]
 pub struct Interpreter<'a, 'p> {
@@ -342,6 +435,7 @@ pub struct Interpreter<'a, 'p> {
     next_id: u64,
     done: bool,
     task: Task,
+    plans: [Plan; PLAN_SITES],
     stats: Stats,
 }
 
@@ -378,6 +472,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             next_id: 0,
             done: false,
             task: Task::default(),
+            plans: [EMPTY_PLAN; PLAN_SITES],
             stats: Stats::default(),
         };
         let c = v.config();
@@ -451,94 +546,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         self.eval_stack(start, pc)
     }
 
-    /// The general evaluator: a postfix walk with a fixed stack.
+    /// The general evaluator.
     #[inline(never)]
     fn eval_stack(&self, start: u32, pc: u32) -> R<i64> {
-        let mut st = [0i64; limits::MAX_EXPR_STACK];
-        let mut sp = 0usize;
-        let ovf = RunError::Overflow { pc };
-        for i in start..start + limits::MAX_EXPR_LEN as u32 {
-            let r = self.expr_at(i);
-            let Some(op) = ExprOp::from_u8(r.opcode) else {
-                break;
-            };
-            match op.kind() {
-                ExprKind::End => return Ok(if sp > 0 { st[sp - 1] } else { 0 }),
-                ExprKind::Leaf => {
-                    let x = match op {
-                        ExprOp::CONST => r.op2() as i32 as i64,
-                        ExprOp::VAR => self.vars[r.op1() as usize % limits::MAX_LOOP_DEPTH],
-                        _ => self.p.scalar(r.op1() as usize) as i64,
-                    };
-                    if sp < st.len() {
-                        st[sp] = x;
-                        sp += 1;
-                    }
-                }
-                ExprKind::Unary => {
-                    if sp == 0 {
-                        break;
-                    }
-                    let a = st[sp - 1];
-                    st[sp - 1] = match op {
-                        ExprOp::NEG => a.checked_neg().ok_or(ovf)?,
-                        ExprOp::NOT => (a == 0) as i64,
-                        _ => {
-                            let slot = r.op1();
-                            let arr = self.p.array(slot as usize);
-                            match usize::try_from(a).ok().and_then(|i| arr.get(i)) {
-                                Some(x) => *x as i64,
-                                None => {
-                                    return Err(RunError::Index {
-                                        pc,
-                                        slot,
-                                        index: a,
-                                        len: arr.len(),
-                                    })
-                                }
-                            }
-                        }
-                    };
-                }
-                ExprKind::Binary => {
-                    if sp < 2 {
-                        break;
-                    }
-                    let (a, b) = (st[sp - 2], st[sp - 1]);
-                    sp -= 1;
-                    st[sp - 1] = match op {
-                        ExprOp::ADD => a.checked_add(b).ok_or(ovf)?,
-                        ExprOp::SUB => a.checked_sub(b).ok_or(ovf)?,
-                        ExprOp::MUL => a.checked_mul(b).ok_or(ovf)?,
-                        ExprOp::DIV | ExprOp::MOD | ExprOp::CEILDIV => {
-                            if b == 0 {
-                                return Err(RunError::DivByZero { pc });
-                            }
-                            let q = a.checked_div(b).ok_or(ovf)?;
-                            let m = a.checked_rem(b).ok_or(ovf)?;
-                            match op {
-                                ExprOp::DIV => q,
-                                ExprOp::MOD => m,
-                                _ if m != 0 && ((m > 0) == (b > 0)) => q + 1,
-                                _ => q,
-                            }
-                        }
-                        ExprOp::MIN => a.min(b),
-                        ExprOp::MAX => a.max(b),
-                        ExprOp::EQ => (a == b) as i64,
-                        ExprOp::NE => (a != b) as i64,
-                        ExprOp::LT => (a < b) as i64,
-                        ExprOp::LE => (a <= b) as i64,
-                        ExprOp::GT => (a > b) as i64,
-                        ExprOp::GE => (a >= b) as i64,
-                        ExprOp::AND => (a != 0 && b != 0) as i64,
-                        _ => (a != 0 || b != 0) as i64,
-                    };
-                }
-            }
-        }
-        // Unreachable for verified expressions.
-        Ok(if sp > 0 { st[sp - 1] } else { 0 })
+        eval_postfix(self.v.exprs(), &self.p, &self.vars, start, pc)
     }
 
     /// Whether the expression at `start` reads the loop variable at `depth`.
@@ -1260,7 +1271,179 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         }
     }
 
+    /// Decodes an expression into an operand (a constant or a loop variable when it is one).
+    fn operand_of(&self, start: u32) -> Operand {
+        let first = self.expr_at(start);
+        if self.expr_at(start + 1).opcode == ExprOp::END as u8 {
+            match ExprOp::from_u8(first.opcode) {
+                Some(ExprOp::CONST) => {
+                    return Operand {
+                        kind: OPERAND_CONST,
+                        a: 0,
+                        c: first.op2() as i32 as i64,
+                    }
+                }
+                Some(ExprOp::VAR) => {
+                    return Operand {
+                        kind: OPERAND_VAR,
+                        a: first.op1() as u32,
+                        c: 0,
+                    }
+                }
+                Some(ExprOp::PARAM) => {
+                    return Operand {
+                        kind: OPERAND_CONST,
+                        a: 0,
+                        c: self.p.scalar(first.op1() as usize) as i64,
+                    }
+                }
+                _ => {}
+            }
+        }
+        Operand {
+            kind: OPERAND_EXPR,
+            a: start,
+            c: 0,
+        }
+    }
+
+    /// Decodes the task site at `pc` into a plan; `None` if it has too many region dimensions.
+    fn make_plan(&self, pc: u32, r: Record) -> Option<Plan> {
+        let np = ((r.op2() & 0xFFFF) as usize).min(limits::MAX_TASK_PARAMS);
+        let nio = ((r.op2() >> 16) as usize).min(limits::MAX_TASK_IO);
+        let mut plan = EMPTY_PLAN;
+        plan.site = pc;
+        plan.kernel = r.op1();
+        plan.pool = self.v.kernels().get(r.op1() as usize).map_or(0, |k| k.pool);
+        plan.nparams = np as u8;
+        plan.nio = nio as u8;
+        for i in 0..np {
+            let o = self.rec(pc + 1 + i as u32);
+            plan.params[i] = match Opcode::from_u8(o.opcode) {
+                Some(Opcode::PARAM_CONST) => Operand {
+                    kind: OPERAND_CONST,
+                    a: 0,
+                    c: o.op2() as i32 as i64,
+                },
+                Some(Opcode::PARAM_LOOPVAR) => Operand {
+                    kind: OPERAND_VAR,
+                    a: o.op1() as u32,
+                    c: 0,
+                },
+                _ => self.operand_of(o.op2()),
+            };
+        }
+        let mut k = 0usize;
+        for j in 0..nio {
+            let o = self.rec(pc + 1 + (np + j) as u32);
+            let t = self.v.tensors().get(o.op1() as usize)?;
+            let declared = t.flags.get() & TENSOR_IMPLICIT == 0;
+            let ndims = (o.flags as usize).min(limits::MAX_RANK);
+            if k + ndims > PLAN_DIMS {
+                return None;
+            }
+            // IO_INPUT, IO_OUTPUT, IO_INOUT are 0x23..0x25 and `Dir` is 1..3.
+            let dir = o
+                .opcode
+                .wrapping_sub(Opcode::IO_INPUT as u8 - Dir::In as u8)
+                & 3;
+            plan.ios[j] = PlanIo {
+                tensor: o.op1(),
+                dir,
+                ndims: ndims as u8,
+                first: k as u8,
+            };
+            for d in 0..ndims {
+                let rd = self
+                    .v
+                    .regions()
+                    .get(o.op2() as usize + d)
+                    .copied()
+                    .unwrap_or_default();
+                let start = self.operand_of(rd.start.get() as u32);
+                let end = if rd.end.get() == NONE16 {
+                    Operand {
+                        kind: OPERAND_NEXT,
+                        a: 0,
+                        c: 0,
+                    }
+                } else {
+                    self.operand_of(rd.end.get() as u32)
+                };
+                let extent = if declared {
+                    self.dim_extent(t, d)
+                } else {
+                    i64::MAX
+                };
+                plan.dims[k] = PlanDim { start, end, extent };
+                k += 1;
+            }
+        }
+        Some(plan)
+    }
+
     fn fill_task(&mut self, pc: u32, r: Record, id: u64) -> R<()> {
+        let slot = pc as usize % PLAN_SITES;
+        if self.plans[slot].site != pc {
+            match self.make_plan(pc, r) {
+                Some(plan) => self.plans[slot] = plan,
+                None => return self.fill_task_decoding(pc, r, id),
+            }
+        }
+        let Interpreter {
+            v,
+            p,
+            vars,
+            task,
+            plans,
+            ..
+        } = self;
+        let plan = &plans[slot];
+        let exprs = v.exprs();
+        task.id = id;
+        task.kernel = plan.kernel;
+        task.pool = plan.pool;
+        task.site = pc;
+        task.nparams = plan.nparams;
+        task.nio = plan.nio;
+        let np = plan.nparams as usize;
+        for (i, (dst, o)) in task.params.iter_mut().zip(&plan.params[..np]).enumerate() {
+            *dst = operand(o, exprs, p, vars, pc + 1 + i as u32)?;
+        }
+        for (j, (io, pio)) in task
+            .io
+            .iter_mut()
+            .zip(&plan.ios[..plan.nio as usize])
+            .enumerate()
+        {
+            let opc = pc + 1 + (np + j) as u32;
+            io.tensor = pio.tensor;
+            io.dir = pio.dir;
+            io.ndims = pio.ndims;
+            let dims = plan
+                .dims
+                .get(pio.first as usize..pio.first as usize + pio.ndims as usize)
+                .unwrap_or(&[]);
+            for (d, (range, pd)) in io.ranges.iter_mut().zip(dims).enumerate() {
+                let start = operand(&pd.start, exprs, p, vars, opc)?;
+                let end = if pd.end.kind == OPERAND_NEXT {
+                    start.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
+                } else {
+                    operand(&pd.end, exprs, p, vars, opc)?
+                };
+                if start < 0 || end < start || end > pd.extent {
+                    return Err(region_error(
+                        opc, pio.tensor, d as u8, start, end, pd.extent,
+                    ));
+                }
+                *range = (start, end);
+            }
+        }
+        Ok(())
+    }
+
+    /// Emission for a task site too large for a plan: decodes its records at every task.
+    fn fill_task_decoding(&mut self, pc: u32, r: Record, id: u64) -> R<()> {
         let np = (r.op2() & 0xFFFF) as usize;
         let nio = (r.op2() >> 16) as usize;
         let k = self
@@ -1341,6 +1524,126 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             }
         }
         Ok(())
+    }
+}
+
+/// Evaluates the postfix expression at node `start` of `exprs` with a fixed stack; `pc` locates
+/// errors.
+#[inline(never)]
+fn eval_postfix(
+    exprs: &[Record],
+    p: &RuntimeParams<'_>,
+    vars: &[i64; limits::MAX_LOOP_DEPTH],
+    start: u32,
+    pc: u32,
+) -> R<i64> {
+    let mut st = [0i64; limits::MAX_EXPR_STACK];
+    let mut sp = 0usize;
+    let ovf = RunError::Overflow { pc };
+    for i in start..start + limits::MAX_EXPR_LEN as u32 {
+        let r = exprs.get(i as usize).copied().unwrap_or_default();
+        let Some(op) = ExprOp::from_u8(r.opcode) else {
+            break;
+        };
+        match op.kind() {
+            ExprKind::End => return Ok(if sp > 0 { st[sp - 1] } else { 0 }),
+            ExprKind::Leaf => {
+                let x = match op {
+                    ExprOp::CONST => r.op2() as i32 as i64,
+                    ExprOp::VAR => vars[r.op1() as usize % limits::MAX_LOOP_DEPTH],
+                    _ => p.scalar(r.op1() as usize) as i64,
+                };
+                if sp < st.len() {
+                    st[sp] = x;
+                    sp += 1;
+                }
+            }
+            ExprKind::Unary => {
+                if sp == 0 {
+                    break;
+                }
+                let a = st[sp - 1];
+                st[sp - 1] = match op {
+                    ExprOp::NEG => a.checked_neg().ok_or(ovf)?,
+                    ExprOp::NOT => (a == 0) as i64,
+                    _ => {
+                        let slot = r.op1();
+                        let arr = p.array(slot as usize);
+                        match usize::try_from(a).ok().and_then(|i| arr.get(i)) {
+                            Some(x) => *x as i64,
+                            None => {
+                                return Err(RunError::Index {
+                                    pc,
+                                    slot,
+                                    index: a,
+                                    len: arr.len(),
+                                })
+                            }
+                        }
+                    }
+                };
+            }
+            ExprKind::Binary => {
+                if sp < 2 {
+                    break;
+                }
+                let (a, b) = (st[sp - 2], st[sp - 1]);
+                sp -= 1;
+                st[sp - 1] = match op {
+                    ExprOp::ADD => a.checked_add(b).ok_or(ovf)?,
+                    ExprOp::SUB => a.checked_sub(b).ok_or(ovf)?,
+                    ExprOp::MUL => a.checked_mul(b).ok_or(ovf)?,
+                    ExprOp::DIV | ExprOp::MOD | ExprOp::CEILDIV => {
+                        if b == 0 {
+                            return Err(RunError::DivByZero { pc });
+                        }
+                        let q = a.checked_div(b).ok_or(ovf)?;
+                        let m = a.checked_rem(b).ok_or(ovf)?;
+                        match op {
+                            ExprOp::DIV => q,
+                            ExprOp::MOD => m,
+                            _ if m != 0 && ((m > 0) == (b > 0)) => q + 1,
+                            _ => q,
+                        }
+                    }
+                    ExprOp::MIN => a.min(b),
+                    ExprOp::MAX => a.max(b),
+                    ExprOp::EQ => (a == b) as i64,
+                    ExprOp::NE => (a != b) as i64,
+                    ExprOp::LT => (a < b) as i64,
+                    ExprOp::LE => (a <= b) as i64,
+                    ExprOp::GT => (a > b) as i64,
+                    ExprOp::GE => (a >= b) as i64,
+                    ExprOp::AND => (a != 0 && b != 0) as i64,
+                    _ => (a != 0 || b != 0) as i64,
+                };
+            }
+        }
+    }
+    // Unreachable for verified expressions.
+    Ok(if sp > 0 { st[sp - 1] } else { 0 })
+}
+
+/// The error of a region dimension that failed its checks (kept off the hot path).
+#[cold]
+fn region_error(pc: u32, tensor: u16, dim: u8, start: i64, end: i64, extent: i64) -> RunError {
+    if start < 0 || end < start {
+        RunError::BadRegion {
+            pc,
+            tensor,
+            dim,
+            start,
+            end,
+        }
+    } else {
+        RunError::RegionBounds {
+            pc,
+            tensor,
+            dim,
+            start,
+            end,
+            extent,
+        }
     }
 }
 
