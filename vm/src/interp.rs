@@ -1657,3 +1657,24 @@ pub enum LaunchError {
     #[error(transparent)]
     Run(#[from] RunError),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An interpreter lives in memory its caller provides (on the AICPU: the kernel's); keep
+    /// its size known and bounded.
+    #[test]
+    fn interpreter_size_is_bounded() {
+        let size = core::mem::size_of::<Interpreter<'static, 'static>>();
+        assert!(size <= 24 * 1024, "Interpreter is {size} bytes");
+        assert!(core::mem::size_of::<Plan>() <= 1400);
+    }
+
+    #[test]
+    fn mix64_is_splitmix_finalizer() {
+        // SplitMix64's output for state 0x9E3779B97F4A7C15 is its finalizer of that value.
+        assert_eq!(mix64(0x9E37_79B9_7F4A_7C15), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(mix64(0), 0);
+    }
+}
