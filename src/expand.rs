@@ -8,8 +8,9 @@ use ptovm_host_sim::{edges, reference_expand, DepMode, Edge, RefTask};
 use ptovm_vm::{Dir, Interpreter, ParamKind, RuntimeParams, Sink, Status, Task, Value, Verified};
 use serde_json::json;
 
-/// Most tasks the reference expansion may hold in memory.
-pub const MAX_TASKS: u64 = 50_000_000;
+/// Most tasks `expand` holds in memory (the reference expansion keeps every task: ~1 KB each
+/// with its regions, so 4 M tasks is about 4 GB).
+pub const MAX_TASKS: u64 = 4_000_000;
 
 /// Parses `--param name=value` arguments against the program's slots: a scalar is a u32, an
 /// array a comma-separated list of u32 (`[1,2,3]` or `1,2,3`; empty for no entries).
