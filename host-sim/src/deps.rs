@@ -169,7 +169,7 @@ pub fn edges(tasks: &[RefTask], mode: DepMode) -> Vec<Edge> {
 }
 
 /// Whether region `a` contains region `b` (dimensions not named are whole).
-fn covers(a: &Io, b: &Io) -> bool {
+pub(crate) fn covers(a: &Io, b: &Io) -> bool {
     if a.tensor != b.tensor {
         return false;
     }

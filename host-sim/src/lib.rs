@@ -7,6 +7,7 @@
 
 pub mod deps;
 pub mod expand;
+pub mod model;
 pub mod reference;
 
 pub use deps::{edges, DepMode, Edge, EdgeKind};
