@@ -9,6 +9,7 @@ pub mod deps;
 pub mod expand;
 pub mod model;
 pub mod reference;
+pub mod sim;
 
 pub use deps::{edges, DepMode, Edge, EdgeKind};
 pub use expand::{expand_aicpu, expand_all, Expansion};

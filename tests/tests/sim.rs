@@ -1,0 +1,181 @@
+//! The threaded simulator: every run is checked against the reference expander (each task once,
+//! on its pool, after all its predecessors), over the examples and random programs, AICPU counts
+//! 1..=8, windows down to 1, and random yields injected into generation and completion. A run
+//! that does not finish within a generous bound fails the test instead of hanging CI.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use ptovm_assembler::{assemble, Options};
+use ptovm_host_sim::model::WindowMode;
+use ptovm_host_sim::sim::{self, Report, SimError};
+use ptovm_tests::{gen_params, values, Gen};
+use ptovm_vm::{verify, RuntimeParams, Value};
+
+/// Runs the simulator on its own thread and fails if it takes longer than `limit`.
+fn run_bounded(
+    bytes: Vec<u8>,
+    params: Vec<(ptovm_vm::ParamKind, u32, Vec<u32>)>,
+    o: sim::Options,
+    limit: Duration,
+) -> Result<Report, SimError> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let v = verify(&bytes).unwrap();
+        let vals = values(&params);
+        let p = RuntimeParams::new(&v, &vals).unwrap();
+        let _ = tx.send(sim::run(v, p, o));
+    });
+    rx.recv_timeout(limit).unwrap_or_else(|_| {
+        panic!("the simulator did not finish within {limit:?} (deadlock?) with {o:?}")
+    })
+}
+
+fn opts(aicpus: u32, window: usize, jitter: Option<u64>) -> sim::Options {
+    sim::Options {
+        aicpus,
+        cube: 2 * aicpus,
+        vector: 2 * aicpus,
+        window,
+        mode: WindowMode::Stall,
+        workers: 2,
+        check: true,
+        jitter,
+        naive: false,
+    }
+}
+
+fn example(name: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name);
+    assemble(
+        name,
+        &std::fs::read_to_string(path).unwrap(),
+        &Options::default(),
+    )
+    .unwrap()
+    .bytes
+}
+
+fn scalar(x: u32) -> (ptovm_vm::ParamKind, u32, Vec<u32>) {
+    (ptovm_vm::ParamKind::Scalar, x, vec![])
+}
+
+#[test]
+fn llama_layer_checked_on_many_configurations() {
+    for (aicpus, window, jitter) in [
+        (1, 1, None),
+        (6, 1, Some(1)),
+        (6, 4, Some(2)),
+        (3, 64, None),
+        (8, 2, Some(3)),
+    ] {
+        let r = run_bounded(
+            example("llama_layer.pto"),
+            vec![scalar(8)],
+            opts(aicpus, window, jitter),
+            Duration::from_secs(60),
+        )
+        .unwrap_or_else(|e| panic!("{aicpus} AICPUs, window {window}: {e}"));
+        assert!(r.checked);
+        assert_eq!(r.tasks_total, 3 * 64 + 16 * 8);
+        assert_eq!(r.per_aicpu.len(), aicpus as usize);
+        assert_eq!(r.cube_tasks + r.vector_tasks, r.tasks_total);
+    }
+}
+
+#[test]
+fn window_abort_is_a_clean_error() {
+    let mut o = opts(2, 1, None);
+    o.mode = WindowMode::Abort;
+    match run_bounded(
+        example("llama_layer.pto"),
+        vec![scalar(4)],
+        o,
+        Duration::from_secs(60),
+    ) {
+        Err(SimError::WindowAbort { window: 1, .. }) => {}
+        other => panic!("expected a window abort, got {other:?}"),
+    }
+    o.mode = WindowMode::Benchmark;
+    let r = run_bounded(
+        example("llama_layer.pto"),
+        vec![scalar(4)],
+        o,
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    assert!(r.checked);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_programs_are_checked(
+        seed in any::<u64>(),
+        aicpus in 1u32..=8,
+        window in prop::sample::select(vec![1usize, 2, 4, 32]),
+        jitter in any::<bool>(),
+    ) {
+        let src = Gen::runnable(seed).module();
+        let out = assemble("gen.pto", &src, &Options::default()).unwrap();
+        let params = gen_params(&out.module, seed);
+        match run_bounded(out.bytes, params, opts(aicpus, window, jitter.then_some(seed)), Duration::from_secs(60)) {
+            Ok(r) => prop_assert!(r.checked),
+            Err(SimError::Launch(_)) => {}
+            Err(e) => panic!("{e}\n{src}"),
+        }
+    }
+}
+
+#[test]
+fn bad_options_are_errors() {
+    let bytes = example("attention.pto");
+    let v = verify(&bytes).unwrap();
+    let vals = [Value::Scalar(2)];
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    let mut o = opts(2, 0, None);
+    assert!(matches!(sim::run(v, p, o), Err(SimError::Options(_))));
+    o.window = 4;
+    o.cube = 1;
+    assert!(matches!(sim::run(v, p, o), Err(SimError::Options(_))));
+}
+
+#[test]
+fn the_naive_protocol_is_caught() {
+    // Producers on AICPU 1 (odd i), consumers of the same tile on AICPU 0 (the next even i).
+    // Without the watermark wait AICPU 0 looks regions up before AICPU 1 recorded its writes.
+    let src = "@tensor T: f16[256]
+@kernel produce(i): vector(out t)
+@kernel consume(i): vector(in t)
+@workload w() {
+  for_each i in dense[256] {
+    cond i % 2 == 1 { task @produce(i) resources(T[i]) } else { task @consume(i) resources(T[i - 1 + (i == 0)]) }
+  }
+}
+@schedule s for w { dispatch = affinity(i) }";
+    let bytes = assemble("n", src, &Options::default()).unwrap().bytes;
+    let mut caught = 0;
+    for seed in 0..20u64 {
+        let mut o = opts(2, 16, Some(seed + 1));
+        run_bounded(bytes.clone(), vec![], o, Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("the real protocol must pass: {e}"));
+        o.naive = true;
+        match run_bounded(bytes.clone(), vec![], o, Duration::from_secs(60)) {
+            Err(SimError::Check(msg)) => {
+                assert!(msg.contains("before its predecessor"), "{msg}");
+                caught += 1;
+            }
+            Ok(_) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(
+        caught >= 1,
+        "the naive protocol was never caught in 20 runs"
+    );
+    eprintln!("naive protocol caught in {caught} of 20 runs");
+}
