@@ -14,6 +14,10 @@ use ptovm_vm::WindowMode;
 
 mod expand;
 mod inspect;
+mod run;
+
+/// The bundled LLaMA-7B layer, run by `ptovm run` without a file.
+const LLAMA: &str = include_str!("../examples/llama_layer.pto");
 
 #[derive(Parser)]
 #[command(
@@ -90,6 +94,37 @@ enum Cmd {
     Verify {
         /// Input bytecode; `-` reads standard input.
         input: PathBuf,
+    },
+    /// Run a program on the threaded simulator: AICPUs generating and scheduling their own tasks,
+    /// cube and vector AICores executing them. Without FILE: the bundled LLaMA-7B layer.
+    Run {
+        /// Input: `.pto` text or PTOW bytecode; default: the bundled LLaMA layer (N = 256 tiles).
+        input: Option<PathBuf>,
+        /// AICPU count (default: the program's schedule).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+        aicpus: Option<u32>,
+        /// Cube cores in all.
+        #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        cube: u32,
+        /// Vector cores in all.
+        #[arg(long, default_value_t = 48, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        vector: u32,
+        /// Task window per AICPU (default: the program's schedule).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
+        window: Option<u32>,
+        /// What a full window does (default: the program's schedule).
+        #[arg(long, value_enum)]
+        window_mode: Option<Mode>,
+        /// A runtime parameter, as for `expand`. Repeat for each.
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
+        /// Verify the run against the reference expander: every task once, on its pool, after
+        /// all its predecessors.
+        #[arg(long)]
+        check: bool,
+        /// Print one JSON object instead of the summary.
+        #[arg(long)]
+        json: bool,
     },
     /// Expand a program into tasks on each AICPU, check them against the reference expander,
     /// and list them with their dependencies.
@@ -269,6 +304,65 @@ fn run(cli: Cli) -> Result<(), Fail> {
             ptovm_vm::verify(&bytes).map_err(|e| verify_err(&input, e))?;
             println!("ok");
             Ok(())
+        }
+        Cmd::Run {
+            input,
+            aicpus,
+            cube,
+            vector,
+            window,
+            window_mode,
+            params,
+            check,
+            json,
+        } => {
+            let (bytes, mut params) = match &input {
+                Some(path) => (load_bytecode(path)?, params),
+                None => {
+                    let out = assemble("examples/llama_layer.pto", LLAMA, &Options::default())
+                        .map_err(|e| Fail(4, format!("internal error: {e}")))?;
+                    let mut p = params;
+                    if !p.iter().any(|x| x.starts_with("N=")) {
+                        p.push("N=256".to_string());
+                    }
+                    (out.bytes, p)
+                }
+            };
+            let name = input
+                .as_ref()
+                .map_or("examples/llama_layer.pto".to_string(), |p| {
+                    p.display().to_string()
+                });
+            let v = ptovm_vm::verify(&bytes).map_err(|e| verify_err(Path::new(&name), e))?;
+            let m = ptovm_assembler::Module::decode(&v);
+            params.dedup();
+            let owned =
+                expand::parse_params(&m, &params).map_err(|e| Fail(1, format!("error: {e}")))?;
+            let vals: Vec<ptovm_vm::Value> = owned
+                .iter()
+                .map(|(k, s, a)| match k {
+                    ptovm_vm::ParamKind::Scalar => ptovm_vm::Value::Scalar(*s),
+                    ptovm_vm::ParamKind::Array => ptovm_vm::Value::Array(a),
+                })
+                .collect();
+            let out = run::run(
+                &v,
+                &m,
+                &vals,
+                aicpus,
+                cube,
+                vector,
+                window,
+                window_mode.map(|m| match m {
+                    Mode::Stall => ptovm_host_sim::model::WindowMode::Stall,
+                    Mode::Abort => ptovm_host_sim::model::WindowMode::Abort,
+                    Mode::Benchmark => ptovm_host_sim::model::WindowMode::Benchmark,
+                }),
+                check,
+                json,
+            )
+            .map_err(|(c, m)| Fail(c, m))?;
+            write_out(Path::new("-"), out.as_bytes())
         }
         Cmd::Expand {
             input,

@@ -7,8 +7,7 @@
 //! against the reference expander (`Options::check`).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -144,10 +143,33 @@ struct Shared {
     nodes: Vec<Vec<Node>>,
     ready: Vec<[ArrayQueue<u32>; 2]>,
     completions: Vec<ArrayQueue<(u32, u32)>>,
-    map: Vec<Mutex<Vec<Entry>>>,
-    threads: Mutex<Vec<Option<thread::Thread>>>,
+    map: Vec<Mutex<Shard>>,
+    /// AICPU threads, and whether each is parked (or about to park).
+    threads: Vec<OnceLock<thread::Thread>>,
+    sleeping: Vec<CachePadded<AtomicBool>>,
+    /// The id of the task each AICPU waits to record (`u64::MAX`: not waiting on watermarks).
+    waiting_for: Vec<CachePadded<AtomicU64>>,
+    /// Tasks handed to the cores, taken by the worker threads.
+    jobs: ArrayQueue<Job>,
+    workers: Vec<OnceLock<thread::Thread>>,
+    workers_sleeping: AtomicU32,
+    shutdown: AtomicBool,
     failed: AtomicBool,
     seq: AtomicU64,
+}
+
+/// One shard of the global TensorMap (spec/runtime.md §3.2): the live accesses of the tensors
+/// hashed to it, regions one element wide in dimension 0 bucketed by (tensor, that index), wider
+/// ones in a list every lookup on the tensor scans.
+#[derive(Default)]
+struct Shard {
+    buckets: std::collections::HashMap<(u16, i64), Vec<Entry>>,
+    wide: Vec<Entry>,
+}
+
+fn bucket(io: &Io) -> Option<i64> {
+    let (a, b) = io.ranges[0];
+    (io.ndims >= 1 && b - a == 1).then_some(a)
 }
 
 #[derive(Clone, Copy)]
@@ -159,25 +181,39 @@ struct Entry {
 }
 
 impl Shared {
+    /// Unparks AICPU `aicpu` if it is parked. Callers have published what it waits for before
+    /// calling; the SeqCst fence pairs with the one in `park` (a sleeper sets its flag, fences,
+    /// then re-checks its work before parking), so a wake-up is not lost — and parking has a
+    /// timeout besides.
     fn wake(&self, aicpu: u32) {
-        if let Some(Some(t)) = self
-            .threads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(aicpu as usize)
-        {
-            t.unpark();
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.sleeping[aicpu as usize].load(Ordering::Relaxed) {
+            if let Some(t) = self.threads[aicpu as usize].get() {
+                t.unpark();
+            }
+        }
+    }
+    /// After a watermark moved to `published`: wakes the AICPUs whose pending task it may
+    /// unblock.
+    fn wake_waiters(&self, published: u64) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        for a in 0..self.n {
+            if self.waiting_for[a as usize].load(Ordering::Relaxed) <= published {
+                self.wake(a);
+            }
         }
     }
     fn wake_all(&self) {
-        for t in self
-            .threads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .flatten()
-        {
-            t.unpark();
+        for a in 0..self.n {
+            self.wake(a);
+        }
+    }
+    fn wake_worker(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.workers_sleeping.load(Ordering::Relaxed) > 0 {
+            for w in self.workers.iter().filter_map(|w| w.get()) {
+                w.unpark();
+            }
         }
     }
     fn live(&self, e: &Entry) -> bool {
@@ -297,70 +333,103 @@ pub fn run(v: Verified<'_>, p: RuntimeParams<'_>, o: Options) -> Result<Report, 
             .map(|_| [ArrayQueue::new(cap), ArrayQueue::new(cap)])
             .collect(),
         completions: (0..n).map(|_| ArrayQueue::new(cap)).collect(),
-        map: (0..64).map(|_| Mutex::new(Vec::new())).collect(),
-        threads: Mutex::new(vec![None; n as usize]),
+        map: (0..64).map(|_| Mutex::new(Shard::default())).collect(),
+        threads: (0..n).map(|_| OnceLock::new()).collect(),
+        sleeping: (0..n)
+            .map(|_| CachePadded::new(AtomicBool::new(false)))
+            .collect(),
+        waiting_for: (0..n)
+            .map(|_| CachePadded::new(AtomicU64::new(u64::MAX)))
+            .collect(),
+        jobs: ArrayQueue::new(n as usize * cap + 1),
+        workers: (0..o.workers.max(1)).map(|_| OnceLock::new()).collect(),
+        workers_sleeping: AtomicU32::new(0),
+        shutdown: AtomicBool::new(false),
         failed: AtomicBool::new(false),
         seq: AtomicU64::new(1),
     });
     let trace: Arc<Mutex<Trace>> = Arc::new(Mutex::new(Vec::new()));
     let start = Instant::now();
-    let (job_tx, job_rx) = mpsc::channel::<Job>();
-    let job_rx = Arc::new(Mutex::new(job_rx));
     let result = thread::scope(|s| {
-        // Core workers.
+        // Core workers: take jobs, run them, report completion to the owning AICPU.
         let mut workers = Vec::new();
-        for _ in 0..o.workers.max(1) {
-            let rx = Arc::clone(&job_rx);
+        for wi in 0..o.workers.max(1) {
             let sh = Arc::clone(&sh);
             let trace = Arc::clone(&trace);
             let check = o.check;
-            workers.push(s.spawn(move || loop {
-                let job = match rx.lock().unwrap_or_else(|e| e.into_inner()).recv() {
-                    Ok(j) => j,
-                    Err(_) => return,
-                };
-                let t0 = sh.seq.fetch_add(1, Ordering::SeqCst);
-                // The default kernel does nothing but record its execution.
-                let t1 = sh.seq.fetch_add(1, Ordering::SeqCst);
-                if check {
-                    let mut tr = trace.lock().unwrap_or_else(|e| e.into_inner());
-                    if tr.len() <= job.id as usize {
-                        tr.resize(job.id as usize + 1, (0, 0, Pool::Vector, u32::MAX));
-                    }
-                    let pool = if job.core & 1 == 0 {
-                        Pool::Cube
-                    } else {
-                        Pool::Vector
+            workers.push(s.spawn(move || {
+                let _ = sh.workers[wi].set(thread::current());
+                let backoff = crossbeam_utils::Backoff::new();
+                loop {
+                    let Some(job) = sh.jobs.pop() else {
+                        if sh.shutdown.load(Ordering::Acquire) {
+                            return;
+                        }
+                        if !backoff.is_completed() {
+                            backoff.snooze();
+                            continue;
+                        }
+                        sh.workers_sleeping.fetch_add(1, Ordering::SeqCst);
+                        if sh.jobs.is_empty() && !sh.shutdown.load(Ordering::SeqCst) {
+                            thread::park_timeout(Duration::from_micros(500));
+                        }
+                        sh.workers_sleeping.fetch_sub(1, Ordering::SeqCst);
+                        continue;
                     };
-                    if tr[job.id as usize].0 != 0 {
-                        sh.failed.store(true, Ordering::SeqCst);
+                    backoff.reset();
+                    let t0 = sh.seq.fetch_add(1, Ordering::SeqCst);
+                    // The default kernel does nothing but record its execution.
+                    let t1 = sh.seq.fetch_add(1, Ordering::SeqCst);
+                    if check {
+                        let mut tr = trace.lock().unwrap_or_else(|e| e.into_inner());
+                        if tr.len() <= job.id as usize {
+                            tr.resize(job.id as usize + 1, (0, 0, Pool::Vector, u32::MAX));
+                        }
+                        let pool = if job.core & 1 == 0 {
+                            Pool::Cube
+                        } else {
+                            Pool::Vector
+                        };
+                        if tr[job.id as usize].0 != 0 {
+                            sh.failed.store(true, Ordering::SeqCst);
+                        }
+                        tr[job.id as usize] = (t0, t1, pool, job.aicpu);
                     }
-                    tr[job.id as usize] = (t0, t1, pool, job.aicpu);
+                    while sh.completions[job.aicpu as usize]
+                        .push((job.slot, job.core))
+                        .is_err()
+                    {
+                        sh.wake(job.aicpu);
+                        thread::yield_now();
+                    }
+                    // Owners are woken in batches, or when this worker runs out of jobs.
+                    if sh.completions[job.aicpu as usize].len() >= 32 || sh.jobs.is_empty() {
+                        for a in 0..sh.n {
+                            if !sh.completions[a as usize].is_empty() {
+                                sh.wake(a);
+                            }
+                        }
+                    }
                 }
-                while sh.completions[job.aicpu as usize]
-                    .push((job.slot, job.core))
-                    .is_err()
-                {
-                    thread::yield_now();
-                }
-                sh.wake(job.aicpu);
             }));
         }
         // AICPUs.
         let mut handles = Vec::new();
         for i in 0..n {
             let sh = Arc::clone(&sh);
-            let tx = job_tx.clone();
             let cores = [cube_per[i as usize], vec_per[i as usize]];
-            handles.push(s.spawn(move || aicpu_loop(v, p, i, o, &sh, tx, cores)));
+            handles.push(s.spawn(move || aicpu_loop(v, p, i, o, &sh, cores)));
         }
-        drop(job_tx);
         let mut outs = Vec::new();
         for h in handles {
             outs.push(
                 h.join()
                     .unwrap_or_else(|_| Err(SimError::Check("an AICPU thread panicked".into()))),
             );
+        }
+        sh.shutdown.store(true, Ordering::SeqCst);
+        for w in sh.workers.iter().filter_map(|w| w.get()) {
+            w.unpark();
         }
         for wkr in workers {
             let _ = wkr.join();
@@ -431,10 +500,9 @@ fn aicpu_loop(
     me: u32,
     o: Options,
     sh: &Shared,
-    jobs: mpsc::Sender<Job>,
     cores: [u32; 2],
 ) -> Result<Counts, SimError> {
-    sh.threads.lock().unwrap_or_else(|e| e.into_inner())[me as usize] = Some(thread::current());
+    let _ = sh.threads[me as usize].set(thread::current());
     let mut c = Counts::default();
     let mut interp = Interpreter::new(v, p, me, sh.n)?;
     let mut records: Vec<Option<RefTask>> = vec![None; sh.slots[me as usize].len()];
@@ -444,6 +512,10 @@ fn aicpu_loop(
     let mut done = false;
     let mut in_window = 0usize;
     let mut deferred: Vec<(u32, Vec<Pred>)> = Vec::new();
+    // The smallest watermark of the other AICPUs seen so far (watermarks only grow).
+    let mut others_min = 0u64;
+    // Free window slots (the owner alone places and retires).
+    let mut free_slots: Vec<u32> = (0..sh.slots[me as usize].len() as u32).rev().collect();
     let mut jitter = Jitter(o.jitter.map_or(0, |s| s ^ me as u64));
     let fail = |e: SimError| {
         sh.failed.store(true, Ordering::SeqCst);
@@ -477,11 +549,13 @@ fn aicpu_loop(
             }
             records[slot as usize] = None;
             s.task.store(EMPTY, Ordering::Release);
+            free_slots.push(slot);
             free_cores[(core & 1) as usize] += 1;
             in_window -= 1;
             c.tasks += 1;
         }
         // (2) Dispatch.
+        let mut dispatched = false;
         for (pl, free) in free_cores.iter_mut().enumerate() {
             while *free > 0 {
                 let Some(slot) = sh.ready[me as usize][pl].pop() else {
@@ -496,13 +570,19 @@ fn aicpu_loop(
                     c.cube += 1;
                 }
                 // Core ids carry the pool in bit 0.
-                let _ = jobs.send(Job {
+                let _ = sh.jobs.push(Job {
                     aicpu: me,
                     slot,
                     core: pl as u32,
                     id,
                 });
+                dispatched = true;
             }
+        }
+        // Workers are woken in batches (or before this AICPU parks), not per task: a
+        // wake-up is a context switch on a small machine.
+        if dispatched && sh.jobs.len() >= 32 {
+            sh.wake_worker();
         }
         // Tasks waiting for predecessors beyond their waiter nodes keep their guard until those
         // retire.
@@ -529,18 +609,20 @@ fn aicpu_loop(
                 interp
                     .run(&mut st, 1)
                     .map_err(|e| fail(SimError::Launch(LaunchError::Run(e))))?;
-                match st.0 {
+                let mark = match st.0 {
                     Some(mut t) => {
                         t.owner = me;
-                        sh.published[me as usize].store(t.id, Ordering::Release);
+                        let id = t.id;
                         staged = Some(t);
+                        id
                     }
                     None => {
                         done = true;
-                        sh.published[me as usize].store(u64::MAX, Ordering::Release);
+                        u64::MAX
                     }
-                }
-                sh.wake_all();
+                };
+                sh.published[me as usize].store(mark, Ordering::Release);
+                sh.wake_waiters(mark);
                 progress = true;
             }
             if let (Some(_), None) = (&staged, pending) {
@@ -550,10 +632,7 @@ fn aicpu_loop(
                 } else {
                     sh.window
                 };
-                let free = (0..cap).find(|&k| {
-                    records[k].is_none()
-                        && sh.slots[me as usize][k].task.load(Ordering::Acquire) == EMPTY
-                });
+                let free = free_slots.last().map(|k| *k as usize);
                 if in_window >= sh.window {
                     match o.mode {
                         WindowMode::Abort => {
@@ -573,6 +652,7 @@ fn aicpu_loop(
                     c.stalls += 1;
                     break;
                 };
+                free_slots.pop();
                 let t = staged.take().unwrap_or_else(|| unreachable!());
                 let s = &sh.slots[me as usize][k];
                 s.fanin.store(1, Ordering::Relaxed);
@@ -588,12 +668,19 @@ fn aicpu_loop(
             let t = records[k as usize]
                 .clone()
                 .unwrap_or_else(|| unreachable!());
-            let ready_to_record = o.naive
-                || (0..sh.n)
-                    .all(|a| a == me || sh.published[a as usize].load(Ordering::Acquire) >= t.id);
+            if !o.naive && others_min < t.id {
+                others_min = (0..sh.n)
+                    .filter(|a| *a != me)
+                    .map(|a| sh.published[a as usize].load(Ordering::Acquire))
+                    .min()
+                    .unwrap_or(u64::MAX);
+            }
+            let ready_to_record = o.naive || others_min >= t.id;
             if !ready_to_record {
+                sh.waiting_for[me as usize].store(t.id, Ordering::SeqCst);
                 break;
             }
+            sh.waiting_for[me as usize].store(u64::MAX, Ordering::Relaxed);
             jitter.maybe_yield();
             let rest = record_and_register(sh, me, k, &t, &mut c);
             pending = None;
@@ -610,8 +697,29 @@ fn aicpu_loop(
         if sh.failed.load(Ordering::Relaxed) {
             return Err(SimError::Check("stopped: another AICPU failed".into()));
         }
+        if !progress && !sh.jobs.is_empty() {
+            sh.wake_worker();
+        }
         if !progress {
-            thread::park_timeout(Duration::from_micros(200));
+            // Park until a completion, a ready task or a watermark wakes us (§4.3); re-check
+            // after announcing the sleep so a wake-up between the check and the park is not lost.
+            sh.sleeping[me as usize].store(true, Ordering::SeqCst);
+            std::sync::atomic::fence(Ordering::SeqCst);
+            let watermarks_ready = pending.is_some_and(|k| {
+                let id = sh.slots[me as usize][k as usize]
+                    .task
+                    .load(Ordering::Relaxed);
+                (0..sh.n).all(|a| a == me || sh.published[a as usize].load(Ordering::Acquire) >= id)
+            });
+            let work = !sh.completions[me as usize].is_empty()
+                || (free_cores[0] > 0 && !sh.ready[me as usize][0].is_empty())
+                || (free_cores[1] > 0 && !sh.ready[me as usize][1].is_empty())
+                || watermarks_ready
+                || sh.failed.load(Ordering::Relaxed);
+            if !work {
+                thread::park_timeout(Duration::from_micros(500));
+            }
+            sh.sleeping[me as usize].store(false, Ordering::Relaxed);
         }
     }
 }
@@ -649,24 +757,42 @@ fn record_and_register(sh: &Shared, me: u32, slot: u32, t: &RefTask, c: &mut Cou
     for io in &t.io {
         let shard = &sh.map[io.tensor as usize % sh.map.len()];
         let mut m = shard.lock().unwrap_or_else(|e| e.into_inner());
-        m.retain(|e| sh.live(e));
-        for e in m.iter() {
-            if e.io.tensor != io.tensor || e.id >= t.id || !e.io.overlaps(io) {
-                continue;
+        let Shard { buckets, wide } = &mut *m;
+        let mut visit = |list: &mut Vec<Entry>| {
+            list.retain(|e| sh.live(e));
+            for e in list.iter() {
+                if e.io.tensor != io.tensor || e.id >= t.id || !e.io.overlaps(io) {
+                    continue;
+                }
+                if (e.io.writes() || io.writes()) && !preds.iter().any(|p| p.2 == e.id) {
+                    preds.push((e.aicpu, e.slot, e.id));
+                }
             }
-            if (e.io.writes() || io.writes()) && !preds.iter().any(|p| p.2 == e.id) {
-                preds.push((e.aicpu, e.slot, e.id));
+            if io.writes() {
+                list.retain(|e| !(e.io.tensor == io.tensor && covers(io, &e.io)));
             }
+        };
+        match bucket(io) {
+            Some(k) => visit(buckets.entry((io.tensor, k)).or_default()),
+            None => buckets
+                .iter_mut()
+                .filter(|((tn, _), _)| *tn == io.tensor)
+                .for_each(|(_, l)| visit(l)),
         }
-        if io.writes() {
-            m.retain(|e| !(e.io.tensor == io.tensor && covers(io, &e.io)));
-        }
-        m.push(Entry {
+        visit(wide);
+        let entry = Entry {
             io: *io,
             id: t.id,
             aicpu: me,
             slot,
-        });
+        };
+        match bucket(io) {
+            Some(k) => buckets.entry((io.tensor, k)).or_default().push(entry),
+            None => wide.push(entry),
+        }
+        if buckets.len() > 4096 {
+            buckets.retain(|_, l| !l.is_empty());
+        }
     }
     let s = &sh.slots[me as usize][slot as usize];
     let mut k = 0usize;

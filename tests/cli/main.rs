@@ -591,3 +591,94 @@ fn expand_rejects_bad_parameters() {
         "error: instruction 2: index 1 is outside runtime array",
     );
 }
+
+#[test]
+fn run_simulates_and_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The bundled LLaMA layer, smaller N, checked.
+    let o = ptovm(
+        &[
+            "run", "--param", "N=8", "--check", "--json", "--aicpus", "3", "--window", "4",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for key in [
+        "tasks_total",
+        "per_aicpu",
+        "cube_tasks",
+        "vector_tasks",
+        "cross_aicpu_edges",
+        "window_stalls",
+        "wall_ms",
+        "tasks_per_ms",
+        "checked",
+    ] {
+        assert!(j.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(j["tasks_total"], 3 * 64 + 16 * 8);
+    assert_eq!(j["checked"], true);
+    assert_eq!(j["per_aicpu"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        j["cube_tasks"].as_u64().unwrap() + j["vector_tasks"].as_u64().unwrap(),
+        3 * 64 + 16 * 8
+    );
+    // Human summary, a file argument.
+    let moe = examples().join("moe.pto");
+    let o = ptovm(
+        &[
+            "run",
+            moe.to_str().unwrap(),
+            "--param",
+            "T=3",
+            "--param",
+            "expert_ptr=0,1,1,2,2,2,2,2,3",
+            "--param",
+            "expert_tokens=2,0,1",
+            "--check",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.starts_with("moe: 12 tasks"), "{t}");
+    assert!(t.contains("checked against the reference: ok"), "{t}");
+}
+
+#[test]
+fn run_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fails(
+        d,
+        &[
+            "run",
+            "--param",
+            "N=8",
+            "--window-mode",
+            "abort",
+            "--window",
+            "1",
+            "--aicpus",
+            "2",
+        ],
+        1,
+        "task window (1 slots) is full and the window mode is abort",
+    );
+    fails(
+        d,
+        &["run", "--param", "N=8", "--cube", "2", "--aicpus", "3"],
+        2,
+        "every AICPU needs at least one cube and one vector core",
+    );
+    fails(
+        d,
+        &["run", "--param", "Q=1"],
+        1,
+        "the program has no runtime parameter `Q`",
+    );
+    fails(d, &["run", "missing.pto"], 3, "cannot read missing.pto");
+    fails(d, &["run", "--window", "0"], 2, "error:");
+}
