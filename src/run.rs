@@ -34,7 +34,7 @@ pub fn run(
         vector,
         window: window.unwrap_or(c.window.get().min(65_536)) as usize,
         mode: mode.unwrap_or(schedule_mode),
-        workers: 2,
+        threads: 2,
         check,
         jitter: None,
         naive: false,

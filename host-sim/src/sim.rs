@@ -1,23 +1,25 @@
-//! The threaded simulator (spec/runtime.md): one OS thread per AICPU running the scheduler loop of
-//! §4.3 over its own interpreter, window and ready queues; a global TensorMap; the cross-AICPU
-//! protocol of §4.1–4.2 with real atomics; and the AICores, multiplexed over a few worker threads
-//! fed through a channel (no thread per core, no spinning: idle threads park).
+//! The threaded simulator (spec/runtime.md): every AICPU runs the scheduler loop of §4.3 over its
+//! own interpreter, window and ready queues, with the cross-AICPU protocol of §4.1–4.2 on real
+//! atomics and a sharded global TensorMap. The AICPU loops are non-blocking steps, multiplexed over
+//! a few OS threads (`Options::threads`, by default the host's 2 cores) that also execute the
+//! AICores' tasks: concurrency is real (several threads), but a waiting AICPU costs no context
+//! switch, and an idle thread parks instead of spinning.
 //!
-//! This first version runs kernels as no-ops that only record their execution, and checks a run
-//! against the reference expander (`Options::check`).
+//! Kernels are no-ops that only record their execution; `Options::check` verifies a run against
+//! the reference expander.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
-use ptovm_vm::{Interpreter, Io, LaunchError, Pool, RuntimeParams, Sink, Task, Verified};
+use ptovm_vm::{Interpreter, Io, LaunchError, Pool, RunError, RuntimeParams, Sink, Task, Verified};
 
 use crate::deps::{covers, edges, DepMode};
 use crate::model::WindowMode;
-use crate::reference::{expand as reference_expand, RefTask};
+use crate::reference::expand as reference_expand;
 
 /// Simulator settings.
 #[derive(Clone, Copy, Debug)]
@@ -32,8 +34,8 @@ pub struct Options {
     pub window: usize,
     /// Full-window behaviour.
     pub mode: WindowMode,
-    /// Worker threads executing the cores' tasks.
-    pub workers: usize,
+    /// OS threads running the AICPU loops and the cores' tasks.
+    pub threads: usize,
     /// Verify the run against the reference expander.
     pub check: bool,
     /// Inject random yields into generation and completion (stress testing), with this seed.
@@ -50,7 +52,7 @@ impl Default for Options {
             vector: 48,
             window: 1024,
             mode: WindowMode::Stall,
-            workers: 2,
+            threads: 2,
             check: false,
             jitter: None,
             naive: false,
@@ -108,7 +110,7 @@ pub enum SimError {
 const EMPTY: u64 = u64::MAX;
 const NIL: u32 = u32::MAX;
 const CLOSED: u32 = u32::MAX - 1;
-/// Waiter nodes per task: predecessors it can register on; more are waited for instead.
+/// Waiter nodes per task: predecessors it can register on; beyond them it waits (§4.1 step 6).
 const NODES: usize = 32;
 
 fn pack(tag: u32, node: u32) -> u64 {
@@ -116,6 +118,13 @@ fn pack(tag: u32, node: u32) -> u64 {
 }
 fn tag_of(id: u64) -> u32 {
     id as u32
+}
+fn pool_index(p: Pool) -> usize {
+    if p == Pool::Cube {
+        0
+    } else {
+        1
+    }
 }
 
 /// A window slot's shared part (spec/runtime.md §3.1).
@@ -134,42 +143,28 @@ struct Node {
     next: AtomicU32,
 }
 
-struct Shared {
-    n: u32,
-    window: usize,
-    published: Vec<CachePadded<AtomicU64>>,
-    slots: Vec<Vec<Slot>>,
-    /// `nodes[aicpu][slot * NODES + k]`.
-    nodes: Vec<Vec<Node>>,
-    ready: Vec<[ArrayQueue<u32>; 2]>,
-    completions: Vec<ArrayQueue<(u32, u32)>>,
-    map: Vec<Mutex<Shard>>,
-    /// AICPU threads, and whether each is parked (or about to park).
-    threads: Vec<OnceLock<thread::Thread>>,
-    sleeping: Vec<CachePadded<AtomicBool>>,
-    /// The id of the task each AICPU waits to record (`u64::MAX`: not waiting on watermarks).
-    waiting_for: Vec<CachePadded<AtomicU64>>,
-    /// Tasks handed to the cores, taken by the worker threads.
-    jobs: ArrayQueue<Job>,
-    workers: Vec<OnceLock<thread::Thread>>,
-    workers_sleeping: AtomicU32,
-    shutdown: AtomicBool,
-    failed: AtomicBool,
-    seq: AtomicU64,
-}
-
 /// One shard of the global TensorMap (spec/runtime.md §3.2): the live accesses of the tensors
-/// hashed to it, regions one element wide in dimension 0 bucketed by (tensor, that index), wider
-/// ones in a list every lookup on the tensor scans.
+/// hashed to it. Regions one element wide in dimension 0 are bucketed by (tensor, that index), and
+/// within a bucket by their index in dimension 1 when that is one element wide too; wider
+/// regions sit in lists that every lookup they may overlap scans.
 #[derive(Default)]
 struct Shard {
-    buckets: std::collections::HashMap<(u16, i64), Vec<Entry>>,
+    buckets: std::collections::HashMap<(u16, i64), Bucket>,
+    wide: Vec<Entry>,
+    /// Bucket count at which empty buckets are dropped next (doubling: amortised O(1)).
+    clean_at: usize,
+}
+
+#[derive(Default)]
+struct Bucket {
+    points: std::collections::HashMap<i64, Vec<Entry>>,
     wide: Vec<Entry>,
 }
 
-fn bucket(io: &Io) -> Option<i64> {
-    let (a, b) = io.ranges[0];
-    (io.ndims >= 1 && b - a == 1).then_some(a)
+impl Bucket {
+    fn is_empty(&self) -> bool {
+        self.wide.is_empty() && self.points.values().all(|l| l.is_empty())
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -180,39 +175,79 @@ struct Entry {
     slot: u32,
 }
 
+/// The index of dimension `d` when the region is one element wide there.
+fn point(io: &Io, d: usize) -> Option<i64> {
+    let (a, b) = io.ranges[d];
+    (io.ndims as usize > d && b - a == 1).then_some(a)
+}
+
+/// A task handed to the cores.
+struct Job {
+    aicpu: u32,
+    slot: u32,
+    pool: u32,
+    id: u64,
+}
+
+/// Per-task execution record for the check: (start seq, end seq, pool, aicpu).
+type Trace = Vec<(u64, u64, Pool, u32)>;
+
+/// A predecessor: (aicpu, slot, id).
+type Pred = (u32, u32, u64);
+
+/// Where a recorded access sits in the map: (shard, tensor, dimension-0 point, dimension-1 point).
+type Key = (usize, u16, Option<i64>, Option<i64>);
+
+struct Shared {
+    n: u32,
+    window: usize,
+    threads: usize,
+    published: Vec<CachePadded<AtomicU64>>,
+    slots: Vec<Vec<Slot>>,
+    /// `nodes[aicpu][slot * NODES + k]`.
+    nodes: Vec<Vec<Node>>,
+    ready: Vec<[ArrayQueue<u32>; 2]>,
+    completions: Vec<ArrayQueue<(u32, u32)>>,
+    jobs: ArrayQueue<Job>,
+    map: Vec<Mutex<Shard>>,
+    /// Driver threads and whether each is parked (or about to).
+    drivers: Vec<OnceLock<thread::Thread>>,
+    sleeping: Vec<CachePadded<AtomicBool>>,
+    /// The id of the task each AICPU waits to record (`u64::MAX`: not waiting on watermarks).
+    waiting_for: Vec<CachePadded<AtomicU64>>,
+    finished: AtomicU32,
+    failed: AtomicBool,
+    seq: AtomicU64,
+    check: bool,
+    trace: Mutex<Trace>,
+}
+
 impl Shared {
-    /// Unparks AICPU `aicpu` if it is parked. Callers have published what it waits for before
-    /// calling; the SeqCst fence pairs with the one in `park` (a sleeper sets its flag, fences,
-    /// then re-checks its work before parking), so a wake-up is not lost — and parking has a
-    /// timeout besides.
-    fn wake(&self, aicpu: u32) {
-        std::sync::atomic::fence(Ordering::SeqCst);
-        if self.sleeping[aicpu as usize].load(Ordering::Relaxed) {
-            if let Some(t) = self.threads[aicpu as usize].get() {
+    /// Unparks driver `d` if it sleeps. Callers publish what it waits for first; the SeqCst
+    /// fence pairs with the one in the driver's park (flag, fence, re-check, park), so the wake-up
+    /// is not lost — and parking has a timeout besides.
+    fn wake_driver(&self, d: usize) {
+        fence(Ordering::SeqCst);
+        if self.sleeping[d].load(Ordering::Relaxed) {
+            if let Some(t) = self.drivers[d].get() {
                 t.unpark();
             }
         }
     }
-    /// After a watermark moved to `published`: wakes the AICPUs whose pending task it may
-    /// unblock.
-    fn wake_waiters(&self, published: u64) {
-        std::sync::atomic::fence(Ordering::SeqCst);
-        for a in 0..self.n {
-            if self.waiting_for[a as usize].load(Ordering::Relaxed) <= published {
-                self.wake(a);
-            }
-        }
+    fn wake(&self, aicpu: u32) {
+        self.wake_driver(aicpu as usize % self.threads);
     }
     fn wake_all(&self) {
-        for a in 0..self.n {
-            self.wake(a);
+        for d in 0..self.threads {
+            self.wake_driver(d);
         }
     }
-    fn wake_worker(&self) {
-        std::sync::atomic::fence(Ordering::SeqCst);
-        if self.workers_sleeping.load(Ordering::Relaxed) > 0 {
-            for w in self.workers.iter().filter_map(|w| w.get()) {
-                w.unpark();
+    /// After a watermark moved to `mark`: wakes the drivers of the AICPUs it may unblock.
+    fn wake_waiters(&self, mark: u64) {
+        fence(Ordering::SeqCst);
+        for a in 0..self.n {
+            if self.waiting_for[a as usize].load(Ordering::Relaxed) <= mark {
+                self.wake(a);
             }
         }
     }
@@ -224,24 +259,12 @@ impl Shared {
     }
 }
 
-struct Stage(Option<RefTask>);
-impl Sink for Stage {
-    fn task(&mut self, t: &Task) -> bool {
-        self.0 = Some(RefTask::from_task(t, 0));
+struct Pause;
+impl Sink for Pause {
+    fn task(&mut self, _: &Task) -> bool {
         false
     }
 }
-
-/// A job for the core workers: run task `id` of AICPU `aicpu`'s slot `slot` on core `core`.
-struct Job {
-    aicpu: u32,
-    slot: u32,
-    core: u32,
-    id: u64,
-}
-
-/// Per-task execution record for the check: (start seq, end seq, pool, aicpu).
-type Trace = Vec<(u64, u64, Pool, u32)>;
 
 struct Jitter(u64);
 impl Jitter {
@@ -259,6 +282,280 @@ impl Jitter {
     }
 }
 
+#[derive(Default)]
+struct Counts {
+    tasks: u64,
+    cube: u64,
+    edges: u64,
+    cross: u64,
+    stalls: u64,
+    overflows: u64,
+}
+
+/// One AICPU: its interpreter and the scheduler state only it touches.
+struct Cpu<'a, 'p> {
+    me: u32,
+    interp: Interpreter<'a, 'p>,
+    /// The interpreter holds a staged task (paused right after emitting it).
+    staged: bool,
+    /// Slot of the placed task not yet recorded.
+    pending: Option<u32>,
+    done: bool,
+    retired: bool,
+    in_window: usize,
+    free_slots: Vec<u32>,
+    deferred: Vec<(u32, Vec<Pred>)>,
+    others_min: u64,
+    free_cores: [u32; 2],
+    counts: Counts,
+    jitter: Jitter,
+    /// Per slot: where its task's accesses sit in the map.
+    keys: Vec<Vec<Key>>,
+}
+
+impl<'a, 'p> Cpu<'a, 'p> {
+    /// One round of the scheduler loop (spec/runtime.md §4.3); returns whether it did anything.
+    fn step(&mut self, sh: &Shared, o: &Options) -> Result<bool, SimError> {
+        let me = self.me as usize;
+        let mut progress = false;
+        // (1) Completions (§4.2).
+        while let Some((slot, pool)) = sh.completions[me].pop() {
+            progress = true;
+            self.jitter.maybe_yield();
+            let s = &sh.slots[me][slot as usize];
+            let id = s.task.load(Ordering::Relaxed);
+            let head = s.waiters.swap(pack(tag_of(id), CLOSED), Ordering::AcqRel);
+            // Notify the successors; node indices are global: aicpu << 24 | index.
+            let mut cur = (head & 0xFFFF_FFFF) as u32;
+            while cur != NIL && cur != CLOSED {
+                let nd = &sh.nodes[(cur >> 24) as usize][(cur & 0xFF_FFFF) as usize];
+                let sa = nd.succ_aicpu.load(Ordering::Acquire);
+                let ss = nd.succ_slot.load(Ordering::Acquire);
+                let next = nd.next.load(Ordering::Acquire);
+                release_guard(sh, sa, ss);
+                cur = next;
+            }
+            forget(sh, id, &self.keys[slot as usize]);
+            s.task.store(EMPTY, Ordering::Release);
+            self.free_slots.push(slot);
+            self.free_cores[pool as usize & 1] += 1;
+            self.in_window -= 1;
+            self.counts.tasks += 1;
+        }
+        // (2) Dispatch.
+        let mut dispatched = false;
+        for (pl, free) in self.free_cores.iter_mut().enumerate() {
+            while *free > 0 {
+                let Some(slot) = sh.ready[me][pl].pop() else {
+                    break;
+                };
+                *free -= 1;
+                let id = sh.slots[me][slot as usize].task.load(Ordering::Acquire);
+                if pl == 0 {
+                    self.counts.cube += 1;
+                }
+                let mut job = Job {
+                    aicpu: self.me,
+                    slot,
+                    pool: pl as u32,
+                    id,
+                };
+                while let Err(j) = sh.jobs.push(job) {
+                    job = j;
+                    thread::yield_now();
+                }
+                dispatched = true;
+            }
+        }
+        if dispatched {
+            progress = true;
+            // This driver runs jobs itself after its round; a sleeping one is woken to help only
+            // when they pile up (a wake-up is a context switch on a small machine).
+            if sh.jobs.len() >= 64 {
+                sh.wake_all();
+            }
+        }
+        // Tasks waiting for predecessors beyond their waiter nodes keep their guard until those
+        // retire.
+        self.deferred.retain_mut(|(k, preds)| {
+            preds.retain(|(pa, ps, pid)| {
+                sh.slots[*pa as usize][*ps as usize]
+                    .task
+                    .load(Ordering::Acquire)
+                    == *pid
+            });
+            if preds.is_empty() {
+                release_guard(sh, me as u32, *k);
+                progress = true;
+                false
+            } else {
+                true
+            }
+        });
+        // (3) Generation (§4.1), as far as it goes without waiting.
+        loop {
+            if !self.staged && self.pending.is_none() && !self.done {
+                self.jitter.maybe_yield();
+                let before = self.interp.stats().emitted;
+                self.interp
+                    .run(&mut Pause, 1)
+                    .map_err(|e| SimError::Launch(LaunchError::Run(e)))?;
+                let mark = if self.interp.stats().emitted > before {
+                    self.staged = true;
+                    self.interp.current_task().id
+                } else {
+                    self.done = true;
+                    u64::MAX
+                };
+                sh.published[me].store(mark, Ordering::Release);
+                sh.wake_waiters(mark);
+                progress = true;
+            }
+            if self.staged && self.pending.is_none() {
+                if self.in_window >= sh.window {
+                    match o.mode {
+                        WindowMode::Abort => {
+                            return Err(SimError::WindowAbort {
+                                aicpu: self.me,
+                                window: sh.window,
+                            })
+                        }
+                        WindowMode::Benchmark if !self.free_slots.is_empty() => {
+                            self.counts.overflows += 1
+                        }
+                        _ => {
+                            self.counts.stalls += 1;
+                            break;
+                        }
+                    }
+                }
+                let Some(k) = self.free_slots.pop() else {
+                    self.counts.stalls += 1;
+                    break;
+                };
+                let t = self.interp.current_task();
+                let s = &sh.slots[me][k as usize];
+                s.fanin.store(1, Ordering::Relaxed);
+                s.pool.store(pool_index(t.pool()) as u32, Ordering::Relaxed);
+                s.waiters.store(pack(tag_of(t.id), NIL), Ordering::Relaxed);
+                s.task.store(t.id, Ordering::Release);
+                self.pending = Some(k);
+                self.in_window += 1;
+                progress = true;
+            }
+            let Some(k) = self.pending else { break };
+            let id = self.interp.current_task().id;
+            if !o.naive && self.others_min < id {
+                self.others_min = (0..sh.n)
+                    .filter(|a| *a as usize != me)
+                    .map(|a| sh.published[a as usize].load(Ordering::Acquire))
+                    .min()
+                    .unwrap_or(u64::MAX);
+            }
+            if !o.naive && self.others_min < id {
+                sh.waiting_for[me].store(id, Ordering::SeqCst);
+                // Re-check after announcing: a watermark published in between woke nobody.
+                self.others_min = (0..sh.n)
+                    .filter(|a| *a as usize != me)
+                    .map(|a| sh.published[a as usize].load(Ordering::Acquire))
+                    .min()
+                    .unwrap_or(u64::MAX);
+                if self.others_min < id {
+                    break;
+                }
+            }
+            sh.waiting_for[me].store(u64::MAX, Ordering::Relaxed);
+            self.jitter.maybe_yield();
+            let rest = record_and_register(
+                sh,
+                self.me,
+                k,
+                self.interp.current_task(),
+                &mut self.keys[k as usize],
+                &mut self.counts,
+            );
+            self.pending = None;
+            self.staged = false;
+            progress = true;
+            if rest.is_empty() {
+                release_guard(sh, self.me, k);
+            } else {
+                self.deferred.push((k, rest));
+            }
+        }
+        if self.done
+            && !self.staged
+            && self.pending.is_none()
+            && self.in_window == 0
+            && self.deferred.is_empty()
+            && !self.retired
+        {
+            self.retired = true;
+            sh.finished.fetch_add(1, Ordering::AcqRel);
+            sh.wake_all();
+            progress = true;
+        }
+        Ok(progress)
+    }
+
+    /// Whether a round could do something now (checked before parking).
+    fn has_work(&self, sh: &Shared) -> bool {
+        let me = self.me as usize;
+        let watermarks = self.pending.is_some() && {
+            let id = self.interp.current_task().id;
+            (0..sh.n)
+                .all(|a| a as usize == me || sh.published[a as usize].load(Ordering::Acquire) >= id)
+        };
+        !sh.completions[me].is_empty()
+            || (self.free_cores[0] > 0 && !sh.ready[me][0].is_empty())
+            || (self.free_cores[1] > 0 && !sh.ready[me][1].is_empty())
+            || watermarks
+            || (!self.staged && self.pending.is_none() && !self.done)
+            || !self.deferred.is_empty()
+    }
+}
+
+/// §4.1 step 7 (and §4.2 step 2): drops one hold on a task's fanin; the last one makes it ready.
+fn release_guard(sh: &Shared, aicpu: u32, slot: u32) {
+    let s = &sh.slots[aicpu as usize][slot as usize];
+    if s.fanin.fetch_sub(1, Ordering::AcqRel) == 1 {
+        let pl = s.pool.load(Ordering::Acquire) as usize & 1;
+        while sh.ready[aicpu as usize][pl].push(slot).is_err() {
+            thread::yield_now();
+        }
+        sh.wake(aicpu);
+    }
+}
+
+/// Runs one task on a core: records its execution and reports its completion to its AICPU.
+fn execute(sh: &Shared, job: Job) {
+    let t0 = sh.seq.fetch_add(1, Ordering::SeqCst);
+    // The default kernel does nothing but record its execution.
+    let t1 = sh.seq.fetch_add(1, Ordering::SeqCst);
+    if sh.check {
+        let mut tr = sh.trace.lock().unwrap_or_else(|e| e.into_inner());
+        if tr.len() <= job.id as usize {
+            tr.resize(job.id as usize + 1, (0, 0, Pool::Vector, u32::MAX));
+        }
+        if tr[job.id as usize].0 != 0 {
+            sh.failed.store(true, Ordering::SeqCst);
+        }
+        let pool = if job.pool == 0 {
+            Pool::Cube
+        } else {
+            Pool::Vector
+        };
+        tr[job.id as usize] = (t0, t1, pool, job.aicpu);
+    }
+    while sh.completions[job.aicpu as usize]
+        .push((job.slot, job.pool))
+        .is_err()
+    {
+        thread::yield_now();
+    }
+    sh.wake(job.aicpu);
+}
+
 /// Runs the program on the simulator.
 pub fn run(v: Verified<'_>, p: RuntimeParams<'_>, o: Options) -> Result<Report, SimError> {
     let n = o.aicpus;
@@ -267,10 +564,11 @@ pub fn run(v: Verified<'_>, p: RuntimeParams<'_>, o: Options) -> Result<Report, 
             "the AICPU count {n} is outside 1..=64"
         )));
     }
-    if o.window == 0 {
-        return Err(SimError::Options(
-            "the task window must have at least one slot".into(),
-        ));
+    if o.window == 0 || o.window > 65_536 {
+        return Err(SimError::Options(format!(
+            "the task window must be in 1..=65536 slots, not {}",
+            o.window
+        )));
     }
     let cube_per: Vec<u32> = (0..n)
         .map(|i| o.cube / n + u32::from(i < o.cube % n))
@@ -284,25 +582,36 @@ pub fn run(v: Verified<'_>, p: RuntimeParams<'_>, o: Options) -> Result<Report, 
             o.cube, o.vector
         )));
     }
-    // Validate the launch on every AICPU before starting threads.
-    for i in 0..n {
-        Interpreter::new(v, p, i, n)?;
-    }
-    let w = o.window;
-    if w > 65_536 {
-        return Err(SimError::Options(format!(
-            "the task window {w} is above the simulator's limit of 65536 slots"
-        )));
-    }
+    let threads = o.threads.clamp(1, n as usize);
     // Benchmark mode lets the window grow to 4x its size while counting the overflows.
     let cap = if o.mode == WindowMode::Benchmark {
-        w * 4
+        o.window * 4
     } else {
-        w
+        o.window
     };
-    let sh = Arc::new(Shared {
+    let mut cpus: Vec<Cpu> = Vec::new();
+    for i in 0..n {
+        cpus.push(Cpu {
+            me: i,
+            interp: Interpreter::new(v, p, i, n)?,
+            staged: false,
+            pending: None,
+            done: false,
+            retired: false,
+            in_window: 0,
+            free_slots: (0..cap as u32).rev().collect(),
+            deferred: Vec::new(),
+            others_min: 0,
+            free_cores: [cube_per[i as usize], vec_per[i as usize]],
+            counts: Counts::default(),
+            jitter: Jitter(o.jitter.map_or(0, |s| s ^ (i as u64 + 1))),
+            keys: vec![Vec::new(); cap],
+        });
+    }
+    let sh = Shared {
         n,
-        window: w,
+        window: o.window,
+        threads,
         published: (0..n)
             .map(|_| CachePadded::new(AtomicU64::new(0)))
             .collect(),
@@ -333,108 +642,44 @@ pub fn run(v: Verified<'_>, p: RuntimeParams<'_>, o: Options) -> Result<Report, 
             .map(|_| [ArrayQueue::new(cap), ArrayQueue::new(cap)])
             .collect(),
         completions: (0..n).map(|_| ArrayQueue::new(cap)).collect(),
+        jobs: ArrayQueue::new(n as usize * cap + 1),
         map: (0..64).map(|_| Mutex::new(Shard::default())).collect(),
-        threads: (0..n).map(|_| OnceLock::new()).collect(),
-        sleeping: (0..n)
+        drivers: (0..threads).map(|_| OnceLock::new()).collect(),
+        sleeping: (0..threads)
             .map(|_| CachePadded::new(AtomicBool::new(false)))
             .collect(),
         waiting_for: (0..n)
             .map(|_| CachePadded::new(AtomicU64::new(u64::MAX)))
             .collect(),
-        jobs: ArrayQueue::new(n as usize * cap + 1),
-        workers: (0..o.workers.max(1)).map(|_| OnceLock::new()).collect(),
-        workers_sleeping: AtomicU32::new(0),
-        shutdown: AtomicBool::new(false),
+        finished: AtomicU32::new(0),
         failed: AtomicBool::new(false),
         seq: AtomicU64::new(1),
-    });
-    let trace: Arc<Mutex<Trace>> = Arc::new(Mutex::new(Vec::new()));
+        check: o.check,
+        trace: Mutex::new(Vec::new()),
+    };
+    // Hand the AICPUs out to the drivers: AICPU i to driver i mod threads.
+    let mut groups: Vec<Vec<Cpu>> = (0..threads).map(|_| Vec::new()).collect();
+    for c in cpus {
+        let d = c.me as usize % threads;
+        groups[d].push(c);
+    }
     let start = Instant::now();
-    let result = thread::scope(|s| {
-        // Core workers: take jobs, run them, report completion to the owning AICPU.
-        let mut workers = Vec::new();
-        for wi in 0..o.workers.max(1) {
-            let sh = Arc::clone(&sh);
-            let trace = Arc::clone(&trace);
-            let check = o.check;
-            workers.push(s.spawn(move || {
-                let _ = sh.workers[wi].set(thread::current());
-                let backoff = crossbeam_utils::Backoff::new();
-                loop {
-                    let Some(job) = sh.jobs.pop() else {
-                        if sh.shutdown.load(Ordering::Acquire) {
-                            return;
-                        }
-                        if !backoff.is_completed() {
-                            backoff.snooze();
-                            continue;
-                        }
-                        sh.workers_sleeping.fetch_add(1, Ordering::SeqCst);
-                        if sh.jobs.is_empty() && !sh.shutdown.load(Ordering::SeqCst) {
-                            thread::park_timeout(Duration::from_micros(500));
-                        }
-                        sh.workers_sleeping.fetch_sub(1, Ordering::SeqCst);
-                        continue;
-                    };
-                    backoff.reset();
-                    let t0 = sh.seq.fetch_add(1, Ordering::SeqCst);
-                    // The default kernel does nothing but record its execution.
-                    let t1 = sh.seq.fetch_add(1, Ordering::SeqCst);
-                    if check {
-                        let mut tr = trace.lock().unwrap_or_else(|e| e.into_inner());
-                        if tr.len() <= job.id as usize {
-                            tr.resize(job.id as usize + 1, (0, 0, Pool::Vector, u32::MAX));
-                        }
-                        let pool = if job.core & 1 == 0 {
-                            Pool::Cube
-                        } else {
-                            Pool::Vector
-                        };
-                        if tr[job.id as usize].0 != 0 {
-                            sh.failed.store(true, Ordering::SeqCst);
-                        }
-                        tr[job.id as usize] = (t0, t1, pool, job.aicpu);
-                    }
-                    while sh.completions[job.aicpu as usize]
-                        .push((job.slot, job.core))
-                        .is_err()
-                    {
-                        sh.wake(job.aicpu);
-                        thread::yield_now();
-                    }
-                    // Owners are woken in batches, or when this worker runs out of jobs.
-                    if sh.completions[job.aicpu as usize].len() >= 32 || sh.jobs.is_empty() {
-                        for a in 0..sh.n {
-                            if !sh.completions[a as usize].is_empty() {
-                                sh.wake(a);
-                            }
-                        }
-                    }
-                }
-            }));
-        }
-        // AICPUs.
-        let mut handles = Vec::new();
-        for i in 0..n {
-            let sh = Arc::clone(&sh);
-            let cores = [cube_per[i as usize], vec_per[i as usize]];
-            handles.push(s.spawn(move || aicpu_loop(v, p, i, o, &sh, cores)));
-        }
-        let mut outs = Vec::new();
-        for h in handles {
-            outs.push(
+    let results: Vec<Result<Vec<Cpu>, SimError>> = thread::scope(|s| {
+        let handles: Vec<_> = groups
+            .into_iter()
+            .enumerate()
+            .map(|(d, group)| {
+                let sh = &sh;
+                s.spawn(move || drive(sh, d, group, &o))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| Err(SimError::Check("an AICPU thread panicked".into()))),
-            );
-        }
-        sh.shutdown.store(true, Ordering::SeqCst);
-        for w in sh.workers.iter().filter_map(|w| w.get()) {
-            w.unpark();
-        }
-        for wkr in workers {
-            let _ = wkr.join();
-        }
-        outs
+                    .unwrap_or_else(|_| Err(SimError::Check("a simulator thread panicked".into())))
+            })
+            .collect()
     });
     let wall = start.elapsed();
     let mut rep = Report {
@@ -442,26 +687,32 @@ pub fn run(v: Verified<'_>, p: RuntimeParams<'_>, o: Options) -> Result<Report, 
         wall,
         ..Report::default()
     };
-    let mut first_err = None;
-    for (i, r) in result.into_iter().enumerate() {
+    let mut errors = Vec::new();
+    for r in results {
         match r {
-            Ok(s) => {
-                rep.per_aicpu[i] = s.tasks;
-                rep.cube_tasks += s.cube;
-                rep.vector_tasks += s.tasks - s.cube;
-                rep.edges += s.edges;
-                rep.cross_aicpu_edges += s.cross;
-                rep.window_stalls += s.stalls;
-                rep.overflows += s.overflows;
-            }
-            Err(e) => {
-                if first_err.is_none() {
-                    first_err = Some(e);
+            Ok(group) => {
+                for c in group {
+                    let k = &c.counts;
+                    rep.per_aicpu[c.me as usize] = k.tasks;
+                    rep.cube_tasks += k.cube;
+                    rep.vector_tasks += k.tasks - k.cube;
+                    rep.edges += k.edges;
+                    rep.cross_aicpu_edges += k.cross;
+                    rep.window_stalls += k.stalls;
+                    rep.overflows += k.overflows;
                 }
             }
+            Err(e) => errors.push(e),
         }
     }
-    if let Some(e) = first_err {
+    // Report the cause, not the "stopped because another failed" of the other threads.
+    if let Some(e) = errors
+        .iter()
+        .position(|e| !matches!(e, SimError::Check(m) if m.starts_with("stopped")))
+    {
+        return Err(errors.swap_remove(e));
+    }
+    if let Some(e) = errors.pop() {
         return Err(e);
     }
     rep.tasks_total = rep.per_aicpu.iter().sum();
@@ -469,295 +720,86 @@ pub fn run(v: Verified<'_>, p: RuntimeParams<'_>, o: Options) -> Result<Report, 
         if sh.failed.load(Ordering::SeqCst) {
             return Err(SimError::Check("a task ran twice".into()));
         }
-        check(&v, &p, n, &trace.lock().unwrap_or_else(|e| e.into_inner()))?;
+        check(
+            &v,
+            &p,
+            n,
+            &sh.trace.lock().unwrap_or_else(|e| e.into_inner()),
+        )?;
         rep.checked = true;
     }
     Ok(rep)
 }
 
-#[derive(Default)]
-struct Counts {
-    tasks: u64,
-    cube: u64,
-    edges: u64,
-    cross: u64,
-    stalls: u64,
-    overflows: u64,
-}
-
-fn pool_index(p: Pool) -> usize {
-    if p == Pool::Cube {
-        0
-    } else {
-        1
-    }
-}
-
-/// The scheduler loop of one AICPU (spec/runtime.md §4.3).
-fn aicpu_loop(
-    v: Verified<'_>,
-    p: RuntimeParams<'_>,
-    me: u32,
-    o: Options,
+/// A driver thread: steps its AICPUs and runs the cores' jobs until every AICPU has finished.
+fn drive<'a, 'p>(
     sh: &Shared,
-    cores: [u32; 2],
-) -> Result<Counts, SimError> {
-    let _ = sh.threads[me as usize].set(thread::current());
-    let mut c = Counts::default();
-    let mut interp = Interpreter::new(v, p, me, sh.n)?;
-    let mut records: Vec<Option<RefTask>> = vec![None; sh.slots[me as usize].len()];
-    let mut free_cores = cores;
-    let mut staged: Option<RefTask> = None;
-    let mut pending: Option<u32> = None;
-    let mut done = false;
-    let mut in_window = 0usize;
-    let mut deferred: Vec<(u32, Vec<Pred>)> = Vec::new();
-    // The smallest watermark of the other AICPUs seen so far (watermarks only grow).
-    let mut others_min = 0u64;
-    // Free window slots (the owner alone places and retires).
-    let mut free_slots: Vec<u32> = (0..sh.slots[me as usize].len() as u32).rev().collect();
-    let mut jitter = Jitter(o.jitter.map_or(0, |s| s ^ me as u64));
-    let fail = |e: SimError| {
-        sh.failed.store(true, Ordering::SeqCst);
-        sh.wake_all();
-        e
-    };
+    d: usize,
+    mut group: Vec<Cpu<'a, 'p>>,
+    o: &Options,
+) -> Result<Vec<Cpu<'a, 'p>>, SimError> {
+    let _ = sh.drivers[d].set(thread::current());
     loop {
-        let mut progress = false;
-        // (1) Completions.
-        while let Some((slot, core)) = sh.completions[me as usize].pop() {
-            progress = true;
-            jitter.maybe_yield();
-            let s = &sh.slots[me as usize][slot as usize];
-            let id = s.task.load(Ordering::Relaxed);
-            let head = s.waiters.swap(pack(tag_of(id), CLOSED), Ordering::AcqRel);
-            // Notify the successors; node indices are global: aicpu << 24 | index.
-            let mut cur = (head & 0xFFFF_FFFF) as u32;
-            while cur != NIL && cur != CLOSED {
-                let nd = &sh.nodes[(cur >> 24) as usize][(cur & 0xFF_FFFF) as usize];
-                let sa = nd.succ_aicpu.load(Ordering::Acquire);
-                let ss = nd.succ_slot.load(Ordering::Acquire);
-                let next = nd.next.load(Ordering::Acquire);
-                if sh.slots[sa as usize][ss as usize]
-                    .fanin
-                    .fetch_sub(1, Ordering::AcqRel)
-                    == 1
-                {
-                    push_ready(sh, sa, ss);
-                }
-                cur = next;
-            }
-            records[slot as usize] = None;
-            s.task.store(EMPTY, Ordering::Release);
-            free_slots.push(slot);
-            free_cores[(core & 1) as usize] += 1;
-            in_window -= 1;
-            c.tasks += 1;
-        }
-        // (2) Dispatch.
-        let mut dispatched = false;
-        for (pl, free) in free_cores.iter_mut().enumerate() {
-            while *free > 0 {
-                let Some(slot) = sh.ready[me as usize][pl].pop() else {
-                    break;
-                };
-                progress = true;
-                *free -= 1;
-                let id = sh.slots[me as usize][slot as usize]
-                    .task
-                    .load(Ordering::Acquire);
-                if pl == 0 {
-                    c.cube += 1;
-                }
-                // Core ids carry the pool in bit 0.
-                let _ = sh.jobs.push(Job {
-                    aicpu: me,
-                    slot,
-                    core: pl as u32,
-                    id,
-                });
-                dispatched = true;
-            }
-        }
-        // Workers are woken in batches (or before this AICPU parks), not per task: a
-        // wake-up is a context switch on a small machine.
-        if dispatched && sh.jobs.len() >= 32 {
-            sh.wake_worker();
-        }
-        // Tasks waiting for predecessors beyond their waiter nodes keep their guard until those
-        // retire.
-        deferred.retain_mut(|(k, preds)| {
-            preds.retain(|(pa, ps, pid)| {
-                sh.slots[*pa as usize][*ps as usize]
-                    .task
-                    .load(Ordering::Acquire)
-                    == *pid
-            });
-            if preds.is_empty() {
-                release_guard(sh, me, *k);
-                progress = true;
-                false
-            } else {
-                true
-            }
-        });
-        // (3) Generation.
-        loop {
-            if staged.is_none() && pending.is_none() && !done {
-                jitter.maybe_yield();
-                let mut st = Stage(None);
-                interp
-                    .run(&mut st, 1)
-                    .map_err(|e| fail(SimError::Launch(LaunchError::Run(e))))?;
-                let mark = match st.0 {
-                    Some(mut t) => {
-                        t.owner = me;
-                        let id = t.id;
-                        staged = Some(t);
-                        id
-                    }
-                    None => {
-                        done = true;
-                        u64::MAX
-                    }
-                };
-                sh.published[me as usize].store(mark, Ordering::Release);
-                sh.wake_waiters(mark);
-                progress = true;
-            }
-            if let (Some(_), None) = (&staged, pending) {
-                let cap = sh.slots[me as usize].len();
-                let limit = if o.mode == WindowMode::Benchmark {
-                    cap
-                } else {
-                    sh.window
-                };
-                let free = free_slots.last().map(|k| *k as usize);
-                if in_window >= sh.window {
-                    match o.mode {
-                        WindowMode::Abort => {
-                            return Err(fail(SimError::WindowAbort {
-                                aicpu: me,
-                                window: sh.window,
-                            }))
-                        }
-                        WindowMode::Benchmark if in_window < limit => c.overflows += 1,
-                        _ => {
-                            c.stalls += 1;
-                            break;
-                        }
-                    }
-                }
-                let Some(k) = free else {
-                    c.stalls += 1;
-                    break;
-                };
-                free_slots.pop();
-                let t = staged.take().unwrap_or_else(|| unreachable!());
-                let s = &sh.slots[me as usize][k];
-                s.fanin.store(1, Ordering::Relaxed);
-                s.pool.store(pool_index(t.pool) as u32, Ordering::Relaxed);
-                s.waiters.store(pack(tag_of(t.id), NIL), Ordering::Relaxed);
-                s.task.store(t.id, Ordering::Release);
-                records[k] = Some(t);
-                pending = Some(k as u32);
-                in_window += 1;
-                progress = true;
-            }
-            let Some(k) = pending else { break };
-            let t = records[k as usize]
-                .clone()
-                .unwrap_or_else(|| unreachable!());
-            if !o.naive && others_min < t.id {
-                others_min = (0..sh.n)
-                    .filter(|a| *a != me)
-                    .map(|a| sh.published[a as usize].load(Ordering::Acquire))
-                    .min()
-                    .unwrap_or(u64::MAX);
-            }
-            let ready_to_record = o.naive || others_min >= t.id;
-            if !ready_to_record {
-                sh.waiting_for[me as usize].store(t.id, Ordering::SeqCst);
-                break;
-            }
-            sh.waiting_for[me as usize].store(u64::MAX, Ordering::Relaxed);
-            jitter.maybe_yield();
-            let rest = record_and_register(sh, me, k, &t, &mut c);
-            pending = None;
-            progress = true;
-            if rest.is_empty() {
-                release_guard(sh, me, k);
-            } else {
-                deferred.push((k, rest));
-            }
-        }
-        if done && staged.is_none() && pending.is_none() && in_window == 0 && deferred.is_empty() {
-            return Ok(c);
-        }
         if sh.failed.load(Ordering::Relaxed) {
             return Err(SimError::Check("stopped: another AICPU failed".into()));
         }
-        if !progress && !sh.jobs.is_empty() {
-            sh.wake_worker();
+        let mut progress = false;
+        for c in group.iter_mut() {
+            match c.step(sh, o) {
+                Ok(p) => progress |= p,
+                Err(e) => {
+                    sh.failed.store(true, Ordering::SeqCst);
+                    sh.wake_all();
+                    return Err(e);
+                }
+            }
+        }
+        // Run the cores' jobs (any driver may take any job).
+        for _ in 0..256 {
+            let Some(job) = sh.jobs.pop() else { break };
+            execute(sh, job);
+            progress = true;
+        }
+        if sh.finished.load(Ordering::Acquire) == sh.n && sh.jobs.is_empty() {
+            return Ok(group);
         }
         if !progress {
-            // Park until a completion, a ready task or a watermark wakes us (§4.3); re-check
-            // after announcing the sleep so a wake-up between the check and the park is not lost.
-            sh.sleeping[me as usize].store(true, Ordering::SeqCst);
-            std::sync::atomic::fence(Ordering::SeqCst);
-            let watermarks_ready = pending.is_some_and(|k| {
-                let id = sh.slots[me as usize][k as usize]
-                    .task
-                    .load(Ordering::Relaxed);
-                (0..sh.n).all(|a| a == me || sh.published[a as usize].load(Ordering::Acquire) >= id)
-            });
-            let work = !sh.completions[me as usize].is_empty()
-                || (free_cores[0] > 0 && !sh.ready[me as usize][0].is_empty())
-                || (free_cores[1] > 0 && !sh.ready[me as usize][1].is_empty())
-                || watermarks_ready
-                || sh.failed.load(Ordering::Relaxed);
+            sh.sleeping[d].store(true, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            let work = !sh.jobs.is_empty()
+                || group.iter().any(|c| c.has_work(sh))
+                || sh.failed.load(Ordering::Relaxed)
+                || sh.finished.load(Ordering::Acquire) == sh.n;
             if !work {
                 thread::park_timeout(Duration::from_micros(500));
             }
-            sh.sleeping[me as usize].store(false, Ordering::Relaxed);
+            sh.sleeping[d].store(false, Ordering::Relaxed);
         }
     }
 }
 
-/// §4.1 step 7: drops the guard; the task is ready if nothing else holds it.
-fn release_guard(sh: &Shared, aicpu: u32, slot: u32) {
-    if sh.slots[aicpu as usize][slot as usize]
-        .fanin
-        .fetch_sub(1, Ordering::AcqRel)
-        == 1
-    {
-        push_ready(sh, aicpu, slot);
-    }
-}
-
-fn push_ready(sh: &Shared, aicpu: u32, slot: u32) {
-    let pl = sh.slots[aicpu as usize][slot as usize]
-        .pool
-        .load(Ordering::Acquire) as usize
-        & 1;
-    while sh.ready[aicpu as usize][pl].push(slot).is_err() {
-        thread::yield_now();
-    }
-    sh.wake(aicpu);
-}
-
-/// A predecessor: (aicpu, slot, id).
-type Pred = (u32, u32, u64);
-
-/// §4.1 steps 5–6: look up predecessors and record `t`'s accesses, then register on them.
-/// Returns the predecessors beyond the task's waiter nodes: the caller keeps the guard until
-/// they have retired.
-fn record_and_register(sh: &Shared, me: u32, slot: u32, t: &RefTask, c: &mut Counts) -> Vec<Pred> {
+/// §4.1 steps 5–6: looks up predecessors and records `t`'s accesses, then registers on them.
+/// Returns the predecessors beyond the task's waiter nodes: the caller keeps the guard until they
+/// have retired.
+fn record_and_register(
+    sh: &Shared,
+    me: u32,
+    slot: u32,
+    t: &Task,
+    keys: &mut Vec<Key>,
+    c: &mut Counts,
+) -> Vec<Pred> {
     let mut preds: Vec<Pred> = Vec::new();
-    for io in &t.io {
-        let shard = &sh.map[io.tensor as usize % sh.map.len()];
+    keys.clear();
+    for io in t.ios() {
+        let shard_index = io.tensor as usize % sh.map.len();
+        let shard = &sh.map[shard_index];
         let mut m = shard.lock().unwrap_or_else(|e| e.into_inner());
-        let Shard { buckets, wide } = &mut *m;
+        let Shard {
+            buckets,
+            wide,
+            clean_at,
+        } = &mut *m;
         let mut visit = |list: &mut Vec<Entry>| {
             list.retain(|e| sh.live(e));
             for e in list.iter() {
@@ -772,12 +814,39 @@ fn record_and_register(sh: &Shared, me: u32, slot: u32, t: &RefTask, c: &mut Cou
                 list.retain(|e| !(e.io.tensor == io.tensor && covers(io, &e.io)));
             }
         };
-        match bucket(io) {
-            Some(k) => visit(buckets.entry((io.tensor, k)).or_default()),
+        // Visits a bucket's lists, dropping the ones that end up empty so that the map holds
+        // only live accesses (its size follows the windows, not the program).
+        let mut visit_bucket = |b: &mut Bucket, d1: Option<i64>| {
+            match d1 {
+                Some(j) => {
+                    if let Some(l) = b.points.get_mut(&j) {
+                        visit(l);
+                        if l.is_empty() {
+                            b.points.remove(&j);
+                        }
+                    }
+                }
+                None => {
+                    b.points.values_mut().for_each(&mut visit);
+                    b.points.retain(|_, l| !l.is_empty());
+                }
+            }
+            visit(&mut b.wide);
+        };
+        let (d0, d1) = (point(io, 0), point(io, 1));
+        match d0 {
+            Some(i) => {
+                if let Some(b) = buckets.get_mut(&(io.tensor, i)) {
+                    visit_bucket(b, d1);
+                    if b.is_empty() {
+                        buckets.remove(&(io.tensor, i));
+                    }
+                }
+            }
             None => buckets
                 .iter_mut()
                 .filter(|((tn, _), _)| *tn == io.tensor)
-                .for_each(|(_, l)| visit(l)),
+                .for_each(|(_, b)| visit_bucket(b, d1)),
         }
         visit(wide);
         let entry = Entry {
@@ -786,12 +855,26 @@ fn record_and_register(sh: &Shared, me: u32, slot: u32, t: &RefTask, c: &mut Cou
             aicpu: me,
             slot,
         };
-        match bucket(io) {
-            Some(k) => buckets.entry((io.tensor, k)).or_default().push(entry),
-            None => wide.push(entry),
+        keys.push((
+            shard_index,
+            io.tensor,
+            d0,
+            if d0.is_some() { d1 } else { None },
+        ));
+        match (d0, d1) {
+            (Some(i), Some(j)) => buckets
+                .entry((io.tensor, i))
+                .or_default()
+                .points
+                .entry(j)
+                .or_default()
+                .push(entry),
+            (Some(i), None) => buckets.entry((io.tensor, i)).or_default().wide.push(entry),
+            (None, _) => wide.push(entry),
         }
-        if buckets.len() > 4096 {
-            buckets.retain(|_, l| !l.is_empty());
+        if buckets.len() > (*clean_at).max(1024) {
+            buckets.retain(|_, b| !b.is_empty());
+            *clean_at = 2 * buckets.len();
         }
     }
     let s = &sh.slots[me as usize][slot as usize];
@@ -800,7 +883,6 @@ fn record_and_register(sh: &Shared, me: u32, slot: u32, t: &RefTask, c: &mut Cou
     for (pa, ps, pid) in preds {
         let target = &sh.slots[pa as usize][ps as usize];
         if k >= NODES {
-            // Out of waiter nodes: the caller waits for this predecessor to retire.
             rest.push((pa, ps, pid));
             continue;
         }
@@ -841,11 +923,42 @@ fn record_and_register(sh: &Shared, me: u32, slot: u32, t: &RefTask, c: &mut Cou
     rest
 }
 
+/// Removes a retired task's entries from the map (spec/runtime.md §3.2), so the map holds no more
+/// than the windows' live accesses however long the program.
+fn forget(sh: &Shared, id: u64, keys: &[Key]) {
+    for &(shard, tensor, d0, d1) in keys {
+        let mut m = sh.map[shard].lock().unwrap_or_else(|e| e.into_inner());
+        let Shard { buckets, wide, .. } = &mut *m;
+        match d0 {
+            None => wide.retain(|e| e.id != id),
+            Some(i) => {
+                let Some(b) = buckets.get_mut(&(tensor, i)) else {
+                    continue;
+                };
+                match d1 {
+                    Some(j) => {
+                        if let Some(l) = b.points.get_mut(&j) {
+                            l.retain(|e| e.id != id);
+                            if l.is_empty() {
+                                b.points.remove(&j);
+                            }
+                        }
+                    }
+                    None => b.wide.retain(|e| e.id != id),
+                }
+                if b.is_empty() {
+                    buckets.remove(&(tensor, i));
+                }
+            }
+        }
+    }
+}
+
 /// Verifies a run: every reference task ran exactly once, on its pool and AICPU, and started after
 /// every overlap-mode predecessor ended.
 fn check(v: &Verified<'_>, p: &RuntimeParams<'_>, n: u32, tr: &Trace) -> Result<(), SimError> {
-    let reference =
-        reference_expand(v, p, n, u64::MAX).map_err(|e| SimError::Launch(LaunchError::Run(e)))?;
+    let reference = reference_expand(v, p, n, u64::MAX)
+        .map_err(|e: RunError| SimError::Launch(LaunchError::Run(e)))?;
     if tr.len() != reference.len() {
         return Err(SimError::Check(format!(
             "{} tasks recorded, the reference has {}",

@@ -39,7 +39,7 @@ fn opts(aicpus: u32, window: usize, jitter: Option<u64>) -> sim::Options {
         vector: 2 * aicpus,
         window,
         mode: WindowMode::Stall,
-        workers: 2,
+        threads: 1 + (aicpus as usize % 3),
         check: true,
         jitter,
         naive: false,

@@ -505,6 +505,12 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         self.next_id
     }
 
+    /// The record of the task emitted last (valid until the next `run`): lets a caller that
+    /// paused right after a task use it without copying.
+    pub fn current_task(&self) -> &Task {
+        &self.task
+    }
+
     /// Whether the program has ended.
     pub fn is_done(&self) -> bool {
         self.done
