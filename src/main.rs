@@ -125,6 +125,9 @@ enum Cmd {
         /// Print one JSON object instead of the summary.
         #[arg(long)]
         json: bool,
+        /// Write a Chrome trace-event file (open it in Perfetto): a track per AICPU and per core.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
     },
     /// Expand a program into tasks on each AICPU, check them against the reference expander,
     /// and list them with their dependencies.
@@ -167,7 +170,7 @@ enum Cmd {
 }
 
 /// A failure with its exit code.
-struct Fail(u8, String);
+pub(crate) struct Fail(pub(crate) u8, pub(crate) String);
 
 fn read(path: &Path) -> Result<Vec<u8>, Fail> {
     if path.as_os_str() == "-" {
@@ -195,7 +198,7 @@ fn text(path: &Path, bytes: Vec<u8>) -> Result<String, Fail> {
 
 /// Writes `data` to `path` atomically (temporary file in the same directory, then rename), or
 /// to standard output for `-`.
-fn write_out(path: &Path, data: &[u8]) -> Result<(), Fail> {
+pub(crate) fn write_out(path: &Path, data: &[u8]) -> Result<(), Fail> {
     if path.as_os_str() == "-" {
         let mut out = std::io::stdout().lock();
         return out
@@ -315,6 +318,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             params,
             check,
             json,
+            trace,
         } => {
             let (bytes, mut params) = match &input {
                 Some(path) => (load_bytecode(path)?, params),
@@ -360,6 +364,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 }),
                 check,
                 json,
+                trace.as_deref(),
             )
             .map_err(|(c, m)| Fail(c, m))?;
             write_out(Path::new("-"), out.as_bytes())

@@ -19,6 +19,7 @@ pub fn run(
     mode: Option<WindowMode>,
     check: bool,
     json: bool,
+    trace: Option<&std::path::Path>,
 ) -> Result<String, (u8, String)> {
     let p =
         RuntimeParams::new(v, vals).map_err(|e| (1, format!("error: runtime parameters: {e}")))?;
@@ -38,12 +39,17 @@ pub fn run(
         check,
         jitter: None,
         naive: false,
+        trace: trace.is_some(),
     };
-    let r = sim::run(*v, p, o).map_err(|e| match e {
+    let r = with_progress(v, &p, o).map_err(|e| match e {
         SimError::Options(msg) => (2, format!("error: {msg}")),
         SimError::Check(msg) => (4, format!("error: check failed: {msg}")),
         other => (1, format!("error: {other}")),
     })?;
+    if let Some(path) = trace {
+        let text = chrome_trace(m, &r, o.aicpus, cube, vector);
+        crate::write_out(path, text.as_bytes()).map_err(|crate::Fail(c, msg)| (c, msg))?;
+    }
     let ms = r.wall.as_secs_f64() * 1000.0;
     let rate = if ms > 0.0 {
         r.tasks_total as f64 / ms
@@ -98,4 +104,106 @@ pub fn run(
         }
     );
     Ok(s)
+}
+
+/// The run as Chrome trace-event JSON (opens in Perfetto or chrome://tracing): a track per AICPU
+/// with the span from emitting each task to having recorded its dependencies, and a track per
+/// AICore with the tasks it ran, named by kernel.
+fn chrome_trace(m: &Module, r: &sim::Report, aicpus: u32, cube: u32, vector: u32) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::from("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+    let _ = write!(
+        s,
+        r#"{{"name":"process_name","ph":"M","pid":1,"args":{{"name":"AICPUs"}}}}"#
+    );
+    let _ = write!(
+        s,
+        r#",{{"name":"process_name","ph":"M","pid":2,"args":{{"name":"AICores"}}}}"#
+    );
+    for a in 0..aicpus {
+        let _ = write!(s, ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":{a},\"args\":{{\"name\":\"AICPU {a}\"}}}}");
+    }
+    for c in 0..cube + vector {
+        let name = if c < cube {
+            format!("cube {c}")
+        } else {
+            format!("vector {}", c - cube)
+        };
+        let _ = write!(s, ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":2,\"tid\":{c},\"args\":{{\"name\":\"{name}\"}}}}");
+    }
+    let kernel = |k: u16| m.kernels.get(k as usize).map_or("?", |k| k.name.as_str());
+    for e in &r.events {
+        let ts = e.start_ns as f64 / 1000.0;
+        let dur = e.end_ns.saturating_sub(e.start_ns) as f64 / 1000.0;
+        match e.kind {
+            sim::EventKind::Record => {
+                let _ = write!(
+                    s,
+                    ",\n{{\"name\":\"{}\",\"cat\":\"generate\",\"ph\":\"X\",\"pid\":1,\"tid\":{},\"ts\":{ts:.3},\"dur\":{dur:.3},\"args\":{{\"task\":{}}}}}",
+                    kernel(e.kernel),
+                    e.aicpu,
+                    e.task
+                );
+            }
+            sim::EventKind::Run => {
+                let _ = write!(
+                    s,
+                    ",\n{{\"name\":\"{}\",\"cat\":\"run\",\"ph\":\"X\",\"pid\":2,\"tid\":{},\"ts\":{ts:.3},\"dur\":{dur:.3},\"args\":{{\"task\":{},\"aicpu\":{}}}}}",
+                    kernel(e.kernel),
+                    e.core,
+                    e.task,
+                    e.aicpu
+                );
+            }
+        }
+    }
+    s.push_str("\n]}\n");
+    s
+}
+
+/// Runs the simulator; on a terminal, shows a progress bar once a run has taken a second.
+fn with_progress(
+    v: &Verified<'_>,
+    p: &RuntimeParams<'_>,
+    o: sim::Options,
+) -> Result<sim::Report, SimError> {
+    use std::io::IsTerminal;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    if !std::io::stderr().is_terminal() {
+        return sim::run(*v, *p, o);
+    }
+    let total = ptovm_vm::Interpreter::new(*v, *p, 0, 1)
+        .ok()
+        .and_then(|mut i| i.count_tasks().ok())
+        .unwrap_or(0);
+    let done = AtomicU64::new(0);
+    let finished = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let start = std::time::Instant::now();
+            let mut bar: Option<indicatif::ProgressBar> = None;
+            while !finished.load(Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                if bar.is_none() && start.elapsed() >= std::time::Duration::from_secs(1) {
+                    let b = indicatif::ProgressBar::new(total);
+                    b.set_style(
+                        indicatif::ProgressStyle::with_template(
+                            "{elapsed_precise} [{bar:40}] {pos}/{len} tasks ({per_sec})",
+                        )
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                    );
+                    bar = Some(b);
+                }
+                if let Some(b) = &bar {
+                    b.set_position(done.load(Ordering::Relaxed));
+                }
+            }
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+        });
+        let r = sim::run_with_progress(*v, *p, o, Some(&done));
+        finished.store(true, Ordering::Release);
+        r
+    })
 }

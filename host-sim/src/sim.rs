@@ -42,6 +42,36 @@ pub struct Options {
     pub jitter: Option<u64>,
     /// Skip the watermark wait (the naïve protocol), to show that the check catches it.
     pub naive: bool,
+    /// Record trace events (`Report::events`).
+    pub trace: bool,
+}
+
+/// What a trace event shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// An AICPU recorded a task's dependencies: from emitting it to its registration (§4.1).
+    Record,
+    /// A core ran a task.
+    Run,
+}
+
+/// One span of the trace.
+#[derive(Clone, Copy, Debug)]
+pub struct Event {
+    /// What.
+    pub kind: EventKind,
+    /// The AICPU that owns the task.
+    pub aicpu: u32,
+    /// The core that ran it (for `Run`): cube cores first, then vector cores.
+    pub core: u32,
+    /// Task id.
+    pub task: u64,
+    /// Kernel index.
+    pub kernel: u16,
+    /// Start, nanoseconds since the run began.
+    pub start_ns: u64,
+    /// End.
+    pub end_ns: u64,
 }
 
 impl Default for Options {
@@ -56,6 +86,7 @@ impl Default for Options {
             check: false,
             jitter: None,
             naive: false,
+            trace: false,
         }
     }
 }
@@ -83,6 +114,8 @@ pub struct Report {
     pub wall: Duration,
     /// Whether the run was checked against the reference (and passed).
     pub checked: bool,
+    /// Trace events, in no particular order (with `Options::trace`).
+    pub events: Vec<Event>,
 }
 
 /// Why a run failed.
@@ -133,6 +166,8 @@ struct Slot {
     fanin: AtomicU32,
     /// Pool index of the task (0 cube, 1 vector), set before `task` is published.
     pool: AtomicU32,
+    /// Kernel index of the task (for the trace).
+    kernel: AtomicU32,
     waiters: AtomicU64,
 }
 
@@ -186,6 +221,7 @@ struct Job {
     aicpu: u32,
     slot: u32,
     pool: u32,
+    core: u32,
     id: u64,
 }
 
@@ -198,7 +234,7 @@ type Pred = (u32, u32, u64);
 /// Where a recorded access sits in the map: (shard, tensor, dimension-0 point, dimension-1 point).
 type Key = (usize, u16, Option<i64>, Option<i64>);
 
-struct Shared {
+struct Shared<'r> {
     n: u32,
     window: usize,
     threads: usize,
@@ -220,9 +256,13 @@ struct Shared {
     seq: AtomicU64,
     check: bool,
     trace: Mutex<Trace>,
+    tracing: bool,
+    start: Instant,
+    total_cube: u32,
+    progress: Option<&'r AtomicU64>,
 }
 
-impl Shared {
+impl Shared<'_> {
     /// Unparks driver `d` if it sleeps. Callers publish what it waits for first; the SeqCst
     /// fence pairs with the one in the driver's park (flag, fence, re-check, park), so the wake-up
     /// is not lost — and parking has a timeout besides.
@@ -306,7 +346,11 @@ struct Cpu<'a, 'p> {
     free_slots: Vec<u32>,
     deferred: Vec<(u32, Vec<Pred>)>,
     others_min: u64,
-    free_cores: [u32; 2],
+    /// Idle cores of each pool (global core ids: cube cores first).
+    free_cores: [Vec<u32>; 2],
+    /// When the staged task was emitted (ns since the start), for its `Record` trace span.
+    staged_at: u64,
+    events: Vec<Event>,
     counts: Counts,
     jitter: Jitter,
     /// Per slot: where its task's accesses sit in the map.
@@ -319,7 +363,7 @@ impl<'a, 'p> Cpu<'a, 'p> {
         let me = self.me as usize;
         let mut progress = false;
         // (1) Completions (§4.2).
-        while let Some((slot, pool)) = sh.completions[me].pop() {
+        while let Some((slot, core)) = sh.completions[me].pop() {
             progress = true;
             self.jitter.maybe_yield();
             let s = &sh.slots[me][slot as usize];
@@ -338,18 +382,21 @@ impl<'a, 'p> Cpu<'a, 'p> {
             forget(sh, id, &self.keys[slot as usize]);
             s.task.store(EMPTY, Ordering::Release);
             self.free_slots.push(slot);
-            self.free_cores[pool as usize & 1] += 1;
+            self.free_cores[usize::from(core >= sh.total_cube)].push(core);
             self.in_window -= 1;
             self.counts.tasks += 1;
+            if let Some(p) = sh.progress {
+                p.fetch_add(1, Ordering::Relaxed);
+            }
         }
         // (2) Dispatch.
         let mut dispatched = false;
         for (pl, free) in self.free_cores.iter_mut().enumerate() {
-            while *free > 0 {
+            while !free.is_empty() {
                 let Some(slot) = sh.ready[me][pl].pop() else {
                     break;
                 };
-                *free -= 1;
+                let core = free.pop().unwrap_or_default();
                 let id = sh.slots[me][slot as usize].task.load(Ordering::Acquire);
                 if pl == 0 {
                     self.counts.cube += 1;
@@ -358,6 +405,7 @@ impl<'a, 'p> Cpu<'a, 'p> {
                     aicpu: self.me,
                     slot,
                     pool: pl as u32,
+                    core,
                     id,
                 };
                 while let Err(j) = sh.jobs.push(job) {
@@ -402,6 +450,9 @@ impl<'a, 'p> Cpu<'a, 'p> {
                     .map_err(|e| SimError::Launch(LaunchError::Run(e)))?;
                 let mark = if self.interp.stats().emitted > before {
                     self.staged = true;
+                    if sh.tracing {
+                        self.staged_at = sh.start.elapsed().as_nanos() as u64;
+                    }
                     self.interp.current_task().id
                 } else {
                     self.done = true;
@@ -437,6 +488,7 @@ impl<'a, 'p> Cpu<'a, 'p> {
                 let s = &sh.slots[me][k as usize];
                 s.fanin.store(1, Ordering::Relaxed);
                 s.pool.store(pool_index(t.pool()) as u32, Ordering::Relaxed);
+                s.kernel.store(t.kernel as u32, Ordering::Relaxed);
                 s.waiters.store(pack(tag_of(t.id), NIL), Ordering::Relaxed);
                 s.task.store(t.id, Ordering::Release);
                 self.pending = Some(k);
@@ -474,6 +526,18 @@ impl<'a, 'p> Cpu<'a, 'p> {
                 &mut self.keys[k as usize],
                 &mut self.counts,
             );
+            if sh.tracing {
+                let t = self.interp.current_task();
+                self.events.push(Event {
+                    kind: EventKind::Record,
+                    aicpu: self.me,
+                    core: u32::MAX,
+                    task: t.id,
+                    kernel: t.kernel,
+                    start_ns: self.staged_at,
+                    end_ns: sh.start.elapsed().as_nanos() as u64,
+                });
+            }
             self.pending = None;
             self.staged = false;
             progress = true;
@@ -507,8 +571,8 @@ impl<'a, 'p> Cpu<'a, 'p> {
                 .all(|a| a as usize == me || sh.published[a as usize].load(Ordering::Acquire) >= id)
         };
         !sh.completions[me].is_empty()
-            || (self.free_cores[0] > 0 && !sh.ready[me][0].is_empty())
-            || (self.free_cores[1] > 0 && !sh.ready[me][1].is_empty())
+            || (!self.free_cores[0].is_empty() && !sh.ready[me][0].is_empty())
+            || (!self.free_cores[1].is_empty() && !sh.ready[me][1].is_empty())
             || watermarks
             || (!self.staged && self.pending.is_none() && !self.done)
             || !self.deferred.is_empty()
@@ -528,7 +592,12 @@ fn release_guard(sh: &Shared, aicpu: u32, slot: u32) {
 }
 
 /// Runs one task on a core: records its execution and reports its completion to its AICPU.
-fn execute(sh: &Shared, job: Job) {
+fn execute(sh: &Shared, job: Job, events: &mut Vec<Event>) {
+    let start_ns = if sh.tracing {
+        sh.start.elapsed().as_nanos() as u64
+    } else {
+        0
+    };
     let t0 = sh.seq.fetch_add(1, Ordering::SeqCst);
     // The default kernel does nothing but record its execution.
     let t1 = sh.seq.fetch_add(1, Ordering::SeqCst);
@@ -547,8 +616,23 @@ fn execute(sh: &Shared, job: Job) {
         };
         tr[job.id as usize] = (t0, t1, pool, job.aicpu);
     }
+    if sh.tracing {
+        let kernel = sh.slots[job.aicpu as usize][job.slot as usize]
+            .kernel
+            .load(Ordering::Relaxed) as u16;
+        let end_ns = sh.start.elapsed().as_nanos() as u64;
+        events.push(Event {
+            kind: EventKind::Run,
+            aicpu: job.aicpu,
+            core: job.core,
+            task: job.id,
+            kernel,
+            start_ns,
+            end_ns,
+        });
+    }
     while sh.completions[job.aicpu as usize]
-        .push((job.slot, job.pool))
+        .push((job.slot, job.core))
         .is_err()
     {
         thread::yield_now();
@@ -558,6 +642,16 @@ fn execute(sh: &Shared, job: Job) {
 
 /// Runs the program on the simulator.
 pub fn run(v: Verified<'_>, p: RuntimeParams<'_>, o: Options) -> Result<Report, SimError> {
+    run_with_progress(v, p, o, None)
+}
+
+/// Runs the program, adding each completed task to `progress` (for a progress display).
+pub fn run_with_progress(
+    v: Verified<'_>,
+    p: RuntimeParams<'_>,
+    o: Options,
+    progress: Option<&AtomicU64>,
+) -> Result<Report, SimError> {
     let n = o.aicpus;
     if n == 0 || n > 64 {
         return Err(SimError::Options(format!(
@@ -602,7 +696,17 @@ pub fn run(v: Verified<'_>, p: RuntimeParams<'_>, o: Options) -> Result<Report, 
             free_slots: (0..cap as u32).rev().collect(),
             deferred: Vec::new(),
             others_min: 0,
-            free_cores: [cube_per[i as usize], vec_per[i as usize]],
+            // Core c of a pool goes to AICPU c mod n; cube cores are 0.., vector cores follow.
+            free_cores: [
+                (0..o.cube).filter(|c| c % n == i).rev().collect(),
+                (0..o.vector)
+                    .filter(|c| c % n == i)
+                    .map(|c| o.cube + c)
+                    .rev()
+                    .collect(),
+            ],
+            staged_at: 0,
+            events: Vec::new(),
             counts: Counts::default(),
             jitter: Jitter(o.jitter.map_or(0, |s| s ^ (i as u64 + 1))),
             keys: vec![Vec::new(); cap],
@@ -622,6 +726,7 @@ pub fn run(v: Verified<'_>, p: RuntimeParams<'_>, o: Options) -> Result<Report, 
                         task: CachePadded::new(AtomicU64::new(EMPTY)),
                         fanin: AtomicU32::new(0),
                         pool: AtomicU32::new(0),
+                        kernel: AtomicU32::new(0),
                         waiters: AtomicU64::new(pack(0, NIL)),
                     })
                     .collect()
@@ -656,6 +761,10 @@ pub fn run(v: Verified<'_>, p: RuntimeParams<'_>, o: Options) -> Result<Report, 
         seq: AtomicU64::new(1),
         check: o.check,
         trace: Mutex::new(Vec::new()),
+        tracing: o.trace,
+        start: Instant::now(),
+        total_cube: o.cube,
+        progress,
     };
     // Hand the AICPUs out to the drivers: AICPU i to driver i mod threads.
     let mut groups: Vec<Vec<Cpu>> = (0..threads).map(|_| Vec::new()).collect();
@@ -664,7 +773,7 @@ pub fn run(v: Verified<'_>, p: RuntimeParams<'_>, o: Options) -> Result<Report, 
         groups[d].push(c);
     }
     let start = Instant::now();
-    let results: Vec<Result<Vec<Cpu>, SimError>> = thread::scope(|s| {
+    let results: Vec<DriverResult> = thread::scope(|s| {
         let handles: Vec<_> = groups
             .into_iter()
             .enumerate()
@@ -690,8 +799,10 @@ pub fn run(v: Verified<'_>, p: RuntimeParams<'_>, o: Options) -> Result<Report, 
     let mut errors = Vec::new();
     for r in results {
         match r {
-            Ok(group) => {
+            Ok((group, events)) => {
+                rep.events.extend(events);
                 for c in group {
+                    rep.events.extend(c.events.iter().copied());
                     let k = &c.counts;
                     rep.per_aicpu[c.me as usize] = k.tasks;
                     rep.cube_tasks += k.cube;
@@ -731,14 +842,18 @@ pub fn run(v: Verified<'_>, p: RuntimeParams<'_>, o: Options) -> Result<Report, 
     Ok(rep)
 }
 
+/// What a driver thread hands back: its AICPUs (with their counters) and the jobs it traced.
+type DriverResult<'a, 'p> = Result<(Vec<Cpu<'a, 'p>>, Vec<Event>), SimError>;
+
 /// A driver thread: steps its AICPUs and runs the cores' jobs until every AICPU has finished.
 fn drive<'a, 'p>(
     sh: &Shared,
     d: usize,
     mut group: Vec<Cpu<'a, 'p>>,
     o: &Options,
-) -> Result<Vec<Cpu<'a, 'p>>, SimError> {
+) -> DriverResult<'a, 'p> {
     let _ = sh.drivers[d].set(thread::current());
+    let mut events = Vec::new();
     loop {
         if sh.failed.load(Ordering::Relaxed) {
             return Err(SimError::Check("stopped: another AICPU failed".into()));
@@ -757,11 +872,11 @@ fn drive<'a, 'p>(
         // Run the cores' jobs (any driver may take any job).
         for _ in 0..256 {
             let Some(job) = sh.jobs.pop() else { break };
-            execute(sh, job);
+            execute(sh, job, &mut events);
             progress = true;
         }
         if sh.finished.load(Ordering::Acquire) == sh.n && sh.jobs.is_empty() {
-            return Ok(group);
+            return Ok((group, events));
         }
         if !progress {
             sh.sleeping[d].store(true, Ordering::SeqCst);

@@ -682,3 +682,38 @@ fn run_errors() {
     fails(d, &["run", "missing.pto"], 3, "cannot read missing.pto");
     fails(d, &["run", "--window", "0"], 2, "error:");
 }
+
+#[test]
+fn run_writes_a_chrome_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = ptovm(
+        &[
+            "run", "--param", "N=4", "--aicpus", "2", "--cube", "2", "--vector", "4", "--trace",
+            "t.json", "--check",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("t.json")).unwrap()).unwrap();
+    let ev = j["traceEvents"].as_array().unwrap();
+    let tasks = 3 * 16 + 16 * 4;
+    let runs: Vec<&serde_json::Value> = ev.iter().filter(|e| e["cat"] == "run").collect();
+    let gens = ev.iter().filter(|e| e["cat"] == "generate").count();
+    assert_eq!(runs.len(), tasks);
+    assert_eq!(
+        gens, tasks,
+        "one generation span per task on its AICPU's track"
+    );
+    // Cube kernels on cube cores (tracks 0..2), vector kernels on vector cores (2..6).
+    for r in runs {
+        let core = r["tid"].as_u64().unwrap();
+        let cube = r["name"].as_str().unwrap().contains("matmul")
+            || r["name"] == "qk_matmul"
+            || r["name"] == "pv_matmul";
+        assert_eq!(core < 2, cube, "{r}");
+    }
+    let names = ev.iter().filter(|e| e["name"] == "thread_name").count();
+    assert_eq!(names, 2 + 6, "a named track per AICPU and per core");
+}

@@ -43,6 +43,7 @@ fn opts(aicpus: u32, window: usize, jitter: Option<u64>) -> sim::Options {
         check: true,
         jitter,
         naive: false,
+        trace: false,
     }
 }
 
