@@ -16,6 +16,8 @@ echo "== cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== vm builds no_std for aarch64-unknown-none"
 cargo build -p ptovm-vm --target aarch64-unknown-none --release
+echo "== loom models of the runtime's lock-free pieces (host-sim/tests/loom.rs)"
+RUSTFLAGS="--cfg loom" cargo test -q -p ptovm-host-sim --test loom --release --target-dir target/loom
 echo "== cargo test --workspace"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -9,7 +9,10 @@ pub mod deps;
 pub mod expand;
 pub mod model;
 pub mod reference;
+#[cfg(not(loom))]
 pub mod sim;
+pub mod sync;
+pub mod waitlist;
 
 pub use deps::{edges, DepMode, Edge, EdgeKind};
 pub use expand::{expand_aicpu, expand_all, Expansion};

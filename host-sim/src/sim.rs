@@ -140,18 +140,12 @@ pub enum SimError {
     Options(String),
 }
 
+use crate::waitlist::{self, tag_of, NIL};
+
 const EMPTY: u64 = u64::MAX;
-const NIL: u32 = u32::MAX;
-const CLOSED: u32 = u32::MAX - 1;
 /// Waiter nodes per task: predecessors it can register on; beyond them it waits (§4.1 step 6).
 const NODES: usize = 32;
 
-fn pack(tag: u32, node: u32) -> u64 {
-    ((tag as u64) << 32) | node as u64
-}
-fn tag_of(id: u64) -> u32 {
-    id as u32
-}
 fn pool_index(p: Pool) -> usize {
     if p == Pool::Cube {
         0
@@ -368,10 +362,9 @@ impl<'a, 'p> Cpu<'a, 'p> {
             self.jitter.maybe_yield();
             let s = &sh.slots[me][slot as usize];
             let id = s.task.load(Ordering::Relaxed);
-            let head = s.waiters.swap(pack(tag_of(id), CLOSED), Ordering::AcqRel);
-            // Notify the successors; node indices are global: aicpu << 24 | index.
-            let mut cur = (head & 0xFFFF_FFFF) as u32;
-            while cur != NIL && cur != CLOSED {
+            // Close the successor list and notify; node indices are global: aicpu << 24 | index.
+            let mut cur = waitlist::close(&s.waiters, tag_of(id));
+            while cur != NIL {
                 let nd = &sh.nodes[(cur >> 24) as usize][(cur & 0xFF_FFFF) as usize];
                 let sa = nd.succ_aicpu.load(Ordering::Acquire);
                 let ss = nd.succ_slot.load(Ordering::Acquire);
@@ -489,7 +482,7 @@ impl<'a, 'p> Cpu<'a, 'p> {
                 s.fanin.store(1, Ordering::Relaxed);
                 s.pool.store(pool_index(t.pool()) as u32, Ordering::Relaxed);
                 s.kernel.store(t.kernel as u32, Ordering::Relaxed);
-                s.waiters.store(pack(tag_of(t.id), NIL), Ordering::Relaxed);
+                waitlist::open(&s.waiters, tag_of(t.id));
                 s.task.store(t.id, Ordering::Release);
                 self.pending = Some(k);
                 self.in_window += 1;
@@ -582,7 +575,7 @@ impl<'a, 'p> Cpu<'a, 'p> {
 /// §4.1 step 7 (and §4.2 step 2): drops one hold on a task's fanin; the last one makes it ready.
 fn release_guard(sh: &Shared, aicpu: u32, slot: u32) {
     let s = &sh.slots[aicpu as usize][slot as usize];
-    if s.fanin.fetch_sub(1, Ordering::AcqRel) == 1 {
+    if waitlist::release(&s.fanin) {
         let pl = s.pool.load(Ordering::Acquire) as usize & 1;
         while sh.ready[aicpu as usize][pl].push(slot).is_err() {
             thread::yield_now();
@@ -727,7 +720,7 @@ pub fn run_with_progress(
                         fanin: AtomicU32::new(0),
                         pool: AtomicU32::new(0),
                         kernel: AtomicU32::new(0),
-                        waiters: AtomicU64::new(pack(0, NIL)),
+                        waiters: AtomicU64::new(waitlist::pack(0, NIL)),
                     })
                     .collect()
             })
@@ -1006,32 +999,13 @@ fn record_and_register(
         nd.succ_aicpu.store(me, Ordering::Relaxed);
         nd.succ_slot.store(slot, Ordering::Relaxed);
         let global = (me << 24) | node_index as u32;
-        let mut head = target.waiters.load(Ordering::Acquire);
-        loop {
-            let (tag, first) = ((head >> 32) as u32, (head & 0xFFFF_FFFF) as u32);
-            if tag != tag_of(pid) || first == CLOSED {
-                break; // retired or completed: nothing to wait for
-            }
-            nd.next.store(first, Ordering::Relaxed);
-            s.fanin.fetch_add(1, Ordering::Relaxed);
-            match target.waiters.compare_exchange(
-                head,
-                pack(tag, global),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    k += 1;
-                    c.edges += 1;
-                    if pa != me {
-                        c.cross += 1;
-                    }
-                    break;
-                }
-                Err(h) => {
-                    s.fanin.fetch_sub(1, Ordering::Relaxed);
-                    head = h;
-                }
+        if waitlist::register(&target.waiters, tag_of(pid), global, &s.fanin, |first| {
+            nd.next.store(first, Ordering::Relaxed)
+        }) {
+            k += 1;
+            c.edges += 1;
+            if pa != me {
+                c.cross += 1;
             }
         }
     }

@@ -1,0 +1,72 @@
+//! The lock-free pieces of the runtime protocol (spec/runtime.md §4.1 steps 6–7, §4.2): a task's
+//! successor list — a Treiber stack tagged with the task's id and closed when the task completes —
+//! and the fanin guard. They are written against `crate::sync`, so the same code runs in the
+//! simulator and, under `--cfg loom`, in the loom models of `tests/loom.rs`.
+
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+
+/// The empty list.
+pub const NIL: u32 = u32::MAX;
+/// The list of a completed task: registering on it fails.
+pub const CLOSED: u32 = u32::MAX - 1;
+
+/// A list head: the owning task's tag in the high half, the first node (or NIL / CLOSED) in the
+/// low half.
+pub fn pack(tag: u32, node: u32) -> u64 {
+    ((tag as u64) << 32) | node as u64
+}
+
+/// The tag of a task id (its low 32 bits): a slot reused by a later task gets another tag.
+pub fn tag_of(id: u64) -> u32 {
+    id as u32
+}
+
+/// Opens the list of a task newly placed in a slot (published by the slot's Release store).
+pub fn open(head: &AtomicU64, tag: u32) {
+    head.store(pack(tag, NIL), Ordering::Relaxed);
+}
+
+/// Registers `node` as a successor of the task tagged `tag` whose list is `head`, raising the
+/// successor's `fanin` for it. `link(first)` stores the node's next pointer before it is
+/// published. Returns false, leaving `fanin` as it was, if the task has completed (its list is
+/// closed) or its slot has moved on to another task (the tag differs): then it imposes nothing.
+pub fn register(
+    head: &AtomicU64,
+    tag: u32,
+    node: u32,
+    fanin: &AtomicU32,
+    link: impl Fn(u32),
+) -> bool {
+    let mut cur = head.load(Ordering::Acquire);
+    loop {
+        let (t, first) = ((cur >> 32) as u32, (cur & 0xFFFF_FFFF) as u32);
+        if t != tag || first == CLOSED {
+            return false;
+        }
+        link(first);
+        fanin.fetch_add(1, Ordering::Relaxed);
+        match head.compare_exchange(cur, pack(tag, node), Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return true,
+            Err(actual) => {
+                fanin.fetch_sub(1, Ordering::Relaxed);
+                cur = actual;
+            }
+        }
+    }
+}
+
+/// Closes the list of the completed task tagged `tag`; returns its first node (NIL if none).
+pub fn close(head: &AtomicU64, tag: u32) -> u32 {
+    let first = (head.swap(pack(tag, CLOSED), Ordering::AcqRel) & 0xFFFF_FFFF) as u32;
+    if first == CLOSED {
+        NIL
+    } else {
+        first
+    }
+}
+
+/// Drops one hold on a fanin (a predecessor's completion, or the guard); true when it was the
+/// last one: the task is ready.
+pub fn release(fanin: &AtomicU32) -> bool {
+    fanin.fetch_sub(1, Ordering::AcqRel) == 1
+}

@@ -1,0 +1,180 @@
+//! loom models of the runtime protocol's lock-free pieces (spec/runtime.md §4–5), run with
+//! `RUSTFLAGS="--cfg loom" cargo test -p ptovm-host-sim --test loom --release`: every
+//! interleaving (and memory-order outcome loom models) of a few threads is explored.
+#![cfg(loom)]
+
+use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use loom::sync::{Arc, Mutex};
+use loom::thread;
+use ptovm_host_sim::waitlist::{self, NIL};
+
+/// One waiter node: the next node of the list.
+struct Node {
+    next: AtomicU32,
+}
+
+/// A consumer registers on a producer while the producer completes: the consumer becomes ready
+/// exactly once, and, if it registered, only after the producer completed.
+#[test]
+fn register_races_completion() {
+    loom::model(|| {
+        let head = Arc::new(AtomicU64::new(waitlist::pack(7, NIL)));
+        let fanin = Arc::new(AtomicU32::new(1)); // the consumer's guard
+        let node = Arc::new(Node {
+            next: AtomicU32::new(NIL),
+        });
+        let producer_done = Arc::new(AtomicBool::new(false));
+        let ready = Arc::new(AtomicU32::new(0));
+
+        let c = {
+            let (head, fanin, node, done, ready) = (
+                head.clone(),
+                fanin.clone(),
+                node.clone(),
+                producer_done.clone(),
+                ready.clone(),
+            );
+            thread::spawn(move || {
+                let registered = waitlist::register(&head, 7, 0, &fanin, |first| {
+                    node.next.store(first, Ordering::Relaxed)
+                });
+                if waitlist::release(&fanin) {
+                    assert!(
+                        !registered || done.load(Ordering::Acquire),
+                        "ready before its predecessor completed"
+                    );
+                    ready.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        // The producer completes.
+        producer_done.store(true, Ordering::Release);
+        let mut cur = waitlist::close(&head, 7);
+        while cur != NIL {
+            assert_eq!(cur, 0);
+            let next = node.next.load(Ordering::Acquire);
+            if waitlist::release(&fanin) {
+                ready.fetch_add(1, Ordering::Relaxed);
+            }
+            cur = next;
+        }
+        c.join().unwrap();
+        assert_eq!(
+            ready.load(Ordering::Relaxed),
+            1,
+            "the consumer became ready exactly once"
+        );
+        assert_eq!(fanin.load(Ordering::Relaxed), 0);
+    });
+}
+
+/// Two consumers register concurrently on one producer that completes meanwhile: each becomes
+/// ready exactly once, and the producer notifies exactly those that registered.
+#[test]
+fn two_consumers_and_a_completion() {
+    loom::model(|| {
+        let head = Arc::new(AtomicU64::new(waitlist::pack(3, NIL)));
+        let fanins = Arc::new([AtomicU32::new(1), AtomicU32::new(1)]);
+        let nodes = Arc::new([
+            Node {
+                next: AtomicU32::new(NIL),
+            },
+            Node {
+                next: AtomicU32::new(NIL),
+            },
+        ]);
+        let ready = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
+        let mut hs = Vec::new();
+        for i in 0..2usize {
+            let (head, fanins, nodes, ready) =
+                (head.clone(), fanins.clone(), nodes.clone(), ready.clone());
+            hs.push(thread::spawn(move || {
+                waitlist::register(&head, 3, i as u32, &fanins[i], |first| {
+                    nodes[i].next.store(first, Ordering::Relaxed)
+                });
+                if waitlist::release(&fanins[i]) {
+                    ready[i].fetch_add(1, Ordering::Relaxed);
+                }
+            }));
+        }
+        let mut cur = waitlist::close(&head, 3);
+        while cur != NIL {
+            let i = cur as usize;
+            let next = nodes[i].next.load(Ordering::Acquire);
+            if waitlist::release(&fanins[i]) {
+                ready[i].fetch_add(1, Ordering::Relaxed);
+            }
+            cur = next;
+        }
+        for h in hs {
+            h.join().unwrap();
+        }
+        for r in ready.iter() {
+            assert_eq!(r.load(Ordering::Relaxed), 1);
+        }
+    });
+}
+
+/// A producer completes and its slot is reused by a new task (another tag) while a consumer
+/// registers with the old tag: the consumer either lands in the closed list (and is notified) or
+/// registers nothing — never on the new task.
+#[test]
+fn slot_reuse_is_not_mistaken_for_the_old_task() {
+    loom::model(|| {
+        let head = Arc::new(AtomicU64::new(waitlist::pack(5, NIL)));
+        let fanin = Arc::new(AtomicU32::new(1));
+        let node = Arc::new(Node {
+            next: AtomicU32::new(NIL),
+        });
+        let c = {
+            let (head, fanin, node) = (head.clone(), fanin.clone(), node.clone());
+            thread::spawn(move || {
+                waitlist::register(&head, 5, 0, &fanin, |first| {
+                    node.next.store(first, Ordering::Relaxed)
+                })
+            })
+        };
+        let first = waitlist::close(&head, 5);
+        if first == 0 {
+            waitlist::release(&fanin);
+        }
+        waitlist::open(&head, 6); // the slot's next task
+        let registered = c.join().unwrap();
+        assert_eq!(
+            registered,
+            first == 0,
+            "registered on the old task iff its closed list held the node"
+        );
+        assert_eq!(
+            head.load(Ordering::Relaxed),
+            waitlist::pack(6, NIL),
+            "nothing registered on the new task"
+        );
+        assert_eq!(fanin.load(Ordering::Relaxed), 1, "only the guard is left");
+    });
+}
+
+/// Watermarks (§4.1 steps 1 and 4–5): an AICPU records its task in the map and then publishes a
+/// watermark past it; another AICPU that sees the watermark finds the entry.
+#[test]
+fn watermark_publish_and_lookup() {
+    loom::model(|| {
+        let map = Arc::new(Mutex::new(Vec::<u64>::new()));
+        let published = Arc::new(AtomicU64::new(0));
+        let a = {
+            let (map, published) = (map.clone(), published.clone());
+            thread::spawn(move || {
+                map.lock().unwrap().push(4); // record task 4
+                published.store(9, Ordering::Release); // stage the next own task, id 9
+            })
+        };
+        // AICPU B's task 6 may record once every other watermark is at least 6.
+        if published.load(Ordering::Acquire) >= 6 {
+            assert!(
+                map.lock().unwrap().contains(&4),
+                "a watermark past 4 implies task 4 is recorded"
+            );
+        }
+        a.join().unwrap();
+    });
+}
