@@ -128,6 +128,10 @@ enum Cmd {
         /// Write a Chrome trace-event file (open it in Perfetto): a track per AICPU and per core.
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
+        /// When AICPUs start dispatching: `immediate`, `after_orchestration` or `threshold:N`
+        /// (default: the program's schedule).
+        #[arg(long, value_parser = parse_start)]
+        start: Option<ptovm_host_sim::sim::Start>,
     },
     /// Expand a program into tasks on each AICPU, check them against the reference expander,
     /// and list them with their dependencies.
@@ -234,6 +238,26 @@ pub(crate) fn write_out(path: &Path, data: &[u8]) -> Result<(), Fail> {
     Ok(())
 }
 
+fn parse_start(s: &str) -> Result<ptovm_host_sim::sim::Start, String> {
+    use ptovm_host_sim::sim::Start;
+    match s {
+        "immediate" => Ok(Start::Immediate),
+        "after_orchestration" | "after-orchestration" => Ok(Start::AfterOrchestration),
+        _ => match s
+            .strip_prefix("threshold:")
+            .or_else(|| s.strip_prefix("threshold="))
+        {
+            Some(n) => n
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .map(Start::Threshold)
+                .ok_or_else(|| format!("{n:?} is not a task count (at least 1)")),
+            None => Err("expected immediate, after_orchestration or threshold:N".to_string()),
+        },
+    }
+}
+
 fn is_ptow(bytes: &[u8]) -> bool {
     bytes.starts_with(&ptovm_vm::MAGIC.to_le_bytes())
 }
@@ -319,6 +343,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             check,
             json,
             trace,
+            start,
         } => {
             let (bytes, mut params) = match &input {
                 Some(path) => (load_bytecode(path)?, params),
@@ -365,6 +390,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 check,
                 json,
                 trace.as_deref(),
+                start,
             )
             .map_err(|(c, m)| Fail(c, m))?;
             write_out(Path::new("-"), out.as_bytes())

@@ -20,6 +20,7 @@ pub fn run(
     check: bool,
     json: bool,
     trace: Option<&std::path::Path>,
+    start: Option<sim::Start>,
 ) -> Result<String, (u8, String)> {
     let p =
         RuntimeParams::new(v, vals).map_err(|e| (1, format!("error: runtime parameters: {e}")))?;
@@ -40,6 +41,15 @@ pub fn run(
         jitter: None,
         naive: false,
         trace: trace.is_some(),
+        start: start.unwrap_or(match ptovm_vm::StartPolicy::from_u8(c.start) {
+            Some(ptovm_vm::StartPolicy::AfterOrchestration) => sim::Start::AfterOrchestration,
+            Some(ptovm_vm::StartPolicy::Threshold) => {
+                sim::Start::Threshold(c.start_threshold.get() as u64)
+            }
+            _ => sim::Start::Immediate,
+        }),
+        pipeline_depth: c.pipeline_depth.get(),
+        work_steal: c.ready == ptovm_vm::ReadyPolicy::WorkSteal as u8,
     };
     let r = with_progress(v, &p, o).map_err(|e| match e {
         SimError::Options(msg) => (2, format!("error: {msg}")),
@@ -70,6 +80,7 @@ pub fn run(
             "edges": r.edges,
             "cross_aicpu_edges": r.cross_aicpu_edges,
             "window_stalls": r.window_stalls,
+            "stolen": r.stolen,
             "overflows": r.overflows,
             "wall_ms": ms,
             "tasks_per_ms": rate,

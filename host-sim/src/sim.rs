@@ -44,6 +44,25 @@ pub struct Options {
     pub naive: bool,
     /// Record trace events (`Report::events`).
     pub trace: bool,
+    /// When an AICPU starts handing tasks to its cores (seed 003 §7).
+    pub start: Start,
+    /// Most tasks of one pool an AICPU keeps running at once (0: as many as it has cores).
+    pub pipeline_depth: u32,
+    /// Idle cores take ready tasks from other AICPUs' queues (`ready = work_steal`).
+    pub work_steal: bool,
+}
+
+/// When an AICPU starts dispatching. An AICPU whose generation is blocked — a full window, or
+/// waiting for another AICPU's watermark — starts in any case: holding its ready tasks back then
+/// could deadlock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// As soon as a task is ready.
+    Immediate,
+    /// Once the AICPU has generated all its tasks.
+    AfterOrchestration,
+    /// Once the AICPU has generated this many tasks.
+    Threshold(u64),
 }
 
 /// What a trace event shows.
@@ -87,6 +106,9 @@ impl Default for Options {
             jitter: None,
             naive: false,
             trace: false,
+            start: Start::Immediate,
+            pipeline_depth: 0,
+            work_steal: false,
         }
     }
 }
@@ -110,6 +132,8 @@ pub struct Report {
     pub window_stalls: u64,
     /// Overflows counted in benchmark mode.
     pub overflows: u64,
+    /// Tasks run on another AICPU's cores (work stealing).
+    pub stolen: u64,
     /// Wall-clock time of the run.
     pub wall: Duration,
     /// Whether the run was checked against the reference (and passed).
@@ -212,10 +236,13 @@ fn point(io: &Io, d: usize) -> Option<i64> {
 
 /// A task handed to the cores.
 struct Job {
+    /// The AICPU that owns the task (its slot).
     aicpu: u32,
     slot: u32,
     pool: u32,
     core: u32,
+    /// The AICPU whose core runs it (another one when stolen).
+    exec: u32,
     id: u64,
 }
 
@@ -237,7 +264,10 @@ struct Shared<'r> {
     /// `nodes[aicpu][slot * NODES + k]`.
     nodes: Vec<Vec<Node>>,
     ready: Vec<[ArrayQueue<u32>; 2]>,
-    completions: Vec<ArrayQueue<(u32, u32)>>,
+    /// Per AICPU: its tasks that completed, as (slot, core, AICPU that ran it).
+    completions: Vec<ArrayQueue<(u32, u32, u32)>>,
+    /// Per AICPU: its cores given back by another AICPU that ran a stolen task on them.
+    returned: Vec<ArrayQueue<u32>>,
     jobs: ArrayQueue<Job>,
     map: Vec<Mutex<Shard>>,
     /// Driver threads and whether each is parked (or about to).
@@ -253,6 +283,7 @@ struct Shared<'r> {
     tracing: bool,
     start: Instant,
     total_cube: u32,
+    work_steal: bool,
     progress: Option<&'r AtomicU64>,
 }
 
@@ -318,6 +349,7 @@ impl Jitter {
 
 #[derive(Default)]
 struct Counts {
+    stolen: u64,
     tasks: u64,
     cube: u64,
     edges: u64,
@@ -342,6 +374,12 @@ struct Cpu<'a, 'p> {
     others_min: u64,
     /// Idle cores of each pool (global core ids: cube cores first).
     free_cores: [Vec<u32>; 2],
+    /// Tasks running on this AICPU's cores, per pool (for `pipeline_depth`).
+    running: [u32; 2],
+    /// Dispatch has begun (the start policy was met).
+    started: bool,
+    /// Tasks recorded so far (for `Start::Threshold`).
+    generated: u64,
     /// When the staged task was emitted (ns since the start), for its `Record` trace span.
     staged_at: u64,
     events: Vec<Event>,
@@ -357,11 +395,18 @@ impl<'a, 'p> Cpu<'a, 'p> {
         let me = self.me as usize;
         let mut progress = false;
         // (1) Completions (§4.2).
-        while let Some((slot, core)) = sh.completions[me].pop() {
+        while let Some(core) = sh.returned[me].pop() {
+            self.core_back(sh, core);
+            progress = true;
+        }
+        while let Some((slot, core, exec)) = sh.completions[me].pop() {
             progress = true;
             self.jitter.maybe_yield();
             let s = &sh.slots[me][slot as usize];
             let id = s.task.load(Ordering::Relaxed);
+            if s.pool.load(Ordering::Relaxed) == 0 {
+                self.counts.cube += 1;
+            }
             // Close the successor list and notify; node indices are global: aicpu << 24 | index.
             let mut cur = waitlist::close(&s.waiters, tag_of(id));
             while cur != NIL {
@@ -375,30 +420,70 @@ impl<'a, 'p> Cpu<'a, 'p> {
             forget(sh, id, &self.keys[slot as usize]);
             s.task.store(EMPTY, Ordering::Release);
             self.free_slots.push(slot);
-            self.free_cores[usize::from(core >= sh.total_cube)].push(core);
+            if exec == self.me {
+                self.core_back(sh, core);
+            } else {
+                // The task was stolen: its core goes back to the AICPU that lent it.
+                while sh.returned[exec as usize].push(core).is_err() {
+                    thread::yield_now();
+                }
+                sh.wake(exec);
+            }
             self.in_window -= 1;
             self.counts.tasks += 1;
             if let Some(p) = sh.progress {
                 p.fetch_add(1, Ordering::Relaxed);
             }
         }
-        // (2) Dispatch.
-        let mut dispatched = false;
-        for (pl, free) in self.free_cores.iter_mut().enumerate() {
-            while !free.is_empty() {
-                let Some(slot) = sh.ready[me][pl].pop() else {
-                    break;
+        // (2) Dispatch, once the start policy allows it (a full window always does).
+        if !self.started {
+            self.started = self.in_window >= sh.window
+                || match o.start {
+                    Start::Immediate => true,
+                    Start::AfterOrchestration => {
+                        self.done && !self.staged && self.pending.is_none()
+                    }
+                    Start::Threshold(n) => {
+                        self.generated >= n || (self.done && !self.staged && self.pending.is_none())
+                    }
                 };
-                let core = free.pop().unwrap_or_default();
-                let id = sh.slots[me][slot as usize].task.load(Ordering::Acquire);
-                if pl == 0 {
-                    self.counts.cube += 1;
+        }
+        let mut dispatched = false;
+        for pl in 0..2 {
+            if !self.started {
+                break;
+            }
+            while !self.free_cores[pl].is_empty()
+                && (o.pipeline_depth == 0 || self.running[pl] < o.pipeline_depth)
+            {
+                // Its own ready tasks first; an idle core may then take another AICPU's.
+                let (owner, slot) = match sh.ready[me][pl].pop() {
+                    Some(slot) => (self.me, slot),
+                    None if o.work_steal => {
+                        let victim = (1..sh.n)
+                            .map(|k| (self.me + k) % sh.n)
+                            .find_map(|v| sh.ready[v as usize][pl].pop().map(|s| (v, s)));
+                        match victim {
+                            Some(found) => found,
+                            None => break,
+                        }
+                    }
+                    None => break,
+                };
+                let core = self.free_cores[pl].pop().unwrap_or_default();
+                self.running[pl] += 1;
+                let id = sh.slots[owner as usize][slot as usize]
+                    .task
+                    .load(Ordering::Acquire);
+                if owner != self.me {
+                    self.counts.stolen += 1;
                 }
                 let mut job = Job {
-                    aicpu: self.me,
+                    aicpu: owner,
                     slot,
                     pool: pl as u32,
                     core,
+                    exec: self.me,
                     id,
                 };
                 while let Err(j) = sh.jobs.push(job) {
@@ -469,12 +554,14 @@ impl<'a, 'p> Cpu<'a, 'p> {
                         }
                         _ => {
                             self.counts.stalls += 1;
+                            self.started = true;
                             break;
                         }
                     }
                 }
                 let Some(k) = self.free_slots.pop() else {
                     self.counts.stalls += 1;
+                    self.started = true;
                     break;
                 };
                 let t = self.interp.current_task();
@@ -506,6 +593,9 @@ impl<'a, 'p> Cpu<'a, 'p> {
                     .min()
                     .unwrap_or(u64::MAX);
                 if self.others_min < id {
+                    // Blocked on another AICPU: holding ready tasks back now could deadlock
+                    // (that AICPU may wait for them), so the start policy gives way.
+                    self.started = true;
                     break;
                 }
             }
@@ -533,6 +623,7 @@ impl<'a, 'p> Cpu<'a, 'p> {
             }
             self.pending = None;
             self.staged = false;
+            self.generated += 1;
             progress = true;
             if rest.is_empty() {
                 release_guard(sh, self.me, k);
@@ -555,6 +646,13 @@ impl<'a, 'p> Cpu<'a, 'p> {
         Ok(progress)
     }
 
+    /// A core of this AICPU is idle again.
+    fn core_back(&mut self, sh: &Shared, core: u32) {
+        let pl = usize::from(core >= sh.total_cube);
+        self.free_cores[pl].push(core);
+        self.running[pl] = self.running[pl].saturating_sub(1);
+    }
+
     /// Whether a round could do something now (checked before parking).
     fn has_work(&self, sh: &Shared) -> bool {
         let me = self.me as usize;
@@ -563,9 +661,12 @@ impl<'a, 'p> Cpu<'a, 'p> {
             (0..sh.n)
                 .all(|a| a as usize == me || sh.published[a as usize].load(Ordering::Acquire) >= id)
         };
+        let steal =
+            |pl: usize| sh.work_steal && (0..sh.n).any(|v| !sh.ready[v as usize][pl].is_empty());
         !sh.completions[me].is_empty()
-            || (!self.free_cores[0].is_empty() && !sh.ready[me][0].is_empty())
-            || (!self.free_cores[1].is_empty() && !sh.ready[me][1].is_empty())
+            || !sh.returned[me].is_empty()
+            || (!self.free_cores[0].is_empty() && (!sh.ready[me][0].is_empty() || steal(0)))
+            || (!self.free_cores[1].is_empty() && (!sh.ready[me][1].is_empty() || steal(1)))
             || watermarks
             || (!self.staged && self.pending.is_none() && !self.done)
             || !self.deferred.is_empty()
@@ -625,7 +726,7 @@ fn execute(sh: &Shared, job: Job, events: &mut Vec<Event>) {
         });
     }
     while sh.completions[job.aicpu as usize]
-        .push((job.slot, job.core))
+        .push((job.slot, job.core, job.exec))
         .is_err()
     {
         thread::yield_now();
@@ -700,6 +801,9 @@ pub fn run_with_progress(
             ],
             staged_at: 0,
             events: Vec::new(),
+            running: [0, 0],
+            started: false,
+            generated: 0,
             counts: Counts::default(),
             jitter: Jitter(o.jitter.map_or(0, |s| s ^ (i as u64 + 1))),
             keys: vec![Vec::new(); cap],
@@ -739,7 +843,12 @@ pub fn run_with_progress(
         ready: (0..n)
             .map(|_| [ArrayQueue::new(cap), ArrayQueue::new(cap)])
             .collect(),
-        completions: (0..n).map(|_| ArrayQueue::new(cap)).collect(),
+        completions: (0..n)
+            .map(|_| ArrayQueue::new(cap * 2 + (o.cube + o.vector) as usize))
+            .collect(),
+        returned: (0..n)
+            .map(|_| ArrayQueue::new((o.cube + o.vector) as usize + 1))
+            .collect(),
         jobs: ArrayQueue::new(n as usize * cap + 1),
         map: (0..64).map(|_| Mutex::new(Shard::default())).collect(),
         drivers: (0..threads).map(|_| OnceLock::new()).collect(),
@@ -757,6 +866,7 @@ pub fn run_with_progress(
         tracing: o.trace,
         start: Instant::now(),
         total_cube: o.cube,
+        work_steal: o.work_steal,
         progress,
     };
     // Hand the AICPUs out to the drivers: AICPU i to driver i mod threads.
@@ -804,6 +914,7 @@ pub fn run_with_progress(
                     rep.cross_aicpu_edges += k.cross;
                     rep.window_stalls += k.stalls;
                     rep.overflows += k.overflows;
+                    rep.stolen += k.stolen;
                 }
             }
             Err(e) => errors.push(e),

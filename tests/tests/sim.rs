@@ -44,6 +44,9 @@ fn opts(aicpus: u32, window: usize, jitter: Option<u64>) -> sim::Options {
         jitter,
         naive: false,
         trace: false,
+        start: sim::Start::Immediate,
+        pipeline_depth: 0,
+        work_steal: false,
     }
 }
 
@@ -124,7 +127,15 @@ proptest! {
         let src = Gen::runnable(seed).module();
         let out = assemble("gen.pto", &src, &Options::default()).unwrap();
         let params = gen_params(&out.module, seed);
-        match run_bounded(out.bytes, params, opts(aicpus, window, jitter.then_some(seed)), Duration::from_secs(60)) {
+        let mut o = opts(aicpus, window, jitter.then_some(seed));
+        o.start = match seed % 3 {
+            0 => ptovm_host_sim::sim::Start::Immediate,
+            1 => ptovm_host_sim::sim::Start::AfterOrchestration,
+            _ => ptovm_host_sim::sim::Start::Threshold(1 + seed % 7),
+        };
+        o.pipeline_depth = (seed >> 3) as u32 % 3;
+        o.work_steal = (seed >> 5) & 1 == 1;
+        match run_bounded(out.bytes, params, o, Duration::from_secs(60)) {
             Ok(r) => prop_assert!(r.checked),
             Err(SimError::Launch(_)) => {}
             Err(e) => panic!("{e}\n{src}"),
@@ -179,4 +190,53 @@ fn the_naive_protocol_is_caught() {
         "the naive protocol was never caught in 20 runs"
     );
     eprintln!("naive protocol caught in {caught} of 20 runs");
+}
+
+#[test]
+fn start_policies_pipeline_depth_and_work_stealing_are_checked() {
+    use ptovm_host_sim::sim::Start;
+    for start in [
+        Start::Immediate,
+        Start::AfterOrchestration,
+        Start::Threshold(5),
+    ] {
+        for (window, depth, steal) in [(2, 0, false), (64, 1, false), (8, 0, true), (1, 1, true)] {
+            let mut o = opts(4, window, Some(window as u64));
+            o.start = start;
+            o.pipeline_depth = depth;
+            o.work_steal = steal;
+            let r = run_bounded(
+                example("llama_layer.pto"),
+                vec![scalar(6)],
+                o,
+                Duration::from_secs(60),
+            )
+            .unwrap_or_else(|e| {
+                panic!("{start:?} window {window} depth {depth} steal {steal}: {e}")
+            });
+            assert!(r.checked);
+            assert_eq!(r.tasks_total, 3 * 36 + 16 * 6);
+            if !steal {
+                assert_eq!(r.stolen, 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn idle_aicpus_steal_work() {
+    // Every task belongs to AICPU 0 (affinity on a constant): with stealing, the other AICPUs'
+    // idle cores run some of them; the check still holds.
+    let src = "@workload w() { parallel_for i in dense[400] { task @k(i) resources(T[i]) } }\n@schedule s for w { dispatch = affinity(0) }";
+    let bytes = assemble("s", src, &Options::default()).unwrap().bytes;
+    let mut stolen = 0;
+    for seed in 0..10 {
+        let mut o = opts(4, 256, Some(seed + 1));
+        o.work_steal = true;
+        let r = run_bounded(bytes.clone(), vec![], o, Duration::from_secs(60)).unwrap();
+        assert!(r.checked);
+        assert_eq!(r.per_aicpu[0], 400);
+        stolen += r.stolen;
+    }
+    assert!(stolen > 0, "no task was ever stolen");
 }
