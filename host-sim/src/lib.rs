@@ -11,6 +11,7 @@ pub mod model;
 pub mod reference;
 #[cfg(not(loom))]
 pub mod sim;
+pub mod spinlock;
 pub mod sync;
 pub mod waitlist;
 

@@ -20,6 +20,7 @@ use ptovm_vm::{Interpreter, Io, LaunchError, Pool, RunError, RuntimeParams, Sink
 use crate::deps::{covers, edges, DepMode};
 use crate::model::WindowMode;
 use crate::reference::expand as reference_expand;
+use crate::spinlock::SpinLock;
 
 /// Simulator settings.
 #[derive(Clone, Copy, Debug)]
@@ -196,13 +197,40 @@ struct Node {
     next: AtomicU32,
 }
 
+/// A multiply-and-rotate hasher for the map's small integer keys (tile indices): SipHash's
+/// resistance to hostile keys buys nothing here and costs a third of a lookup.
+#[derive(Clone, Copy, Default)]
+struct FastHasher(u64);
+
+impl std::hash::Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(*b as u64);
+        }
+    }
+    fn write_u16(&mut self, x: u16) {
+        self.write_u64(x as u64);
+    }
+    fn write_i64(&mut self, x: i64) {
+        self.write_u64(x as u64);
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+type FastHash = std::hash::BuildHasherDefault<FastHasher>;
+
 /// One shard of the global TensorMap (spec/runtime.md §3.2): the live accesses of the tensors
 /// hashed to it. Regions one element wide in dimension 0 are bucketed by (tensor, that index), and
 /// within a bucket by their index in dimension 1 when that is one element wide too; wider
 /// regions sit in lists that every lookup they may overlap scans.
 #[derive(Default)]
 struct Shard {
-    buckets: std::collections::HashMap<(u16, i64), Bucket>,
+    buckets: std::collections::HashMap<(u16, i64), Bucket, FastHash>,
     wide: Vec<Entry>,
     /// Bucket count at which empty buckets are dropped next (doubling: amortised O(1)).
     clean_at: usize,
@@ -210,7 +238,7 @@ struct Shard {
 
 #[derive(Default)]
 struct Bucket {
-    points: std::collections::HashMap<i64, Vec<Entry>>,
+    points: std::collections::HashMap<i64, Vec<Entry>, FastHash>,
     wide: Vec<Entry>,
 }
 
@@ -269,7 +297,7 @@ struct Shared<'r> {
     /// Per AICPU: its cores given back by another AICPU that ran a stolen task on them.
     returned: Vec<ArrayQueue<u32>>,
     jobs: ArrayQueue<Job>,
-    map: Vec<Mutex<Shard>>,
+    map: Vec<CachePadded<SpinLock<Shard>>>,
     /// Driver threads and whether each is parked (or about to).
     drivers: Vec<OnceLock<thread::Thread>>,
     sleeping: Vec<CachePadded<AtomicBool>>,
@@ -414,7 +442,7 @@ impl<'a, 'p> Cpu<'a, 'p> {
                 let sa = nd.succ_aicpu.load(Ordering::Acquire);
                 let ss = nd.succ_slot.load(Ordering::Acquire);
                 let next = nd.next.load(Ordering::Acquire);
-                release_guard(sh, sa, ss);
+                release_guard(sh, sa, ss, me % sh.threads);
                 cur = next;
             }
             forget(sh, id, &self.keys[slot as usize]);
@@ -511,7 +539,7 @@ impl<'a, 'p> Cpu<'a, 'p> {
                     == *pid
             });
             if preds.is_empty() {
-                release_guard(sh, me as u32, *k);
+                release_guard(sh, me as u32, *k, me % sh.threads);
                 progress = true;
                 false
             } else {
@@ -626,7 +654,7 @@ impl<'a, 'p> Cpu<'a, 'p> {
             self.generated += 1;
             progress = true;
             if rest.is_empty() {
-                release_guard(sh, self.me, k);
+                release_guard(sh, self.me, k, me % sh.threads);
             } else {
                 self.deferred.push((k, rest));
             }
@@ -674,27 +702,39 @@ impl<'a, 'p> Cpu<'a, 'p> {
 }
 
 /// §4.1 step 7 (and §4.2 step 2): drops one hold on a task's fanin; the last one makes it ready.
-fn release_guard(sh: &Shared, aicpu: u32, slot: u32) {
+fn release_guard(sh: &Shared, aicpu: u32, slot: u32, from: usize) {
     let s = &sh.slots[aicpu as usize][slot as usize];
     if waitlist::release(&s.fanin) {
         let pl = s.pool.load(Ordering::Acquire) as usize & 1;
         while sh.ready[aicpu as usize][pl].push(slot).is_err() {
             thread::yield_now();
         }
-        sh.wake(aicpu);
+        // A driver sees its own AICPUs' queues on its next round: only another driver is woken.
+        if aicpu as usize % sh.threads != from {
+            sh.wake(aicpu);
+        }
     }
 }
 
 /// Runs one task on a core: records its execution and reports its completion to its AICPU.
-fn execute(sh: &Shared, job: Job, events: &mut Vec<Event>) {
+fn execute(sh: &Shared, job: Job, events: &mut Vec<Event>, driver: usize) {
     let start_ns = if sh.tracing {
         sh.start.elapsed().as_nanos() as u64
     } else {
         0
     };
-    let t0 = sh.seq.fetch_add(1, Ordering::SeqCst);
+    // Global sequence numbers order starts and ends for the check; without it they are not taken.
+    let t0 = if sh.check {
+        sh.seq.fetch_add(1, Ordering::SeqCst)
+    } else {
+        0
+    };
     // The default kernel does nothing but record its execution.
-    let t1 = sh.seq.fetch_add(1, Ordering::SeqCst);
+    let t1 = if sh.check {
+        sh.seq.fetch_add(1, Ordering::SeqCst)
+    } else {
+        0
+    };
     if sh.check {
         let mut tr = sh.trace.lock().unwrap_or_else(|e| e.into_inner());
         if tr.len() <= job.id as usize {
@@ -731,7 +771,9 @@ fn execute(sh: &Shared, job: Job, events: &mut Vec<Event>) {
     {
         thread::yield_now();
     }
-    sh.wake(job.aicpu);
+    if job.aicpu as usize % sh.threads != driver {
+        sh.wake(job.aicpu);
+    }
 }
 
 /// Runs the program on the simulator.
@@ -850,7 +892,9 @@ pub fn run_with_progress(
             .map(|_| ArrayQueue::new((o.cube + o.vector) as usize + 1))
             .collect(),
         jobs: ArrayQueue::new(n as usize * cap + 1),
-        map: (0..64).map(|_| Mutex::new(Shard::default())).collect(),
+        map: (0..64)
+            .map(|_| CachePadded::new(SpinLock::new(Shard::default())))
+            .collect(),
         drivers: (0..threads).map(|_| OnceLock::new()).collect(),
         sleeping: (0..threads)
             .map(|_| CachePadded::new(AtomicBool::new(false)))
@@ -976,7 +1020,7 @@ fn drive<'a, 'p>(
         // Run the cores' jobs (any driver may take any job).
         for _ in 0..256 {
             let Some(job) = sh.jobs.pop() else { break };
-            execute(sh, job, &mut events);
+            execute(sh, job, &mut events, d);
             progress = true;
         }
         if sh.finished.load(Ordering::Acquire) == sh.n && sh.jobs.is_empty() {
@@ -1013,7 +1057,7 @@ fn record_and_register(
     for io in t.ios() {
         let shard_index = io.tensor as usize % sh.map.len();
         let shard = &sh.map[shard_index];
-        let mut m = shard.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = shard.lock();
         let Shard {
             buckets,
             wide,
@@ -1127,7 +1171,7 @@ fn record_and_register(
 /// than the windows' live accesses however long the program.
 fn forget(sh: &Shared, id: u64, keys: &[Key]) {
     for &(shard, tensor, d0, d1) in keys {
-        let mut m = sh.map[shard].lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = sh.map[shard].lock();
         let Shard { buckets, wide, .. } = &mut *m;
         match d0 {
             None => wide.retain(|e| e.id != id),
