@@ -2,10 +2,14 @@
 //! interpreter instance, alone (1 AICPU) or as one of 6, with an empty sink and with a sink that
 //! copies every task into a ring of compact records (the work a scheduler's window does).
 //!
+//! `with_deps` adds complete dependency building (the TensorMap of `DepBuilder`) to one
+//! instance's generation.
+//!
 //! Run: `cargo bench -p ptovm-host-sim --bench generate`. divan reports time per whole
 //! expansion and owned tasks per second (the item counter).
 
 use ptovm_assembler::{assemble, Options};
+use ptovm_host_sim::{DepBuilder, DepMode, Edge};
 use ptovm_vm::{verify, Interpreter, RuntimeParams, Sink, Task, Value};
 
 const N: u32 = 256;
@@ -90,6 +94,44 @@ fn into_ring(b: divan::Bencher, aicpus: u32) {
     let mut ring = Ring(vec![Slot::default(); 1024], 0);
     b.counter(divan::counter::ItemsCount::new(owned))
         .bench_local(|| expand(divan::black_box(&bytes), aicpus, &mut ring));
+}
+
+/// Generation plus complete dependency building: every task goes through a TensorMap that
+/// finds all its RAW/WAW/WAR predecessors (none dropped), as one AICPU's scheduler does.
+struct Deps {
+    map: DepBuilder,
+    buf: Vec<Edge>,
+    edges: u64,
+}
+impl Sink for Deps {
+    #[inline]
+    fn task(&mut self, t: &Task) -> bool {
+        self.map.add(t.id, t.ios(), &mut self.buf);
+        self.edges += self.buf.len() as u64;
+        self.buf.clear();
+        true
+    }
+}
+
+#[divan::bench(args = ["overlap", "exact"])]
+fn with_deps(b: divan::Bencher, mode: &str) {
+    let bytes = llama("affinity(t)");
+    let mode = if mode == "exact" {
+        DepMode::Exact
+    } else {
+        DepMode::Overlap
+    };
+    let owned = expand(&bytes, 1, &mut Count(0));
+    b.counter(divan::counter::ItemsCount::new(owned))
+        .bench_local(|| {
+            let mut d = Deps {
+                map: DepBuilder::new(mode),
+                buf: Vec::new(),
+                edges: 0,
+            };
+            expand(divan::black_box(&bytes), 1, &mut d);
+            d.edges
+        });
 }
 
 #[divan::bench]

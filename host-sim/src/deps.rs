@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 
+use crate::hash::FastHash;
+
 use ptovm_vm::Io;
 
 use crate::reference::RefTask;
@@ -55,8 +57,40 @@ pub struct Edge {
 /// access) are bucketed by that index, so a lookup scans only its bucket and the wide regions.
 #[derive(Default)]
 struct Live {
-    buckets: HashMap<i64, Vec<Rec>>,
-    wide: Vec<Rec>,
+    buckets: HashMap<i64, Bucket, FastHash>,
+    wide: Lists,
+}
+
+/// The accesses of one dimension-0 index: within it, those one element wide in dimension 1 too
+/// by that index (a tile of a 2-D tensor), the others in `wide`.
+#[derive(Default)]
+struct Bucket {
+    points: HashMap<i64, Lists, FastHash>,
+    wide: Lists,
+}
+
+/// Accesses split by kind: a read conflicts only with writes, so it scans only `writes`
+/// (a tile that many tasks read would otherwise make every read scan every earlier read).
+#[derive(Default)]
+struct Lists {
+    /// Accesses that write (`out` and `inout`).
+    writes: Vec<Rec>,
+    /// Read-only accesses.
+    reads: Vec<Rec>,
+}
+
+impl Lists {
+    fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.reads.is_empty()
+    }
+
+    fn push(&mut self, rec: Rec) {
+        if rec.write {
+            self.writes.push(rec)
+        } else {
+            self.reads.push(rec)
+        }
+    }
 }
 
 struct Rec {
@@ -65,39 +99,64 @@ struct Rec {
     write: bool,
 }
 
-fn bucket(io: &Io) -> Option<i64> {
-    let (a, b) = io.ranges[0];
-    (io.ndims >= 1 && b - a == 1).then_some(a)
+/// The start of `io`'s range in dimension `d` when that range is one element wide.
+pub(crate) fn point(io: &Io, d: usize) -> Option<i64> {
+    let (a, b) = io.ranges[d];
+    (io.ndims as usize > d && b - a == 1).then_some(a)
 }
 
-/// Computes the edges of `tasks` (in id order). Each task depends on the last writer of what
-/// it reads or writes, and a writer on the readers since that write. In overlap mode an access
-/// is retired once a later write covers its whole region, so every element's last writer and
-/// its readers since stay live and no edge is missed; an access that is only partly covered
-/// stays live and may add edges that the others already imply (the transitive closure is
-/// exactly the element-level one, which the tests check).
-pub fn edges(tasks: &[RefTask], mode: DepMode) -> Vec<Edge> {
-    let mut out: Vec<Edge> = Vec::new();
-    match mode {
-        DepMode::Exact => {
-            #[derive(Default)]
-            struct Entry {
-                writer: Option<u64>,
-                readers: Vec<u64>,
+/// The last writer of an exact region and its readers since.
+#[derive(Default)]
+struct ExactEntry {
+    writer: Option<u64>,
+    readers: Vec<u64>,
+}
+
+/// An exact region: tensor, dimension count, ranges.
+type ExactKey = (u16, u8, [(i64, i64); ptovm_vm::limits::MAX_RANK]);
+
+/// A TensorMap that takes tasks one at a time, in id order, and gives each one's incoming
+/// edges: generation plus dependency building as one AICPU does it (spec/bytecode.md §5.5).
+///
+/// Every RAW, WAW and WAR edge is kept; nothing is dropped under pressure. The map holds the
+/// accesses that can still matter: in overlap mode an access is retired once a later write
+/// covers its whole region, in exact mode when a later write of the same region replaces it.
+pub struct DepBuilder {
+    mode: DepMode,
+    exact: HashMap<ExactKey, ExactEntry, FastHash>,
+    overlap: HashMap<u16, Live, FastHash>,
+}
+
+impl DepBuilder {
+    /// An empty map.
+    pub fn new(mode: DepMode) -> DepBuilder {
+        DepBuilder {
+            mode,
+            exact: HashMap::default(),
+            overlap: HashMap::default(),
+        }
+    }
+
+    /// Adds task `id` (larger than every id added before) with its accesses, and appends its
+    /// incoming edges to `out`, one per predecessor, of the first kind in RAW, WAW, WAR order
+    /// that holds between the two.
+    pub fn add(&mut self, id: u64, ios: &[Io], out: &mut Vec<Edge>) {
+        let start = out.len();
+        let mut add = |from: u64, kind| {
+            if from == id {
+                return;
             }
-            let mut map: HashMap<(u16, Vec<(i64, i64)>), Entry> = HashMap::new();
-            for t in tasks {
-                let mut add = |from: u64, kind| {
-                    if from != t.id {
-                        out.push(Edge {
-                            from,
-                            to: t.id,
-                            kind,
-                        });
-                    }
-                };
-                for io in &t.io {
-                    let e = map.entry((io.tensor, io.dims().to_vec())).or_default();
+            match out[start..].iter_mut().find(|e| e.from == from) {
+                Some(e) => e.kind = e.kind.min(kind),
+                None => out.push(Edge { from, to: id, kind }),
+            }
+        };
+        match self.mode {
+            DepMode::Exact => {
+                for io in ios {
+                    let mut ranges = io.ranges;
+                    ranges[io.ndims as usize..].fill((0, 0));
+                    let e = self.exact.entry((io.tensor, io.ndims, ranges)).or_default();
                     if let Some(w) = e.writer {
                         add(
                             w,
@@ -112,59 +171,126 @@ pub fn edges(tasks: &[RefTask], mode: DepMode) -> Vec<Edge> {
                         for r in e.readers.drain(..) {
                             add(r, EdgeKind::War);
                         }
-                        e.writer = Some(t.id);
+                        e.writer = Some(id);
                     } else {
-                        e.readers.push(t.id);
+                        e.readers.push(id);
                     }
                 }
             }
-        }
-        DepMode::Overlap => {
-            let mut map: HashMap<u16, Live> = HashMap::new();
-            for t in tasks {
-                for io in &t.io {
-                    let live = map.entry(io.tensor).or_default();
-                    let mut visit = |recs: &mut Vec<Rec>| {
-                        for r in recs.iter() {
-                            if r.id == t.id || !r.io.overlaps(io) {
-                                continue;
+            DepMode::Overlap => {
+                for io in ios {
+                    let live = self.overlap.entry(io.tensor).or_default();
+                    let mut visit = |lists: &mut Lists| {
+                        for r in &lists.writes {
+                            if r.id != id && r.io.overlaps(io) {
+                                add(
+                                    r.id,
+                                    if io.reads() {
+                                        EdgeKind::Raw
+                                    } else {
+                                        EdgeKind::Waw
+                                    },
+                                );
                             }
-                            let kind = match (r.write, io.reads()) {
-                                (true, true) => EdgeKind::Raw,
-                                (true, false) => EdgeKind::Waw,
-                                (false, _) if io.writes() => EdgeKind::War,
-                                (false, _) => continue,
-                            };
-                            out.push(Edge {
-                                from: r.id,
-                                to: t.id,
-                                kind,
-                            });
                         }
                         if io.writes() {
-                            recs.retain(|r| !covers(io, &r.io));
+                            for r in &lists.reads {
+                                if r.id != id && r.io.overlaps(io) {
+                                    add(r.id, EdgeKind::War);
+                                }
+                            }
+                            lists.writes.retain(|r| !covers(io, &r.io));
+                            lists.reads.retain(|r| !covers(io, &r.io));
                         }
                     };
-                    match bucket(io) {
-                        Some(k) => visit(live.buckets.entry(k).or_default()),
-                        None => live.buckets.values_mut().for_each(&mut visit),
+                    // Visits a bucket's lists (those `io` may overlap), dropping emptied ones.
+                    let mut visit_bucket = |b: &mut Bucket, d1: Option<i64>| {
+                        match d1 {
+                            Some(j) => {
+                                if let Some(l) = b.points.get_mut(&j) {
+                                    visit(l);
+                                    if l.is_empty() {
+                                        b.points.remove(&j);
+                                    }
+                                }
+                            }
+                            None => {
+                                b.points.values_mut().for_each(&mut visit);
+                                b.points.retain(|_, l| !l.is_empty());
+                            }
+                        }
+                        visit(&mut b.wide);
+                    };
+                    let (d0, d1) = (point(io, 0), point(io, 1));
+                    match d0 {
+                        Some(i) => {
+                            if let Some(b) = live.buckets.get_mut(&i) {
+                                visit_bucket(b, d1);
+                            }
+                        }
+                        None => {
+                            live.buckets.values_mut().for_each(|b| visit_bucket(b, d1));
+                            live.buckets
+                                .retain(|_, b| !(b.points.is_empty() && b.wide.is_empty()));
+                        }
                     }
                     visit(&mut live.wide);
                     let rec = Rec {
                         io: *io,
-                        id: t.id,
+                        id,
                         write: io.writes(),
                     };
-                    match bucket(io) {
-                        Some(k) => live.buckets.entry(k).or_default().push(rec),
-                        None => live.wide.push(rec),
+                    match (d0, d1) {
+                        (Some(i), Some(j)) => live
+                            .buckets
+                            .entry(i)
+                            .or_default()
+                            .points
+                            .entry(j)
+                            .or_default()
+                            .push(rec),
+                        (Some(i), None) => live.buckets.entry(i).or_default().wide.push(rec),
+                        (None, _) => live.wide.push(rec),
                     }
                 }
             }
         }
     }
+
+    /// The number of accesses the map holds (its memory follows this, not the task count).
+    pub fn live_accesses(&self) -> usize {
+        self.exact
+            .values()
+            .map(|e| e.readers.len() + e.writer.is_some() as usize)
+            .sum::<usize>()
+            + self
+                .overlap
+                .values()
+                .flat_map(|l| {
+                    std::iter::once(&l.wide).chain(
+                        l.buckets
+                            .values()
+                            .flat_map(|b| std::iter::once(&b.wide).chain(b.points.values())),
+                    )
+                })
+                .map(|x| x.writes.len() + x.reads.len())
+                .sum::<usize>()
+    }
+}
+
+/// Computes the edges of `tasks` (in id order), sorted, one per (from, to) pair. Each task
+/// depends on the last writer of what it reads or writes, and a writer on the readers since
+/// that write. In overlap mode an access is retired once a later write covers its whole region,
+/// so every element's last writer and its readers since stay live and no edge is missed; an
+/// access that is only partly covered stays live and may add edges that the others already
+/// imply (the transitive closure is exactly the element-level one, which the tests check).
+pub fn edges(tasks: &[RefTask], mode: DepMode) -> Vec<Edge> {
+    let mut out: Vec<Edge> = Vec::new();
+    let mut map = DepBuilder::new(mode);
+    for t in tasks {
+        map.add(t.id, &t.io, &mut out);
+    }
     out.sort();
-    out.dedup_by(|a, b| a.from == b.from && a.to == b.to);
     out
 }
 
@@ -373,5 +499,51 @@ mod tests {
             .map(|e| (e.from, e.to))
             .collect();
         assert_eq!(e, vec![(0, 1), (1, 2)]);
+    }
+
+    #[test]
+    fn builder_keeps_only_what_can_matter() {
+        // Tiles S[i, j] of a 2-D tensor (bucketed by both indices), each written, read twice
+        // and rewritten: the rewrite covers and retires the three older accesses.
+        for mode in [DepMode::Exact, DepMode::Overlap] {
+            let mut b = DepBuilder::new(mode);
+            let mut out = Vec::new();
+            let mut id = 0;
+            for i in 0..4 {
+                for j in 0..4 {
+                    let tile = [(i, i + 1), (j, j + 1)];
+                    for dir in [2, 1, 1, 2] {
+                        b.add(id, &[io(3, dir, &tile)], &mut out);
+                        id += 1;
+                    }
+                }
+            }
+            // Per tile: write→read, write→read, read→rewrite ×2, write→rewrite (one edge per
+            // pair: the rewrite's WAW and its WARs are separate predecessors).
+            assert_eq!(out.len(), 16 * 5, "{mode:?}");
+            assert_eq!(
+                b.live_accesses(),
+                16,
+                "{mode:?}: one writer per tile is left"
+            );
+        }
+    }
+
+    #[test]
+    fn one_edge_per_predecessor_of_the_first_kind() {
+        // Task 0 writes A[0:2]; task 1 writes A[0:1] (WAW, found first) and reads A[1:2] (RAW):
+        // one edge, RAW.
+        let mut b = DepBuilder::new(DepMode::Overlap);
+        let mut out = Vec::new();
+        b.add(0, &[io(0, 2, &[(0, 2)])], &mut out);
+        b.add(1, &[io(0, 2, &[(0, 1)]), io(0, 1, &[(1, 2)])], &mut out);
+        assert_eq!(
+            out,
+            vec![Edge {
+                from: 0,
+                to: 1,
+                kind: EdgeKind::Raw
+            }]
+        );
     }
 }

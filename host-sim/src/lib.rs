@@ -7,6 +7,7 @@
 
 pub mod deps;
 pub mod expand;
+mod hash;
 pub mod model;
 pub mod reference;
 #[cfg(not(loom))]
@@ -15,6 +16,6 @@ pub mod spinlock;
 pub mod sync;
 pub mod waitlist;
 
-pub use deps::{edges, DepMode, Edge, EdgeKind};
+pub use deps::{edges, DepBuilder, DepMode, Edge, EdgeKind};
 pub use expand::{expand_aicpu, expand_all, Expansion};
 pub use reference::{expand as reference_expand, RefTask};

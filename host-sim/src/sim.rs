@@ -17,7 +17,8 @@ use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use ptovm_vm::{Interpreter, Io, LaunchError, Pool, RunError, RuntimeParams, Sink, Task, Verified};
 
-use crate::deps::{covers, edges, DepMode};
+use crate::deps::{covers, edges, point, DepMode};
+use crate::hash::FastHash;
 use crate::model::WindowMode;
 use crate::reference::expand as reference_expand;
 use crate::spinlock::SpinLock;
@@ -197,33 +198,6 @@ struct Node {
     next: AtomicU32,
 }
 
-/// A multiply-and-rotate hasher for the map's small integer keys (tile indices): SipHash's
-/// resistance to hostile keys buys nothing here and costs a third of a lookup.
-#[derive(Clone, Copy, Default)]
-struct FastHasher(u64);
-
-impl std::hash::Hasher for FastHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(*b as u64);
-        }
-    }
-    fn write_u16(&mut self, x: u16) {
-        self.write_u64(x as u64);
-    }
-    fn write_i64(&mut self, x: i64) {
-        self.write_u64(x as u64);
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-type FastHash = std::hash::BuildHasherDefault<FastHasher>;
-
 /// One shard of the global TensorMap (spec/runtime.md §3.2): the live accesses of the tensors
 /// hashed to it. Regions one element wide in dimension 0 are bucketed by (tensor, that index), and
 /// within a bucket by their index in dimension 1 when that is one element wide too; wider
@@ -254,12 +228,6 @@ struct Entry {
     id: u64,
     aicpu: u32,
     slot: u32,
-}
-
-/// The index of dimension `d` when the region is one element wide there.
-fn point(io: &Io, d: usize) -> Option<i64> {
-    let (a, b) = io.ranges[d];
-    (io.ndims as usize > d && b - a == 1).then_some(a)
 }
 
 /// A task handed to the cores.
