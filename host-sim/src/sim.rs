@@ -970,6 +970,7 @@ fn drive<'a, 'p>(
 ) -> DriverResult<'a, 'p> {
     let _ = sh.drivers[d].set(thread::current());
     let mut events = Vec::new();
+    let idle = crossbeam_utils::Backoff::new();
     loop {
         if sh.failed.load(Ordering::Relaxed) {
             return Err(SimError::Check("stopped: another AICPU failed".into()));
@@ -994,7 +995,14 @@ fn drive<'a, 'p>(
         if sh.finished.load(Ordering::Acquire) == sh.n && sh.jobs.is_empty() {
             return Ok((group, events));
         }
-        if !progress {
+        if progress {
+            idle.reset();
+        } else if !idle.is_completed() {
+            // Idle, but what this driver waits for (another driver's watermark, a release) is
+            // often a few microseconds away: spin, then yield, a bounded number of rounds
+            // before paying for a park and an unpark.
+            idle.snooze();
+        } else {
             sh.sleeping[d].store(true, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             let work = !sh.jobs.is_empty()
