@@ -57,16 +57,70 @@ pub struct Edge {
 /// access) are bucketed by that index, so a lookup scans only its bucket and the wide regions.
 #[derive(Default)]
 struct Live {
-    buckets: HashMap<i64, Bucket, FastHash>,
+    buckets: HashMap<i64, Bucket<Lists>, FastHash>,
     wide: Lists,
 }
 
-/// The accesses of one dimension-0 index: within it, those one element wide in dimension 1 too
-/// by that index (a tile of a 2-D tensor), the others in `wide`.
-#[derive(Default)]
-struct Bucket {
-    points: HashMap<i64, Lists, FastHash>,
-    wide: Lists,
+/// A list of accesses that a [`Bucket`] holds.
+pub(crate) trait AccessList: Default {
+    fn is_empty(&self) -> bool;
+}
+
+impl<T> AccessList for Vec<T> {
+    fn is_empty(&self) -> bool {
+        Vec::is_empty(self)
+    }
+}
+
+/// The accesses of one dimension-0 index (shared by this map and the simulator's global one):
+/// those one element wide in dimension 1 too by that index (a tile of a 2-D tensor), the others
+/// in `wide`.
+pub(crate) struct Bucket<L> {
+    pub(crate) points: HashMap<i64, L, FastHash>,
+    pub(crate) wide: L,
+}
+
+impl<L: AccessList> Default for Bucket<L> {
+    fn default() -> Bucket<L> {
+        Bucket {
+            points: HashMap::default(),
+            wide: L::default(),
+        }
+    }
+}
+
+impl<L: AccessList> Bucket<L> {
+    /// Visits the lists that a region with dimension-1 point `d1` (`None`: wider) may overlap,
+    /// dropping those that end up empty, so that a map holds only live accesses.
+    pub(crate) fn visit(&mut self, d1: Option<i64>, visit: &mut impl FnMut(&mut L)) {
+        match d1 {
+            Some(j) => {
+                if let Some(l) = self.points.get_mut(&j) {
+                    visit(l);
+                    if l.is_empty() {
+                        self.points.remove(&j);
+                    }
+                }
+            }
+            None => {
+                self.points.values_mut().for_each(&mut *visit);
+                self.points.retain(|_, l| !l.is_empty());
+            }
+        }
+        visit(&mut self.wide);
+    }
+
+    /// The list a region with dimension-1 point `d1` is recorded in.
+    pub(crate) fn list(&mut self, d1: Option<i64>) -> &mut L {
+        match d1 {
+            Some(j) => self.points.entry(j).or_default(),
+            None => &mut self.wide,
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.wide.is_empty() && self.points.values().all(L::is_empty)
+    }
 }
 
 /// Accesses split by kind: a read conflicts only with writes, so it scans only `writes`
@@ -79,11 +133,13 @@ struct Lists {
     reads: Vec<Rec>,
 }
 
-impl Lists {
+impl AccessList for Lists {
     fn is_empty(&self) -> bool {
         self.writes.is_empty() && self.reads.is_empty()
     }
+}
 
+impl Lists {
     fn push(&mut self, rec: Rec) {
         if rec.write {
             self.writes.push(rec)
@@ -203,35 +259,18 @@ impl DepBuilder {
                             lists.reads.retain(|r| !covers(io, &r.io));
                         }
                     };
-                    // Visits a bucket's lists (those `io` may overlap), dropping emptied ones.
-                    let mut visit_bucket = |b: &mut Bucket, d1: Option<i64>| {
-                        match d1 {
-                            Some(j) => {
-                                if let Some(l) = b.points.get_mut(&j) {
-                                    visit(l);
-                                    if l.is_empty() {
-                                        b.points.remove(&j);
-                                    }
-                                }
-                            }
-                            None => {
-                                b.points.values_mut().for_each(&mut visit);
-                                b.points.retain(|_, l| !l.is_empty());
-                            }
-                        }
-                        visit(&mut b.wide);
-                    };
                     let (d0, d1) = (point(io, 0), point(io, 1));
                     match d0 {
                         Some(i) => {
                             if let Some(b) = live.buckets.get_mut(&i) {
-                                visit_bucket(b, d1);
+                                b.visit(d1, &mut visit);
                             }
                         }
                         None => {
-                            live.buckets.values_mut().for_each(|b| visit_bucket(b, d1));
                             live.buckets
-                                .retain(|_, b| !(b.points.is_empty() && b.wide.is_empty()));
+                                .values_mut()
+                                .for_each(|b| b.visit(d1, &mut visit));
+                            live.buckets.retain(|_, b| !b.is_empty());
                         }
                     }
                     visit(&mut live.wide);
@@ -240,17 +279,9 @@ impl DepBuilder {
                         id,
                         write: io.writes(),
                     };
-                    match (d0, d1) {
-                        (Some(i), Some(j)) => live
-                            .buckets
-                            .entry(i)
-                            .or_default()
-                            .points
-                            .entry(j)
-                            .or_default()
-                            .push(rec),
-                        (Some(i), None) => live.buckets.entry(i).or_default().wide.push(rec),
-                        (None, _) => live.wide.push(rec),
+                    match d0 {
+                        Some(i) => live.buckets.entry(i).or_default().list(d1).push(rec),
+                        None => live.wide.push(rec),
                     }
                 }
             }

@@ -210,17 +210,7 @@ struct Shard {
     clean_at: usize,
 }
 
-#[derive(Default)]
-struct Bucket {
-    points: std::collections::HashMap<i64, Vec<Entry>, FastHash>,
-    wide: Vec<Entry>,
-}
-
-impl Bucket {
-    fn is_empty(&self) -> bool {
-        self.wide.is_empty() && self.points.values().all(|l| l.is_empty())
-    }
-}
+type Bucket = crate::deps::Bucket<Vec<Entry>>;
 
 #[derive(Clone, Copy)]
 struct Entry {
@@ -1053,30 +1043,11 @@ fn record_and_register(
                 list.retain(|e| !(e.io.tensor == io.tensor && covers(io, &e.io)));
             }
         };
-        // Visits a bucket's lists, dropping the ones that end up empty so that the map holds
-        // only live accesses (its size follows the windows, not the program).
-        let mut visit_bucket = |b: &mut Bucket, d1: Option<i64>| {
-            match d1 {
-                Some(j) => {
-                    if let Some(l) = b.points.get_mut(&j) {
-                        visit(l);
-                        if l.is_empty() {
-                            b.points.remove(&j);
-                        }
-                    }
-                }
-                None => {
-                    b.points.values_mut().for_each(&mut visit);
-                    b.points.retain(|_, l| !l.is_empty());
-                }
-            }
-            visit(&mut b.wide);
-        };
         let (d0, d1) = (point(io, 0), point(io, 1));
         match d0 {
             Some(i) => {
                 if let Some(b) = buckets.get_mut(&(io.tensor, i)) {
-                    visit_bucket(b, d1);
+                    b.visit(d1, &mut visit);
                     if b.is_empty() {
                         buckets.remove(&(io.tensor, i));
                     }
@@ -1085,7 +1056,7 @@ fn record_and_register(
             None => buckets
                 .iter_mut()
                 .filter(|((tn, _), _)| *tn == io.tensor)
-                .for_each(|(_, b)| visit_bucket(b, d1)),
+                .for_each(|(_, b)| b.visit(d1, &mut visit)),
         }
         visit(wide);
         let entry = Entry {
@@ -1100,16 +1071,13 @@ fn record_and_register(
             d0,
             if d0.is_some() { d1 } else { None },
         ));
-        match (d0, d1) {
-            (Some(i), Some(j)) => buckets
+        match d0 {
+            Some(i) => buckets
                 .entry((io.tensor, i))
                 .or_default()
-                .points
-                .entry(j)
-                .or_default()
+                .list(d1)
                 .push(entry),
-            (Some(i), None) => buckets.entry((io.tensor, i)).or_default().wide.push(entry),
-            (None, _) => wide.push(entry),
+            None => wide.push(entry),
         }
         if buckets.len() > (*clean_at).max(1024) {
             buckets.retain(|_, b| !b.is_empty());
