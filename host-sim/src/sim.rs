@@ -17,7 +17,7 @@ use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use ptovm_vm::{Interpreter, Io, LaunchError, Pool, RunError, RuntimeParams, Sink, Task, Verified};
 
-use crate::deps::{covers, edges, point, DepMode};
+use crate::deps::{check_run, covers, point, Ran};
 use crate::hash::FastHash;
 use crate::model::WindowMode;
 use crate::reference::expand as reference_expand;
@@ -233,7 +233,7 @@ struct Job {
 }
 
 /// Per-task execution record for the check: (start seq, end seq, pool, aicpu).
-type Trace = Vec<(u64, u64, Pool, u32)>;
+type Trace = Vec<Ran>;
 
 /// A predecessor: (aicpu, slot, id).
 type Pred = (u32, u32, u64);
@@ -1147,41 +1147,5 @@ fn forget(sh: &Shared, id: u64, keys: &[Key]) {
 fn check(v: &Verified<'_>, p: &RuntimeParams<'_>, n: u32, tr: &Trace) -> Result<(), SimError> {
     let reference = reference_expand(v, p, n, u64::MAX)
         .map_err(|e: RunError| SimError::Launch(LaunchError::Run(e)))?;
-    if tr.len() != reference.len() {
-        return Err(SimError::Check(format!(
-            "{} tasks recorded, the reference has {}",
-            tr.len(),
-            reference.len()
-        )));
-    }
-    for (t, r) in reference.iter().zip(tr) {
-        if r.1 == 0 {
-            return Err(SimError::Check(format!("task {} never ran", t.id)));
-        }
-        if r.2 != t.pool {
-            return Err(SimError::Check(format!(
-                "task {} ran on a {} core",
-                t.id,
-                r.2.name()
-            )));
-        }
-        if r.3 != t.owner {
-            return Err(SimError::Check(format!(
-                "task {} was scheduled by AICPU {} but belongs to {}",
-                t.id, r.3, t.owner
-            )));
-        }
-    }
-    for e in edges(&reference, DepMode::Overlap) {
-        let (from, to) = (tr[e.from as usize], tr[e.to as usize]);
-        if to.0 <= from.1 {
-            return Err(SimError::Check(format!(
-                "task {} started before its predecessor {} ended ({})",
-                e.to,
-                e.from,
-                e.kind.name()
-            )));
-        }
-    }
-    Ok(())
+    check_run(&reference, tr).map_err(SimError::Check)
 }
