@@ -12,6 +12,17 @@ use serde_json::json;
 /// with its regions, so 4 M tasks is about 4 GB).
 pub const MAX_TASKS: u64 = 4_000_000;
 
+/// The runtime values that [`parse_params`]'s result stands for (borrowing its arrays).
+pub fn values(owned: &[(ParamKind, u32, Vec<u32>)]) -> Vec<Value<'_>> {
+    owned
+        .iter()
+        .map(|(k, s, a)| match k {
+            ParamKind::Scalar => Value::Scalar(*s),
+            ParamKind::Array => Value::Array(a),
+        })
+        .collect()
+}
+
 /// Parses `--param name=value` arguments against the program's slots: a scalar is a u32, an
 /// array a comma-separated list of u32 (`[1,2,3]` or `1,2,3`; empty for no entries).
 pub fn parse_params(

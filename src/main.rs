@@ -367,13 +367,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             params.dedup();
             let owned =
                 expand::parse_params(&m, &params).map_err(|e| Fail(1, format!("error: {e}")))?;
-            let vals: Vec<ptovm_vm::Value> = owned
-                .iter()
-                .map(|(k, s, a)| match k {
-                    ptovm_vm::ParamKind::Scalar => ptovm_vm::Value::Scalar(*s),
-                    ptovm_vm::ParamKind::Array => ptovm_vm::Value::Array(a),
-                })
-                .collect();
+            let vals = expand::values(&owned);
             let out = run::run(
                 &v,
                 &m,
@@ -411,13 +405,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             let m = ptovm_assembler::Module::decode(&v);
             let owned =
                 expand::parse_params(&m, &params).map_err(|e| Fail(1, format!("error: {e}")))?;
-            let vals: Vec<ptovm_vm::Value> = owned
-                .iter()
-                .map(|(k, s, a)| match k {
-                    ptovm_vm::ParamKind::Scalar => ptovm_vm::Value::Scalar(*s),
-                    ptovm_vm::ParamKind::Array => ptovm_vm::Value::Array(a),
-                })
-                .collect();
+            let vals = expand::values(&owned);
             let opts = expand::Opts {
                 aicpus,
                 aicpu,

@@ -255,8 +255,8 @@ impl DepBuilder {
                                     add(r.id, EdgeKind::War);
                                 }
                             }
-                            lists.writes.retain(|r| !covers(io, &r.io));
-                            lists.reads.retain(|r| !covers(io, &r.io));
+                            lists.writes.retain(|r| !io.covers(&r.io));
+                            lists.reads.retain(|r| !io.covers(&r.io));
                         }
                     };
                     let (d0, d1) = (point(io, 0), point(io, 1));
@@ -368,27 +368,6 @@ pub(crate) fn check_run(reference: &[RefTask], ran: &[Ran]) -> Result<(), String
         }
     }
     Ok(())
-}
-
-/// Whether region `a` contains region `b` (dimensions not named are whole).
-pub(crate) fn covers(a: &Io, b: &Io) -> bool {
-    if a.tensor != b.tensor {
-        return false;
-    }
-    let n = a.ndims.max(b.ndims) as usize;
-    (0..n).all(|i| {
-        let ra = if i < a.ndims as usize {
-            a.ranges[i]
-        } else {
-            (0, i64::MAX)
-        };
-        let rb = if i < b.ndims as usize {
-            b.ranges[i]
-        } else {
-            (0, i64::MAX)
-        };
-        ra.0 <= rb.0 && rb.1 <= ra.1
-    })
 }
 
 #[cfg(test)]

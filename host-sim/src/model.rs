@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 
 use ptovm_vm::{Interpreter, Io, LaunchError, Pool, RuntimeParams, Sink, Status, Task, Verified};
 
-use crate::deps::{check_run, covers};
+use crate::deps::check_run;
 use crate::reference::{expand as reference_expand, RefTask};
 
 /// What a full window does (spec/runtime.md §4.1 step 2).
@@ -329,7 +329,7 @@ pub fn run(
                         }
                     }
                     if io.writes() {
-                        map.retain(|e| !(e.io.tensor == io.tensor && covers(io, &e.io)));
+                        map.retain(|e| !io.covers(&e.io));
                     }
                     map.push(Entry {
                         io: *io,

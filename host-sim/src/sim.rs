@@ -17,7 +17,7 @@ use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use ptovm_vm::{Interpreter, Io, LaunchError, Pool, RunError, RuntimeParams, Sink, Task, Verified};
 
-use crate::deps::{check_run, covers, point, Ran};
+use crate::deps::{check_run, point, Ran};
 use crate::hash::FastHash;
 use crate::model::WindowMode;
 use crate::reference::expand as reference_expand;
@@ -1040,7 +1040,7 @@ fn record_and_register(
                 }
             }
             if io.writes() {
-                list.retain(|e| !(e.io.tensor == io.tensor && covers(io, &e.io)));
+                list.retain(|e| !io.covers(&e.io));
             }
         };
         let (d0, d1) = (point(io, 0), point(io, 1));

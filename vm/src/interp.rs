@@ -128,27 +128,28 @@ impl Io {
             a.0 < b.1 && b.0 < a.1
         })
     }
+    /// The range in dimension `i`: the one given, or the whole dimension if the task did not
+    /// name it.
+    pub fn range(&self, i: usize) -> (i64, i64) {
+        if i < self.ndims as usize {
+            self.ranges[i]
+        } else {
+            (0, i64::MAX)
+        }
+    }
     /// Whether two regions are the same (exact-match mode): same tensor, same ranges, with
     /// dimensions not named being whole.
     pub fn same_region(&self, o: &Io) -> bool {
-        const WHOLE: (i64, i64) = (0, i64::MAX);
-        if self.tensor != o.tensor {
-            return false;
-        }
-        let n = self.ndims.max(o.ndims) as usize;
-        (0..n).all(|i| {
-            let a = if i < self.ndims as usize {
-                self.ranges[i]
-            } else {
-                WHOLE
-            };
-            let b = if i < o.ndims as usize {
-                o.ranges[i]
-            } else {
-                WHOLE
-            };
-            a == b
-        })
+        self.tensor == o.tensor
+            && (0..self.ndims.max(o.ndims) as usize).all(|i| self.range(i) == o.range(i))
+    }
+    /// Whether this region contains region `o` (same tensor; dimensions not named are whole).
+    pub fn covers(&self, o: &Io) -> bool {
+        self.tensor == o.tensor
+            && (0..self.ndims.max(o.ndims) as usize).all(|i| {
+                let (a, b) = (self.range(i), o.range(i));
+                a.0 <= b.0 && b.1 <= a.1
+            })
     }
 }
 
