@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::hash::FastHash;
 
-use ptovm_vm::Io;
+use ptovm_vm::{tmap, Io};
 
 use crate::reference::RefTask;
 
@@ -307,6 +307,57 @@ impl DepBuilder {
                 .map(|x| x.writes.len() + x.reads.len())
                 .sum::<usize>()
     }
+}
+
+/// Heap memory for the scheduler's fixed-capacity TensorMap ([`ptovm_vm::tmap`]): allocated
+/// once, at the layout's sizes; the map never grows.
+pub struct HeapStorage {
+    entries: Vec<tmap::Entry>,
+    ios: Vec<Io>,
+    words: Vec<u32>,
+    marks: Vec<u64>,
+}
+
+impl HeapStorage {
+    /// Memory for `layout`, or `None` if the host cannot allocate it.
+    pub fn new(layout: &tmap::MapLayout) -> Option<HeapStorage> {
+        fn array<T: Clone>(n: usize, x: T) -> Option<Vec<T>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(n).ok()?;
+            v.resize(n, x);
+            Some(v)
+        }
+        Some(HeapStorage {
+            entries: array(layout.entries as usize, tmap::Entry::default())?,
+            ios: array(layout.entries as usize, Io::default())?,
+            words: array(layout.words(), 0)?,
+            marks: array(layout.handles as usize, 0)?,
+        })
+    }
+}
+
+impl tmap::Storage for HeapStorage {
+    fn parts(&mut self) -> (&mut [tmap::Entry], &mut [Io], &mut [u32], &mut [u64]) {
+        (
+            &mut self.entries,
+            &mut self.ios,
+            &mut self.words,
+            &mut self.marks,
+        )
+    }
+}
+
+/// The scheduler's TensorMap on heap memory.
+pub type HeapMap = tmap::TensorMap<HeapStorage>;
+
+/// A scheduler TensorMap for `layout` on heap memory, or `None` if the host cannot allocate
+/// [`tmap::MapLayout::bytes`] bytes.
+pub fn heap_map(layout: tmap::MapLayout, mode: DepMode) -> Option<HeapMap> {
+    let mode = match mode {
+        DepMode::Exact => tmap::MatchMode::Exact,
+        DepMode::Overlap => tmap::MatchMode::Overlap,
+    };
+    tmap::TensorMap::new(layout, mode, HeapStorage::new(&layout)?).ok()
 }
 
 /// Computes the edges of `tasks` (in id order), sorted, one per (from, to) pair. Each task

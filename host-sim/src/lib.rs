@@ -16,6 +16,6 @@ pub mod spinlock;
 pub mod sync;
 pub mod waitlist;
 
-pub use deps::{edges, DepBuilder, DepMode, Edge, EdgeKind};
+pub use deps::{edges, heap_map, DepBuilder, DepMode, Edge, EdgeKind, HeapMap, HeapStorage};
 pub use expand::{expand_aicpu, expand_all, Expansion};
 pub use reference::{expand as reference_expand, RefTask};

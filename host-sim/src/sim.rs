@@ -15,13 +15,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
-use ptovm_vm::{Interpreter, Io, LaunchError, Pool, RunError, RuntimeParams, Sink, Task, Verified};
+use ptovm_vm::{Interpreter, LaunchError, Pool, RunError, RuntimeParams, Sink, Task, Verified};
 
-use crate::deps::{check_run, point, Ran};
-use crate::hash::FastHash;
+use crate::deps::{check_run, heap_map, DepMode, HeapMap, Ran};
 use crate::model::WindowMode;
 use crate::reference::expand as reference_expand;
-use crate::spinlock::SpinLock;
+use crate::spinlock::{SpinGuard, SpinLock};
+use ptovm_vm::tmap::MapLayout;
 
 /// Simulator settings.
 #[derive(Clone, Copy, Debug)]
@@ -198,28 +198,6 @@ struct Node {
     next: AtomicU32,
 }
 
-/// One shard of the global TensorMap (spec/runtime.md §3.2): the live accesses of the tensors
-/// hashed to it. Regions one element wide in dimension 0 are bucketed by (tensor, that index), and
-/// within a bucket by their index in dimension 1 when that is one element wide too; wider
-/// regions sit in lists that every lookup they may overlap scans.
-#[derive(Default)]
-struct Shard {
-    buckets: std::collections::HashMap<(u16, i64), Bucket, FastHash>,
-    wide: Vec<Entry>,
-    /// Bucket count at which empty buckets are dropped next (doubling: amortised O(1)).
-    clean_at: usize,
-}
-
-type Bucket = crate::deps::Bucket<Vec<Entry>>;
-
-#[derive(Clone, Copy)]
-struct Entry {
-    io: Io,
-    id: u64,
-    aicpu: u32,
-    slot: u32,
-}
-
 /// A task handed to the cores.
 struct Job {
     /// The AICPU that owns the task (its slot).
@@ -238,9 +216,6 @@ type Trace = Vec<Ran>;
 /// A predecessor: (aicpu, slot, id).
 type Pred = (u32, u32, u64);
 
-/// Where a recorded access sits in the map: (shard, tensor, dimension-0 point, dimension-1 point).
-type Key = (usize, u16, Option<i64>, Option<i64>);
-
 struct Shared<'r> {
     n: u32,
     window: usize,
@@ -255,7 +230,11 @@ struct Shared<'r> {
     /// Per AICPU: its cores given back by another AICPU that ran a stolen task on them.
     returned: Vec<ArrayQueue<u32>>,
     jobs: ArrayQueue<Job>,
-    map: Vec<CachePadded<SpinLock<Shard>>>,
+    /// The global TensorMap (spec/runtime.md §3.2): the vm's fixed-capacity map, one handle per
+    /// window slot of every AICPU (`aicpu * cap + slot`).
+    map: CachePadded<SpinLock<HeapMap>>,
+    /// Window slots per AICPU (with benchmark mode's headroom).
+    cap: u32,
     /// Driver threads and whether each is parked (or about to).
     drivers: Vec<OnceLock<thread::Thread>>,
     sleeping: Vec<CachePadded<AtomicBool>>,
@@ -301,12 +280,6 @@ impl Shared<'_> {
                 self.wake(a);
             }
         }
-    }
-    fn live(&self, e: &Entry) -> bool {
-        self.slots[e.aicpu as usize][e.slot as usize]
-            .task
-            .load(Ordering::Acquire)
-            == e.id
     }
 }
 
@@ -356,6 +329,8 @@ struct Cpu<'a, 'p> {
     retired: bool,
     in_window: usize,
     free_slots: Vec<u32>,
+    /// Slots of completed tasks not yet retired from the map (§4.2 step 3, batched).
+    retiring: Vec<u32>,
     deferred: Vec<(u32, Vec<Pred>)>,
     others_min: u64,
     /// Idle cores of each pool (global core ids: cube cores first).
@@ -371,8 +346,6 @@ struct Cpu<'a, 'p> {
     events: Vec<Event>,
     counts: Counts,
     jitter: Jitter,
-    /// Per slot: where its task's accesses sit in the map.
-    keys: Vec<Vec<Key>>,
 }
 
 impl<'a, 'p> Cpu<'a, 'p> {
@@ -403,9 +376,9 @@ impl<'a, 'p> Cpu<'a, 'p> {
                 release_guard(sh, sa, ss, me % sh.threads);
                 cur = next;
             }
-            forget(sh, id, &self.keys[slot as usize]);
-            s.task.store(EMPTY, Ordering::Release);
-            self.free_slots.push(slot);
+            // Its accesses leave the map, and the slot becomes free, at the next flush
+            // (batched under the map lock this AICPU takes to record anyway).
+            self.retiring.push(slot);
             if exec == self.me {
                 self.core_back(sh, core);
             } else {
@@ -491,10 +464,7 @@ impl<'a, 'p> Cpu<'a, 'p> {
         // retire.
         self.deferred.retain_mut(|(k, preds)| {
             preds.retain(|(pa, ps, pid)| {
-                sh.slots[*pa as usize][*ps as usize]
-                    .task
-                    .load(Ordering::Acquire)
-                    == *pid
+                !waitlist::completed(&sh.slots[*pa as usize][*ps as usize].waiters, tag_of(*pid))
             });
             if preds.is_empty() {
                 release_guard(sh, me as u32, *k, me % sh.threads);
@@ -545,6 +515,10 @@ impl<'a, 'p> Cpu<'a, 'p> {
                         }
                     }
                 }
+                if self.free_slots.is_empty() && !self.retiring.is_empty() {
+                    let mut map = sh.map.lock();
+                    self.flush(sh, &mut map)?;
+                }
                 let Some(k) = self.free_slots.pop() else {
                     self.counts.stalls += 1;
                     self.started = true;
@@ -587,14 +561,16 @@ impl<'a, 'p> Cpu<'a, 'p> {
             }
             sh.waiting_for[me].store(u64::MAX, Ordering::Relaxed);
             self.jitter.maybe_yield();
+            let mut map = sh.map.lock();
+            self.flush(sh, &mut map)?;
             let rest = record_and_register(
                 sh,
+                map,
                 self.me,
                 k,
                 self.interp.current_task(),
-                &mut self.keys[k as usize],
                 &mut self.counts,
-            );
+            )?;
             if sh.tracing {
                 let t = self.interp.current_task();
                 self.events.push(Event {
@@ -624,12 +600,29 @@ impl<'a, 'p> Cpu<'a, 'p> {
             && self.deferred.is_empty()
             && !self.retired
         {
+            let mut map = sh.map.lock();
+            self.flush(sh, &mut map)?;
+            drop(map);
             self.retired = true;
             sh.finished.fetch_add(1, Ordering::AcqRel);
             sh.wake_all();
             progress = true;
         }
         Ok(progress)
+    }
+
+    /// Retires the completed tasks of `retiring` (spec/runtime.md §4.2 step 3): their accesses
+    /// leave the map and their slots become free. Called with the map locked.
+    fn flush(&mut self, sh: &Shared, map: &mut HeapMap) -> Result<(), SimError> {
+        for slot in self.retiring.drain(..) {
+            map.retire(self.me * sh.cap + slot)
+                .map_err(|e| SimError::Check(format!("TensorMap: {e}")))?;
+            sh.slots[self.me as usize][slot as usize]
+                .task
+                .store(EMPTY, Ordering::Release);
+            self.free_slots.push(slot);
+        }
+        Ok(())
     }
 
     /// A core of this AICPU is idle again.
@@ -788,6 +781,7 @@ pub fn run_with_progress(
             retired: false,
             in_window: 0,
             free_slots: (0..cap as u32).rev().collect(),
+            retiring: Vec::with_capacity(cap),
             deferred: Vec::new(),
             others_min: 0,
             // Core c of a pool goes to AICPU c mod n; cube cores are 0.., vector cores follow.
@@ -806,9 +800,16 @@ pub fn run_with_progress(
             generated: 0,
             counts: Counts::default(),
             jitter: Jitter(o.jitter.map_or(0, |s| s ^ (i as u64 + 1))),
-            keys: vec![Vec::new(); cap],
         });
     }
+    let layout = MapLayout::for_program(&v, n * cap as u32)
+        .map_err(|e| SimError::Options(format!("TensorMap: {e}")))?;
+    let map = heap_map(layout, DepMode::Overlap).ok_or_else(|| {
+            SimError::Options(format!(
+                "the TensorMap for {n} windows of {cap} slots needs {} bytes, more than this host can give",
+                layout.bytes()
+            ))
+        })?;
     let sh = Shared {
         n,
         window: o.window,
@@ -850,9 +851,8 @@ pub fn run_with_progress(
             .map(|_| ArrayQueue::new((o.cube + o.vector) as usize + 1))
             .collect(),
         jobs: ArrayQueue::new(n as usize * cap + 1),
-        map: (0..64)
-            .map(|_| CachePadded::new(SpinLock::new(Shard::default())))
-            .collect(),
+        map: CachePadded::new(SpinLock::new(map)),
+        cap: cap as u32,
         drivers: (0..threads).map(|_| OnceLock::new()).collect(),
         sleeping: (0..threads)
             .map(|_| CachePadded::new(AtomicBool::new(false)))
@@ -937,6 +937,16 @@ pub fn run_with_progress(
         if sh.failed.load(Ordering::SeqCst) {
             return Err(SimError::Check("a task ran twice".into()));
         }
+        // Every task retired, so every access left the map.
+        let map = sh.map.lock();
+        if map.used() != 0 || map.live() != 0 {
+            return Err(SimError::Check(format!(
+                "{} accesses ({} live) left in the TensorMap after every task retired",
+                map.used(),
+                map.live()
+            )));
+        }
+        drop(map);
         check(
             &v,
             &p,
@@ -1007,83 +1017,25 @@ fn drive<'a, 'p>(
     }
 }
 
-/// §4.1 steps 5–6: looks up predecessors and records `t`'s accesses, then registers on them.
+/// §4.1 steps 5–6: looks up predecessors and records `t`'s accesses (holding `map`, released
+/// before registering), then registers on them.
 /// Returns the predecessors beyond the task's waiter nodes: the caller keeps the guard until they
 /// have retired.
 fn record_and_register(
     sh: &Shared,
+    mut map: SpinGuard<'_, HeapMap>,
     me: u32,
     slot: u32,
     t: &Task,
-    keys: &mut Vec<Key>,
     c: &mut Counts,
-) -> Vec<Pred> {
+) -> Result<Vec<Pred>, SimError> {
     let mut preds: Vec<Pred> = Vec::new();
-    keys.clear();
-    for io in t.ios() {
-        let shard_index = io.tensor as usize % sh.map.len();
-        let shard = &sh.map[shard_index];
-        let mut m = shard.lock();
-        let Shard {
-            buckets,
-            wide,
-            clean_at,
-        } = &mut *m;
-        let mut visit = |list: &mut Vec<Entry>| {
-            list.retain(|e| sh.live(e));
-            for e in list.iter() {
-                if e.io.tensor != io.tensor || e.id >= t.id || !e.io.overlaps(io) {
-                    continue;
-                }
-                if (e.io.writes() || io.writes()) && !preds.iter().any(|p| p.2 == e.id) {
-                    preds.push((e.aicpu, e.slot, e.id));
-                }
-            }
-            if io.writes() {
-                list.retain(|e| !io.covers(&e.io));
-            }
-        };
-        let (d0, d1) = (point(io, 0), point(io, 1));
-        match d0 {
-            Some(i) => {
-                if let Some(b) = buckets.get_mut(&(io.tensor, i)) {
-                    b.visit(d1, &mut visit);
-                    if b.is_empty() {
-                        buckets.remove(&(io.tensor, i));
-                    }
-                }
-            }
-            None => buckets
-                .iter_mut()
-                .filter(|((tn, _), _)| *tn == io.tensor)
-                .for_each(|(_, b)| b.visit(d1, &mut visit)),
-        }
-        visit(wide);
-        let entry = Entry {
-            io: *io,
-            id: t.id,
-            aicpu: me,
-            slot,
-        };
-        keys.push((
-            shard_index,
-            io.tensor,
-            d0,
-            if d0.is_some() { d1 } else { None },
-        ));
-        match d0 {
-            Some(i) => buckets
-                .entry((io.tensor, i))
-                .or_default()
-                .list(d1)
-                .push(entry),
-            None => wide.push(entry),
-        }
-        if buckets.len() > (*clean_at).max(1024) {
-            buckets.retain(|_, b| !b.is_empty());
-            *clean_at = 2 * buckets.len();
-        }
-    }
+    let cap = sh.cap;
+    map.add(t.id, me * cap + slot, t.ios(), &mut |p| {
+        preds.push((p.handle / cap, p.handle % cap, p.id))
+    })
+    .map_err(|e| SimError::Check(format!("TensorMap: {e}")))?;
+    drop(map);
     let s = &sh.slots[me as usize][slot as usize];
     let mut k = 0usize;
     let mut rest = Vec::new();
@@ -1108,38 +1060,7 @@ fn record_and_register(
             }
         }
     }
-    rest
-}
-
-/// Removes a retired task's entries from the map (spec/runtime.md §3.2), so the map holds no more
-/// than the windows' live accesses however long the program.
-fn forget(sh: &Shared, id: u64, keys: &[Key]) {
-    for &(shard, tensor, d0, d1) in keys {
-        let mut m = sh.map[shard].lock();
-        let Shard { buckets, wide, .. } = &mut *m;
-        match d0 {
-            None => wide.retain(|e| e.id != id),
-            Some(i) => {
-                let Some(b) = buckets.get_mut(&(tensor, i)) else {
-                    continue;
-                };
-                match d1 {
-                    Some(j) => {
-                        if let Some(l) = b.points.get_mut(&j) {
-                            l.retain(|e| e.id != id);
-                            if l.is_empty() {
-                                b.points.remove(&j);
-                            }
-                        }
-                    }
-                    None => b.wide.retain(|e| e.id != id),
-                }
-                if b.is_empty() {
-                    buckets.remove(&(tensor, i));
-                }
-            }
-        }
-    }
+    Ok(rest)
 }
 
 /// Verifies a run: every reference task ran exactly once, on its pool and AICPU, and started after

@@ -65,6 +65,13 @@ pub fn close(head: &AtomicU64, tag: u32) -> u32 {
     }
 }
 
+/// Whether the task tagged `tag` whose list is `head` has completed (its list is closed, or its
+/// slot has moved on to another task).
+pub fn completed(head: &AtomicU64, tag: u32) -> bool {
+    let cur = head.load(Ordering::Acquire);
+    (cur >> 32) as u32 != tag || (cur & 0xFFFF_FFFF) as u32 == CLOSED
+}
+
 /// Drops one hold on a fanin (a predecessor's completion, or the guard); true when it was the
 /// last one: the task is ready.
 pub fn release(fanin: &AtomicU32) -> bool {

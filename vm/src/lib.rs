@@ -20,6 +20,7 @@ pub mod format;
 pub mod interp;
 pub mod opcodes;
 pub mod params;
+pub mod tmap;
 pub mod verify;
 
 pub use error::{ErrorKind, ExprProblem, Location, VerifyError};

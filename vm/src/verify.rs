@@ -87,6 +87,16 @@ impl<'a> Verified<'a> {
     pub fn task_sites(&self) -> u32 {
         self.task_sites
     }
+    /// The largest number of IO regions of any task site (0 without tasks): what a
+    /// scheduler's TensorMap sizes its entries by.
+    pub fn max_task_io(&self) -> u32 {
+        self.code
+            .iter()
+            .filter(|r| r.opcode == crate::Opcode::TASK as u8)
+            .map(|r| r.op2() >> 16)
+            .max()
+            .unwrap_or(0)
+    }
     /// A name from the string table (verified to be an ASCII identifier).
     pub fn name(&self, off: u32, len: u32) -> &'a str {
         let s = self

@@ -1,0 +1,247 @@
+//! The scheduler's fixed-capacity TensorMap (`ptovm_vm::tmap`) against the reference map
+//! (`DepBuilder`): with every task kept it finds exactly the reference edges; with a window of
+//! `w` tasks retired in order it finds exactly the reference edges whose source is still in the
+//! window; and its memory never grows.
+
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+use ptovm_host_sim::{heap_map, DepBuilder, DepMode, Edge};
+use ptovm_vm::tmap::{DepKind, MapError, MapLayout, MatchMode};
+use ptovm_vm::{Dir, Io};
+
+fn io(tensor: u16, dir: u8, r: &[(i64, i64)]) -> Io {
+    let mut x = Io {
+        tensor,
+        dir,
+        ndims: r.len() as u8,
+        ..Io::default()
+    };
+    x.ranges[..r.len()].copy_from_slice(r);
+    x
+}
+
+/// Reference edges as (from, to) pairs.
+fn reference(tasks: &[Vec<Io>], mode: DepMode) -> BTreeSet<(u64, u64)> {
+    let mut b = DepBuilder::new(mode);
+    let mut out: Vec<Edge> = Vec::new();
+    for (id, ios) in tasks.iter().enumerate() {
+        b.add(id as u64, ios, &mut out);
+    }
+    out.iter().map(|e| (e.from, e.to)).collect()
+}
+
+/// Edges found by the fixed map with a window of `w` handles: task `t` takes handle `t % w`,
+/// retiring task `t - w` first (in-order completion).
+fn windowed(tasks: &[Vec<Io>], mode: DepMode, w: u32, tensors: u32) -> BTreeSet<(u64, u64)> {
+    let max_io = tasks.iter().map(Vec::len).max().unwrap_or(1).max(1) as u32;
+    let layout = MapLayout::new(w, max_io, tensors).unwrap();
+    let mut map = heap_map(layout, mode).unwrap();
+    let mut got = BTreeSet::new();
+    for (id, ios) in tasks.iter().enumerate() {
+        let id = id as u64;
+        let h = (id % w as u64) as u32;
+        if id >= w as u64 {
+            map.retire(h).unwrap();
+        }
+        map.add(id, h, ios, &mut |p| {
+            assert!(got.insert((p.id, id)), "{} reported twice for {id}", p.id);
+            assert_eq!(p.handle as u64, p.id % w as u64);
+        })
+        .unwrap();
+        assert!(map.used() <= layout.entries);
+        assert!(map.live() <= map.used());
+    }
+    got
+}
+
+fn arb_tasks() -> impl Strategy<Value = Vec<Vec<Io>>> {
+    // Up to 3 tensors, 0–3 named dimensions, points and ranges in a 6 x 6 x 6 box, all
+    // three directions.
+    let region = (
+        0u16..3,
+        1u8..4,
+        0usize..4,
+        proptest::collection::vec((0i64..6, 1i64..4), 3),
+    )
+        .prop_map(|(t, dir, nd, dims)| {
+            let r: Vec<(i64, i64)> = dims.iter().map(|&(a, l)| (a, (a + l).min(6))).collect();
+            io(t, dir, &r[..nd])
+        });
+    proptest::collection::vec(proptest::collection::vec(region, 0..4), 1..60)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn keeps_every_reference_edge(tasks in arb_tasks()) {
+        for mode in [DepMode::Overlap, DepMode::Exact] {
+            let want = reference(&tasks, mode);
+            let got = windowed(&tasks, mode, tasks.len() as u32, 3);
+            prop_assert_eq!(&got, &want, "{:?}", mode);
+        }
+    }
+
+    #[test]
+    fn a_window_finds_the_edges_whose_source_is_still_in_it(tasks in arb_tasks(), w in 1u32..8) {
+        for mode in [DepMode::Overlap, DepMode::Exact] {
+            let want: BTreeSet<(u64, u64)> = reference(&tasks, mode)
+                .into_iter()
+                .filter(|&(from, to)| from + w as u64 > to)
+                .collect();
+            let got = windowed(&tasks, mode, w, 3);
+            prop_assert_eq!(&got, &want, "{:?} window {}", mode, w);
+        }
+    }
+}
+
+#[test]
+fn kinds_and_one_report_per_predecessor() {
+    let layout = MapLayout::new(4, 2, 1).unwrap();
+    let mut map = heap_map(layout, DepMode::Overlap).unwrap();
+    let mut got = Vec::new();
+    let add = |map: &mut ptovm_host_sim::HeapMap, id: u64, ios: &[Io], got: &mut Vec<_>| {
+        got.clear();
+        map.add(id, id as u32, ios, &mut |p| got.push((p.id, p.kind)))
+            .unwrap();
+    };
+    add(&mut map, 0, &[io(0, Dir::Out as u8, &[(0, 2)])], &mut got);
+    assert!(got.is_empty());
+    add(&mut map, 1, &[io(0, Dir::In as u8, &[(1, 2)])], &mut got);
+    assert_eq!(got, [(0, DepKind::Raw)]);
+    // Writes A[0:1] (WAW on 0) and A[1:2] (WAW on 0 again, WAR on 1): 0 once, then 1.
+    add(
+        &mut map,
+        2,
+        &[
+            io(0, Dir::Out as u8, &[(0, 1)]),
+            io(0, Dir::Out as u8, &[(1, 2)]),
+        ],
+        &mut got,
+    );
+    assert_eq!(got, [(0, DepKind::Waw), (1, DepKind::War)]);
+    // Task 2's writes covered all of task 1's read and half of task 0's write.
+    assert_eq!(map.live(), 3);
+}
+
+#[test]
+fn memory_is_fixed_and_retirement_frees_it() {
+    // 10,000 tasks each reading one tile of a 2-D tensor and writing another, through a
+    // window of 16: the map never holds more than 16 tasks' entries.
+    let layout = MapLayout::new(16, 2, 2).unwrap();
+    let mut map = heap_map(layout, DepMode::Overlap).unwrap();
+    for id in 0..10_000u64 {
+        let h = (id % 16) as u32;
+        if id >= 16 {
+            map.retire(h).unwrap();
+        }
+        let (i, j) = ((id % 97) as i64, (id % 89) as i64);
+        map.add(
+            id,
+            h,
+            &[
+                io(0, Dir::In as u8, &[(i, i + 1), (j, j + 1)]),
+                io(1, Dir::Out as u8, &[(j, j + 1), (i, i + 1)]),
+            ],
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(map.used() <= 32);
+    }
+    for h in 0..16 {
+        map.retire(h).unwrap();
+    }
+    assert_eq!((map.used(), map.live()), (0, 0));
+}
+
+#[test]
+fn bad_calls_are_errors_that_change_nothing() {
+    let layout = MapLayout::new(2, 1, 2).unwrap();
+    let mut map = heap_map(layout, DepMode::Overlap).unwrap();
+    let a = io(0, Dir::Out as u8, &[(0, 1)]);
+    assert_eq!(
+        map.add(0, 2, &[a], &mut |_| {}),
+        Err(MapError::Handle {
+            handle: 2,
+            handles: 2
+        })
+    );
+    assert_eq!(
+        map.add(0, 0, &[io(2, 1, &[])], &mut |_| {}),
+        Err(MapError::Tensor {
+            tensor: 2,
+            tensors: 2
+        })
+    );
+    map.add(0, 0, &[a], &mut |_| {}).unwrap();
+    map.add(1, 1, &[a], &mut |_| {}).unwrap();
+    // Handle 0 has not retired its task; a task with two regions does not fit a layout for one.
+    assert_eq!(
+        map.add(2, 0, &[a], &mut |_| {}),
+        Err(MapError::Busy { handle: 0 })
+    );
+    map.retire(0).unwrap();
+    assert_eq!(
+        map.add(2, 0, &[a, a], &mut |_| {}),
+        Err(MapError::Regions { regions: 2, max: 1 })
+    );
+    assert_eq!((map.used(), map.live()), (1, 1));
+    assert_eq!(
+        map.retire(5),
+        Err(MapError::Handle {
+            handle: 5,
+            handles: 2
+        })
+    );
+    for (h, t, i) in [(0, 1, 1), ((1 << 24) + 1, 1, 1), (1, 0, 4), (1, 1, 17)] {
+        assert!(matches!(
+            MapLayout::new(h, i, t),
+            Err(MapError::Size { .. })
+        ));
+    }
+    let mem = ptovm_host_sim::HeapStorage::new(&MapLayout::new(3, 1, 2).unwrap()).unwrap();
+    assert!(matches!(
+        ptovm_vm::tmap::TensorMap::new(layout, MatchMode::Overlap, mem),
+        Err(MapError::Memory {
+            what: "entries",
+            got: 3,
+            need: 2
+        })
+    ));
+}
+
+#[test]
+fn lookups_scan_only_their_keys() {
+    // 500 live reads of one tile of S and 500 of other tiles: a read of S[0, 0] scans only
+    // the writes of its tile (none), a write of S[0, 0] scans that tile's reads only.
+    let layout = MapLayout::new(1001, 1, 1).unwrap();
+    let mut map = heap_map(layout, DepMode::Overlap).unwrap();
+    for id in 0..1000u64 {
+        let (i, j) = if id % 2 == 0 {
+            (0, 0)
+        } else {
+            (id as i64 % 13, 1 + id as i64 % 11)
+        };
+        map.add(
+            id,
+            id as u32,
+            &[io(0, Dir::In as u8, &[(i, i + 1), (j, j + 1)])],
+            &mut |_| {},
+        )
+        .unwrap();
+    }
+    let before = map.visits();
+    let mut preds = 0;
+    map.add(
+        1000,
+        1000,
+        &[io(0, Dir::Out as u8, &[(0, 1), (0, 1)])],
+        &mut |_| preds += 1,
+    )
+    .unwrap();
+    assert_eq!(preds, 500);
+    // The tile's 500 reads, plus whatever shares its buckets by hash: well under the 1000.
+    let visits = map.visits() - before;
+    assert!((500..600).contains(&visits), "{visits}");
+}

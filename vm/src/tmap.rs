@@ -1,0 +1,777 @@
+//! The fixed-capacity TensorMap of a scheduler (spec/runtime.md §3.3): the live accesses of the
+//! tasks in a window, looked up by region to find each new task's RAW, WAW and WAR
+//! predecessors, with no heap and no growth.
+//!
+//! Every access is an [`Entry`] in a caller-sized array, at a place fixed by its task's
+//! **handle** (a window slot, or `aicpu × window + slot` for a map shared by several windows) and
+//! its position in the task, so [`TensorMap::retire`] drops them all when the task completes; a write that covers an entry's
+//! whole region unlinks it at once (it can no longer be anyone's nearest predecessor). So the map
+//! holds at most `handles × max_task_io` entries, whatever the program's length.
+//!
+//! Lookups follow the bucketing of the reference TensorMap (host-sim's `DepBuilder`): an entry one
+//! element wide in dimensions 0 and 1 (a 2-D tile) is found through `(tensor, i, j)`, one element
+//! wide in dimension 0 only through `(tensor, i)`, and every other one through its tensor, each
+//! list split into writes and reads so that a read scans only writes. Lists are intrusive,
+//! doubly linked through the entries, with heads in fixed hash tables; a lookup only considers
+//! the entries whose key it asked for, so hash collisions cost time, never change the answer.
+//!
+//! ```
+//! use ptovm_vm::tmap::{Entry, MapLayout, MatchMode, Slices, TensorMap};
+//! use ptovm_vm::{Dir, Io};
+//! let tile = |dir: Dir, i| {
+//!     let mut io = Io { tensor: 0, dir: dir as u8, ndims: 1, ..Io::default() };
+//!     io.ranges[0] = (i, i + 1);
+//!     io
+//! };
+//! let layout = MapLayout::new(4, 1, 1).unwrap();
+//! let (mut entries, mut ios, mut words, mut marks) = (
+//!     vec![Entry::default(); layout.entries as usize],
+//!     vec![Io::default(); layout.entries as usize],
+//!     vec![0; layout.words()],
+//!     vec![0; layout.handles as usize],
+//! );
+//! let mem = Slices { entries: &mut entries, ios: &mut ios, words: &mut words, marks: &mut marks };
+//! let mut map = TensorMap::new(layout, MatchMode::Overlap, mem).unwrap();
+//! let mut preds = Vec::new();
+//! map.add(0, 0, &[tile(Dir::Out, 3)], &mut |p| preds.push(p.id)).unwrap(); // writes A[3]
+//! map.add(1, 1, &[tile(Dir::In, 3)], &mut |p| preds.push(p.id)).unwrap(); // reads it: RAW
+//! assert_eq!(preds, [0]);
+//! map.retire(0).unwrap(); // task 0 completed: nothing depends on it any more
+//! preds.clear();
+//! map.add(2, 0, &[tile(Dir::Out, 3)], &mut |p| preds.push(p.id)).unwrap(); // WAR on task 1
+//! assert_eq!(preds, [1]);
+//! ```
+
+use crate::interp::Io;
+
+/// "No entry" in a link or a list head.
+pub const NIL: u32 = u32::MAX;
+
+/// Lists an entry can be on: its home list, the list of its dimension-0 index, its tensor's.
+const LEVELS: usize = 3;
+const HOME: usize = 0;
+const ROW: usize = 1;
+const TENSOR: usize = 2;
+
+/// How regions match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatchMode {
+    /// Only equal regions (same tensor, same named dimensions) depend on each other: the
+    /// pto-isa TensorMap; misses edges between different but overlapping regions.
+    Exact,
+    /// Regions depend on each other when they share an element: the ground truth.
+    Overlap,
+}
+
+/// Kind of a dependency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DepKind {
+    /// The new task reads what the earlier one wrote.
+    Raw,
+    /// Both write.
+    Waw,
+    /// The new task writes what the earlier one read.
+    War,
+}
+
+/// A predecessor found by [`TensorMap::add`]: reported once per earlier task, with the kind
+/// of the first access pair found between the two.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pred {
+    /// The earlier task's id.
+    pub id: u64,
+    /// Its handle.
+    pub handle: u32,
+    /// The kind of dependency.
+    pub kind: DepKind,
+}
+
+/// Why a map cannot be built or a task added.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MapError {
+    /// A size is zero or too large for 32-bit indices.
+    #[error("TensorMap size out of range: {what} = {value}")]
+    Size {
+        /// Which size.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+    },
+    /// The memory given does not have the layout's sizes.
+    #[error("TensorMap memory holds {got} {what}, the layout needs {need}")]
+    Memory {
+        /// Which array.
+        what: &'static str,
+        /// Its length.
+        got: usize,
+        /// The layout's.
+        need: usize,
+    },
+    /// The handle still holds a task that has not retired.
+    #[error("handle {handle} still holds an unretired task")]
+    Busy {
+        /// The handle.
+        handle: u32,
+    },
+    /// A task with more regions than the layout was sized for.
+    #[error("a task with {regions} regions; the map was sized for {max}")]
+    Regions {
+        /// The task's regions.
+        regions: usize,
+        /// The layout's `max_task_io`.
+        max: u32,
+    },
+    /// A handle past the layout's.
+    #[error("handle {handle} out of range (the map has {handles})")]
+    Handle {
+        /// The handle.
+        handle: u32,
+        /// Handles in the layout.
+        handles: u32,
+    },
+    /// A tensor index past the layout's.
+    #[error("tensor {tensor} out of range (the map has {tensors})")]
+    Tensor {
+        /// The tensor.
+        tensor: u16,
+        /// Tensors in the layout.
+        tensors: u32,
+    },
+}
+
+/// The entry of one access: its key, its task and its list links, in one 64-byte line (the
+/// region itself is in a parallel array, read only when the key matches).
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    id: u64,
+    p0: i64,
+    p1: i64,
+    handle: u32,
+    tensor: u16,
+    /// `LIVE`, `WRITE`, `HAS_P0`, `HAS_P1`, `ON_TENSOR`.
+    flags: u8,
+    /// The home list's head (word index).
+    head_home: u32,
+    /// The row list's head (word index), `NIL` when not on that level.
+    head_row: u32,
+    prev: [u32; LEVELS],
+    next: [u32; LEVELS],
+}
+
+const LIVE: u8 = 1;
+const WRITE: u8 = 2;
+const HAS_P0: u8 = 4;
+const HAS_P1: u8 = 8;
+const ON_TENSOR: u8 = 16;
+
+/// A tensor's row lists are kept (it has had a lookup one element wide in dimension 0 only).
+const ROW_ON: u32 = 1;
+/// A tensor's tensor lists are kept (it has had a lookup wide in dimension 0).
+const TENSOR_ON: u32 = 2;
+
+impl Default for Entry {
+    fn default() -> Entry {
+        Entry {
+            id: 0,
+            p0: 0,
+            p1: 0,
+            handle: NIL,
+            tensor: 0,
+            flags: 0,
+            head_home: NIL,
+            head_row: NIL,
+            prev: [NIL; LEVELS],
+            next: [NIL; LEVELS],
+        }
+    }
+}
+
+impl Entry {
+    fn key(&self) -> Key {
+        Key {
+            p0: (self.flags & HAS_P0 != 0).then_some(self.p0),
+            p1: (self.flags & HAS_P1 != 0).then_some(self.p1),
+        }
+    }
+}
+
+/// The sizes of a map: everything it will ever hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapLayout {
+    /// Access entries: `handles × max_task_io` (entry `h × max_task_io + k` is region `k` of
+    /// the task held by handle `h`).
+    pub entries: u32,
+    /// Regions per task at most.
+    pub max_task_io: u32,
+    /// Buckets of the home table (a power of two).
+    pub home_buckets: u32,
+    /// Buckets of the dimension-0 table (a power of two).
+    pub row_buckets: u32,
+    /// Tensors of the program.
+    pub tensors: u32,
+    /// Task handles (window slots).
+    pub handles: u32,
+}
+
+impl MapLayout {
+    /// The layout for `handles` tasks of at most `max_task_io` regions each over `tensors`
+    /// tensors. Tables have at least twice as many buckets as entries.
+    pub fn new(handles: u32, max_task_io: u32, tensors: u32) -> Result<MapLayout, MapError> {
+        let size = |what, value: u32, max: u32| {
+            if value == 0 || value > max {
+                Err(MapError::Size {
+                    what,
+                    value: value as u64,
+                })
+            } else {
+                Ok(value)
+            }
+        };
+        let handles = size("handles", handles, 1 << 24)?;
+        let io = size(
+            "max_task_io",
+            max_task_io,
+            crate::limits::MAX_TASK_IO as u32,
+        )?;
+        let tensors = size("tensors", tensors, crate::limits::MAX_TENSORS)?;
+        // At most 2^28 entries: every word index below fits in a u32.
+        let entries = handles * io;
+        let buckets = (2 * entries).next_power_of_two();
+        Ok(MapLayout {
+            entries,
+            max_task_io: io,
+            home_buckets: buckets,
+            row_buckets: buckets,
+            tensors,
+            handles,
+        })
+    }
+
+    /// The layout for a verified program: its tensors and its largest task's region count
+    /// (at least 1).
+    pub fn for_program(program: &crate::Verified<'_>, handles: u32) -> Result<MapLayout, MapError> {
+        MapLayout::new(
+            handles,
+            program.max_task_io().max(1),
+            (program.tensors().len() as u32).max(1),
+        )
+    }
+
+    fn row_base(&self) -> usize {
+        2 * self.home_buckets as usize
+    }
+    fn tensor_base(&self) -> usize {
+        self.row_base() + 2 * self.row_buckets as usize
+    }
+    /// Per tensor: which of its row and tensor lists are kept (`ROW_ON`, `TENSOR_ON`).
+    fn level_base(&self) -> usize {
+        self.tensor_base() + 2 * self.tensors as usize
+    }
+    fn handle_base(&self) -> usize {
+        self.level_base() + self.tensors as usize
+    }
+
+    /// Length of the `u32` array: list heads (a write and a read list per bucket and per
+    /// tensor), which lists each tensor keeps, and each handle's region count.
+    pub fn words(&self) -> usize {
+        self.handle_base() + self.handles as usize
+    }
+
+    /// Bytes of memory the map needs: entries, their regions, words and one `u64` mark per
+    /// handle.
+    pub fn bytes(&self) -> usize {
+        self.entries as usize * (core::mem::size_of::<Entry>() + core::mem::size_of::<Io>())
+            + self.words() * 4
+            + self.handles as usize * 8
+    }
+}
+
+/// The memory of a map, owned or borrowed by the caller, at the sizes [`MapLayout`] gives:
+/// `entries` entries and as many regions, `words()` words, `handles` marks.
+pub trait Storage {
+    /// The four arrays.
+    fn parts(&mut self) -> (&mut [Entry], &mut [Io], &mut [u32], &mut [u64]);
+}
+
+/// Borrowed memory (the device: carved from the caller's region).
+pub struct Slices<'m> {
+    /// Entries.
+    pub entries: &'m mut [Entry],
+    /// The entries' regions.
+    pub ios: &'m mut [Io],
+    /// Words.
+    pub words: &'m mut [u32],
+    /// Marks.
+    pub marks: &'m mut [u64],
+}
+
+impl Storage for Slices<'_> {
+    fn parts(&mut self) -> (&mut [Entry], &mut [Io], &mut [u32], &mut [u64]) {
+        (self.entries, self.ios, self.words, self.marks)
+    }
+}
+
+/// Where a region is found: its home key and whether it is narrow in dimension 0.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Key {
+    /// The point in dimension 0, if the region is one element wide there.
+    p0: Option<i64>,
+    /// The point in dimension 1, if one element wide there too (only with `p0`).
+    p1: Option<i64>,
+}
+
+fn point(io: &Io, d: usize) -> Option<i64> {
+    let (a, b) = io.ranges[d];
+    (io.ndims as usize > d && b.wrapping_sub(a) == 1).then_some(a)
+}
+
+impl Key {
+    fn of(io: &Io) -> Key {
+        let p0 = point(io, 0);
+        Key {
+            p0,
+            p1: p0.and(point(io, 1)),
+        }
+    }
+}
+
+const WIDE: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// Multiplicative (Fibonacci) hashing: the top `bits` bits of a product spread consecutive
+/// indices evenly over the buckets.
+#[inline]
+fn hash_home(tensor: u16, k: Key, bits: u32) -> u32 {
+    let a = k.p0.map_or(WIDE, |x| x as u64) ^ ((tensor as u64) << 48);
+    let b = k.p1.map_or(WIDE, |x| x as u64);
+    let h = a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    (h.wrapping_add(h >> 29) >> (64 - bits)) as u32
+}
+
+#[inline]
+fn hash_row(tensor: u16, i: i64, bits: u32) -> u32 {
+    let h = ((i as u64) ^ ((tensor as u64) << 48)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h >> (64 - bits)) as u32
+}
+
+/// Whether two regions are the same in exact mode: tensor, named dimension count and ranges
+/// (the pto-isa key; `X[t]` and `X[t, 0:4096]` differ).
+fn same_key(a: &Io, b: &Io) -> bool {
+    a.tensor == b.tensor && a.ndims == b.ndims && a.dims() == b.dims()
+}
+
+/// The map. Work counter: [`TensorMap::visits`] (entries examined by lookups).
+pub struct TensorMap<S> {
+    mem: S,
+    layout: MapLayout,
+    mode: MatchMode,
+    used: u32,
+    live: u32,
+    visits: u64,
+}
+
+impl<S: Storage> TensorMap<S> {
+    /// A map over `mem`, which must have the layout's sizes; its contents are overwritten.
+    pub fn new(layout: MapLayout, mode: MatchMode, mut mem: S) -> Result<TensorMap<S>, MapError> {
+        let (e, ios, w, m) = mem.parts();
+        for (what, got, need) in [
+            ("entries", e.len(), layout.entries as usize),
+            ("regions", ios.len(), layout.entries as usize),
+            ("words", w.len(), layout.words()),
+            ("marks", m.len(), layout.handles as usize),
+        ] {
+            if got != need {
+                return Err(MapError::Memory { what, got, need });
+            }
+        }
+        let mut map = TensorMap {
+            mem,
+            layout,
+            mode,
+            used: 0,
+            live: 0,
+            visits: 0,
+        };
+        map.reset();
+        Ok(map)
+    }
+
+    /// Empties the map.
+    pub fn reset(&mut self) {
+        let base = self.layout.level_base();
+        let (e, _, w, m) = self.mem.parts();
+        w[..base].fill(NIL);
+        w[base..].fill(0);
+        m.fill(0);
+        e.fill(Entry::default());
+        self.used = 0;
+        self.live = 0;
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> MapLayout {
+        self.layout
+    }
+
+    /// The match mode.
+    pub fn mode(&self) -> MatchMode {
+        self.mode
+    }
+
+    /// Live accesses (entries a lookup can still find).
+    pub fn live(&self) -> u32 {
+        self.live
+    }
+
+    /// Entries in use: live ones plus covered ones whose task has not retired.
+    pub fn used(&self) -> u32 {
+        self.used
+    }
+
+    /// Entries examined by lookups so far.
+    pub fn visits(&self) -> u64 {
+        self.visits
+    }
+
+    /// Adds task `id`, held by `handle`, with its regions `ios`: reports each earlier task it
+    /// depends on once to `pred` (RAW, WAW or WAR, by the reference graph's rules), records the
+    /// regions, and unlinks the entries its writes cover. Tasks are added in increasing id
+    /// order. On error nothing has changed.
+    pub fn add(
+        &mut self,
+        id: u64,
+        handle: u32,
+        ios: &[Io],
+        pred: &mut impl FnMut(Pred),
+    ) -> Result<(), MapError> {
+        if handle >= self.layout.handles {
+            return Err(MapError::Handle {
+                handle,
+                handles: self.layout.handles,
+            });
+        }
+        let count = self.layout.handle_base() + handle as usize;
+        let held = self.mem.parts().2[count];
+        if held != 0 {
+            return Err(MapError::Busy { handle });
+        }
+        if ios.len() > self.layout.max_task_io as usize {
+            return Err(MapError::Regions {
+                regions: ios.len(),
+                max: self.layout.max_task_io,
+            });
+        }
+        if let Some(io) = ios
+            .iter()
+            .find(|io| io.tensor as u32 >= self.layout.tensors)
+        {
+            return Err(MapError::Tensor {
+                tensor: io.tensor,
+                tensors: self.layout.tensors,
+            });
+        }
+        let mark = id.wrapping_add(1);
+        let first = handle * self.layout.max_task_io;
+        for (k, io) in ios.iter().enumerate() {
+            let key = Key::of(io);
+            let home = self.home_head(io.tensor, key);
+            match (self.mode, key.p0) {
+                (MatchMode::Exact, _) => self.scan::<HOME>(home, io, id, mark, &[key], pred),
+                (MatchMode::Overlap, Some(i)) => {
+                    let wide = Key { p0: None, p1: None };
+                    if key.p1.is_some() {
+                        // A tile: its own list, its row's wide list, the tensor's wide list.
+                        let row = Key {
+                            p0: key.p0,
+                            p1: None,
+                        };
+                        self.scan_home(&[key, row, wide], io, id, mark, pred);
+                    } else {
+                        self.keep(io.tensor, ROW_ON);
+                        let row = self.row_head(io.tensor, i);
+                        self.scan::<ROW>(row, io, id, mark, &[key], pred);
+                        self.scan_home(&[wide], io, id, mark, pred);
+                    }
+                }
+                (MatchMode::Overlap, None) => {
+                    self.keep(io.tensor, TENSOR_ON);
+                    let t = self.tensor_head(io.tensor);
+                    self.scan::<TENSOR>(t, io, id, mark, &[key], pred);
+                }
+            }
+            self.insert(first + k as u32, id, handle, io, key, home);
+        }
+        self.mem.parts().2[count] = ios.len() as u32;
+        self.used += ios.len() as u32;
+        Ok(())
+    }
+
+    /// Retires the task held by `handle` (it completed): its entries are dropped and the handle
+    /// is free for another task. Retiring a free handle does nothing.
+    pub fn retire(&mut self, handle: u32) -> Result<(), MapError> {
+        if handle >= self.layout.handles {
+            return Err(MapError::Handle {
+                handle,
+                handles: self.layout.handles,
+            });
+        }
+        let count = self.layout.handle_base() + handle as usize;
+        let tensor_base = self.layout.tensor_base() as u32;
+        let first = handle * self.layout.max_task_io;
+        let (ents, _, words, _) = self.mem.parts();
+        let n = core::mem::replace(&mut words[count], 0);
+        let mut unlinked = 0;
+        for e in first..first + n {
+            if ents[e as usize].flags & LIVE != 0 {
+                unlink(ents, words, e, tensor_base);
+                unlinked += 1;
+            }
+        }
+        self.used -= n;
+        self.live -= unlinked;
+        Ok(())
+    }
+
+    #[inline]
+    fn home_head(&self, tensor: u16, key: Key) -> u32 {
+        2 * hash_home(tensor, key, self.layout.home_buckets.trailing_zeros())
+    }
+
+    #[inline]
+    fn row_head(&self, tensor: u16, i: i64) -> u32 {
+        let b = hash_row(tensor, i, self.layout.row_buckets.trailing_zeros());
+        (self.layout.row_base() + 2 * b as usize) as u32
+    }
+
+    fn tensor_head(&self, tensor: u16) -> u32 {
+        (self.layout.tensor_base() + 2 * tensor as usize) as u32
+    }
+
+    /// Scans the home lists of `keys`, each bucket once (keys may share a bucket).
+    #[inline]
+    fn scan_home(
+        &mut self,
+        keys: &[Key],
+        io: &Io,
+        id: u64,
+        mark: u64,
+        pred: &mut impl FnMut(Pred),
+    ) {
+        let mut heads = [NIL; 3];
+        for (n, k) in keys.iter().enumerate() {
+            heads[n] = self.home_head(io.tensor, *k);
+        }
+        for n in 0..keys.len() {
+            if heads[..n].contains(&heads[n]) {
+                continue;
+            }
+            if keys[n + 1..]
+                .iter()
+                .zip(&heads[n + 1..])
+                .all(|(_, h)| *h != heads[n])
+            {
+                self.scan::<HOME>(heads[n], io, id, mark, &keys[n..n + 1], pred);
+                continue;
+            }
+            // This bucket's keys: `n` and the later ones that share it.
+            let mut ks = [keys[n]; 3];
+            let mut m = 0;
+            for (k, h) in keys.iter().zip(heads).skip(n) {
+                if h == heads[n] {
+                    ks[m] = *k;
+                    m += 1;
+                }
+            }
+            self.scan::<HOME>(heads[n], io, id, mark, &ks[..m], pred);
+        }
+    }
+
+    /// Scans the write list at word `head` (and, when `io` writes, the read list after it) on
+    /// level `L`, considering only entries of `io`'s tensor whose key on that level is one of
+    /// `keys` (on the row level, the dimension-0 point of `keys[0]`; on the tensor level, all).
+    #[inline]
+    fn scan<const L: usize>(
+        &mut self,
+        head: u32,
+        io: &Io,
+        id: u64,
+        mark: u64,
+        keys: &[Key],
+        pred: &mut impl FnMut(Pred),
+    ) {
+        let writes = io.writes();
+        let (ents, regions, words, marks) = self.mem.parts();
+        let (w, r) = (words[head as usize], words[head as usize + 1]);
+        if w == NIL && (!writes || r == NIL) {
+            return;
+        }
+        let exact = self.mode == MatchMode::Exact;
+        let tensor_base = self.layout.tensor_base() as u32;
+        let mut visits = 0;
+        let mut unlinked = 0;
+        for (list, first) in [(0, w), (1, r)] {
+            if list == 1 && !writes {
+                break;
+            }
+            let kind = match (list, io.reads()) {
+                (0, true) => DepKind::Raw,
+                (0, false) => DepKind::Waw,
+                _ => DepKind::War,
+            };
+            let mut e = first;
+            while e != NIL {
+                let x = &ents[e as usize];
+                let next = x.next[L];
+                visits += 1;
+                let ours = x.tensor == io.tensor
+                    && match L {
+                        HOME => keys.contains(&x.key()),
+                        ROW => Some(x.p0) == keys[0].p0,
+                        _ => true,
+                    };
+                if ours {
+                    let r = &regions[e as usize];
+                    let (hit, covered) = if exact {
+                        let s = same_key(r, io);
+                        (s, s && writes)
+                    } else {
+                        (r.overlaps(io), writes && io.covers(r))
+                    };
+                    if hit && x.id != id && marks[x.handle as usize] != mark {
+                        marks[x.handle as usize] = mark;
+                        pred(Pred {
+                            id: x.id,
+                            handle: x.handle,
+                            kind,
+                        });
+                    }
+                    if covered {
+                        unlink(ents, words, e, tensor_base);
+                        unlinked += 1;
+                    }
+                }
+                e = next;
+            }
+        }
+        self.visits += visits;
+        self.live -= unlinked;
+    }
+
+    fn insert(&mut self, e: u32, id: u64, handle: u32, io: &Io, key: Key, home: u32) {
+        let kind = if io.writes() { 0 } else { 1 };
+        let mut heads = [home + kind, NIL, NIL];
+        let mut flags = LIVE | if io.writes() { WRITE } else { 0 };
+        flags |= if key.p0.is_some() { HAS_P0 } else { 0 };
+        flags |= if key.p1.is_some() { HAS_P1 } else { 0 };
+        let on = self.mem.parts().2[self.layout.level_base() + io.tensor as usize];
+        if let (Some(i), true) = (key.p0, on & ROW_ON != 0) {
+            heads[ROW] = self.row_head(io.tensor, i) + kind;
+        }
+        if on & TENSOR_ON != 0 {
+            heads[TENSOR] = self.tensor_head(io.tensor) + kind;
+            flags |= ON_TENSOR;
+        }
+        let (ents, regions, words, _) = self.mem.parts();
+        // The named dimensions only: the others are never read (`Io::dims`, `Io::range`).
+        let r = &mut regions[e as usize];
+        (r.tensor, r.dir, r.ndims) = (io.tensor, io.dir, io.ndims);
+        for (d, x) in r.ranges.iter_mut().zip(io.dims()) {
+            *d = *x;
+        }
+        ents[e as usize] = Entry {
+            id,
+            p0: key.p0.unwrap_or(0),
+            p1: key.p1.unwrap_or(0),
+            handle,
+            tensor: io.tensor,
+            flags,
+            head_home: heads[HOME],
+            head_row: heads[ROW],
+            prev: [NIL; LEVELS],
+            next: [NIL; LEVELS],
+        };
+        for (l, &h) in heads.iter().enumerate() {
+            if h != NIL {
+                link(ents, words, e, l, h);
+            }
+        }
+        self.live += 1;
+    }
+
+    /// Starts keeping `tensor`'s row lists (`ROW_ON`) or tensor lists (`TENSOR_ON`) if it does
+    /// not yet: the first lookup that needs them links the tensor's live entries in, once (a
+    /// pass over the entries), and every later insert links itself. Tensors that no lookup
+    /// needs them for (most: tiles are found through their home lists) never pay for them.
+    #[inline]
+    fn keep(&mut self, tensor: u16, level: u32) {
+        let at = self.layout.level_base() + tensor as usize;
+        if self.mem.parts().2[at] & level == 0 {
+            self.start_keeping(tensor, level);
+        }
+    }
+
+    #[cold]
+    fn start_keeping(&mut self, tensor: u16, level: u32) {
+        let at = self.layout.level_base() + tensor as usize;
+        let (rows, tensors) = (self.layout.row_buckets, self.tensor_head(tensor));
+        let (ents, _, words, _) = self.mem.parts();
+        words[at] |= level;
+        for e in 0..ents.len() as u32 {
+            let x = &ents[e as usize];
+            if x.flags & LIVE == 0 || x.tensor != tensor {
+                continue;
+            }
+            let kind = if x.flags & WRITE != 0 { 0 } else { 1 };
+            if level == ROW_ON {
+                if x.flags & HAS_P0 == 0 {
+                    continue;
+                }
+                let b = hash_row(tensor, x.p0, rows.trailing_zeros());
+                let h = (self.layout.row_base() + 2 * b as usize) as u32 + kind;
+                ents[e as usize].head_row = h;
+                link(ents, words, e, ROW, h);
+            } else {
+                ents[e as usize].flags |= ON_TENSOR;
+                link(ents, words, e, TENSOR, tensors + kind);
+            }
+        }
+    }
+}
+
+/// Puts entry `e` at the front of the list at word `head` on `level`.
+fn link(ents: &mut [Entry], words: &mut [u32], e: u32, level: usize, head: u32) {
+    let first = core::mem::replace(&mut words[head as usize], e);
+    let x = &mut ents[e as usize];
+    x.prev[level] = NIL;
+    x.next[level] = first;
+    if first != NIL {
+        ents[first as usize].prev[level] = e;
+    }
+}
+
+/// Takes entry `e` off every list it is on.
+fn unlink(ents: &mut [Entry], words: &mut [u32], e: u32, tensor_base: u32) {
+    let x = &ents[e as usize];
+    let kind = if x.flags & WRITE != 0 { 0 } else { 1 };
+    let tensor_head = if x.flags & ON_TENSOR != 0 {
+        tensor_base + 2 * x.tensor as u32 + kind
+    } else {
+        NIL
+    };
+    let head = [x.head_home, x.head_row, tensor_head];
+    let (prev, next) = (x.prev, x.next);
+    for l in 0..LEVELS {
+        if head[l] == NIL {
+            continue;
+        }
+        let (p, n) = (prev[l], next[l]);
+        if p == NIL {
+            words[head[l] as usize] = n;
+        } else {
+            ents[p as usize].next[l] = n;
+        }
+        if n != NIL {
+            ents[n as usize].prev[l] = p;
+        }
+    }
+    ents[e as usize].flags &= !LIVE;
+}
