@@ -174,6 +174,13 @@ fn bad_calls_are_errors_that_change_nothing() {
             tensors: 2
         })
     );
+    let mut deep = a;
+    deep.ndims = 9;
+    assert_eq!(
+        map.add(0, 0, &[deep], &mut |_| {}),
+        Err(MapError::Rank { ndims: 9 })
+    );
+    assert_eq!(map.used(), 0);
     map.add(0, 0, &[a], &mut |_| {}).unwrap();
     map.add(1, 1, &[a], &mut |_| {}).unwrap();
     // Handle 0 has not retired its task; a task with two regions does not fit a layout for one.
@@ -244,4 +251,12 @@ fn lookups_scan_only_their_keys() {
     // The tile's 500 reads, plus whatever shares its buckets by hash: well under the 1000.
     let visits = map.visits() - before;
     assert!((500..600).contains(&visits), "{visits}");
+}
+
+#[test]
+fn an_entry_is_one_cache_line() {
+    // spec/runtime.md §3.3: the part of an entry a scan reads fits one 64-byte line.
+    assert_eq!(std::mem::size_of::<ptovm_vm::tmap::Entry>(), 64);
+    // Window 1024, 3 regions per task, 18 tensors (the LLaMA layer): 758 KB.
+    assert_eq!(MapLayout::new(1024, 3, 18).unwrap().bytes(), 757_976);
 }

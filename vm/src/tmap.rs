@@ -121,6 +121,15 @@ pub enum MapError {
         /// The layout's `max_task_io`.
         max: u32,
     },
+    /// A region with more dimensions than a tensor can have.
+    #[error(
+        "a region with {ndims} dimensions (at most {} are allowed)",
+        crate::limits::MAX_RANK
+    )]
+    Rank {
+        /// Its dimension count.
+        ndims: u8,
+    },
     /// A handle past the layout's.
     #[error("handle {handle} out of range (the map has {handles})")]
     Handle {
@@ -460,14 +469,16 @@ impl<S: Storage> TensorMap<S> {
                 max: self.layout.max_task_io,
             });
         }
-        if let Some(io) = ios
-            .iter()
-            .find(|io| io.tensor as u32 >= self.layout.tensors)
-        {
-            return Err(MapError::Tensor {
-                tensor: io.tensor,
-                tensors: self.layout.tensors,
-            });
+        for io in ios {
+            if io.tensor as u32 >= self.layout.tensors {
+                return Err(MapError::Tensor {
+                    tensor: io.tensor,
+                    tensors: self.layout.tensors,
+                });
+            }
+            if io.ndims as usize > crate::limits::MAX_RANK {
+                return Err(MapError::Rank { ndims: io.ndims });
+            }
         }
         let mark = id.wrapping_add(1);
         let first = handle * self.layout.max_task_io;
