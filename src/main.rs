@@ -38,6 +38,15 @@ enum Deps {
     Overlap,
 }
 
+impl Deps {
+    fn mode(self) -> ptovm_host_sim::DepMode {
+        match self {
+            Deps::Exact => ptovm_host_sim::DepMode::Exact,
+            Deps::Overlap => ptovm_host_sim::DepMode::Overlap,
+        }
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Format {
     Text,
@@ -132,6 +141,10 @@ enum Cmd {
         /// (default: the program's schedule).
         #[arg(long, value_parser = parse_start)]
         start: Option<ptovm_host_sim::sim::Start>,
+        /// How the schedulers' TensorMap matches regions: `overlap` (every dependency) or
+        /// `exact` (pto-isa's: equal regions only, so `--check` may catch a missed edge).
+        #[arg(long, value_enum, default_value = "overlap")]
+        deps: Deps,
     },
     /// Expand a program into tasks on each AICPU, check them against the reference expander,
     /// and list them with their dependencies.
@@ -344,6 +357,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             json,
             trace,
             start,
+            deps,
         } => {
             let (bytes, mut params) = match &input {
                 Some(path) => (load_bytecode(path)?, params),
@@ -385,6 +399,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 json,
                 trace.as_deref(),
                 start,
+                deps.mode(),
             )
             .map_err(|(c, m)| Fail(c, m))?;
             write_out(Path::new("-"), out.as_bytes())
@@ -409,10 +424,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             let opts = expand::Opts {
                 aicpus,
                 aicpu,
-                deps: match deps {
-                    Deps::Exact => ptovm_host_sim::DepMode::Exact,
-                    Deps::Overlap => ptovm_host_sim::DepMode::Overlap,
-                },
+                deps: deps.mode(),
                 json: json || matches!(format, Format::Json),
                 limit,
                 summary,

@@ -21,6 +21,7 @@ pub fn run(
     json: bool,
     trace: Option<&std::path::Path>,
     start: Option<sim::Start>,
+    deps: ptovm_host_sim::DepMode,
 ) -> Result<String, (u8, String)> {
     let p =
         RuntimeParams::new(v, vals).map_err(|e| (1, format!("error: runtime parameters: {e}")))?;
@@ -50,6 +51,7 @@ pub fn run(
         }),
         pipeline_depth: c.pipeline_depth.get(),
         work_steal: c.ready == ptovm_vm::ReadyPolicy::WorkSteal as u8,
+        deps,
     };
     let r = with_progress(v, &p, o).map_err(|e| match e {
         SimError::Options(msg) => (2, format!("error: {msg}")),
@@ -85,6 +87,10 @@ pub fn run(
             "wall_ms": ms,
             "tasks_per_ms": rate,
             "checked": r.checked,
+            "deps": match deps {
+                ptovm_host_sim::DepMode::Exact => "exact",
+                ptovm_host_sim::DepMode::Overlap => "overlap",
+            },
         });
         return Ok(serde_json::to_string_pretty(&out).unwrap_or_default() + "\n");
     }

@@ -52,6 +52,9 @@ pub struct Options {
     pub pipeline_depth: u32,
     /// Idle cores take ready tasks from other AICPUs' queues (`ready = work_steal`).
     pub work_steal: bool,
+    /// How the TensorMap matches regions: overlap (every dependency of the reference graph) or
+    /// exact (pto-isa's map: equal regions only; `check` then fails where that misses an edge).
+    pub deps: DepMode,
 }
 
 /// When an AICPU starts dispatching. An AICPU whose generation is blocked — a full window, or
@@ -111,6 +114,7 @@ impl Default for Options {
             start: Start::Immediate,
             pipeline_depth: 0,
             work_steal: false,
+            deps: DepMode::Overlap,
         }
     }
 }
@@ -804,7 +808,7 @@ pub fn run_with_progress(
     }
     let layout = MapLayout::for_program(&v, n * cap as u32)
         .map_err(|e| SimError::Options(format!("TensorMap: {e}")))?;
-    let map = heap_map(layout, DepMode::Overlap).ok_or_else(|| {
+    let map = heap_map(layout, o.deps).ok_or_else(|| {
             SimError::Options(format!(
                 "the TensorMap for {n} windows of {cap} slots needs {} bytes, more than this host can give",
                 layout.bytes()

@@ -620,6 +620,21 @@ fn run_simulates_and_checks() {
     }
     assert_eq!(j["tasks_total"], 3 * 64 + 16 * 8);
     assert_eq!(j["checked"], true);
+    assert_eq!(j["deps"], "overlap");
+    // pto-isa's exact matching: the LLaMA layer names each tensor's regions one way, so it
+    // finds the same dependencies and passes the check.
+    let o = ptovm(
+        &[
+            "run", "--param", "N=8", "--check", "--json", "--deps", "exact",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (e["deps"].as_str(), e["checked"].as_bool()),
+        (Some("exact"), Some(true))
+    );
     assert_eq!(j["per_aicpu"].as_array().unwrap().len(), 3);
     assert_eq!(
         j["cube_tasks"].as_u64().unwrap() + j["vector_tasks"].as_u64().unwrap(),

@@ -10,6 +10,7 @@ use proptest::prelude::*;
 use ptovm_assembler::{assemble, Options};
 use ptovm_host_sim::model::WindowMode;
 use ptovm_host_sim::sim::{self, Report, SimError};
+use ptovm_host_sim::DepMode;
 use ptovm_tests::{gen_params, values, Gen};
 use ptovm_vm::{verify, RuntimeParams, Value};
 
@@ -47,6 +48,7 @@ fn opts(aicpus: u32, window: usize, jitter: Option<u64>) -> sim::Options {
         start: sim::Start::Immediate,
         pipeline_depth: 0,
         work_steal: false,
+        deps: DepMode::Overlap,
     }
 }
 
@@ -190,6 +192,44 @@ fn the_naive_protocol_is_caught() {
         "the naive protocol was never caught in 20 runs"
     );
     eprintln!("naive protocol caught in {caught} of 20 runs");
+}
+
+#[test]
+fn exact_matching_misses_edges_that_the_check_catches() {
+    // After a chain of 32 steps, one task writes a whole row; 64 tasks then read one element
+    // each: different regions, so pto-isa's exact-match map sees no dependency and lets the
+    // readers start while the row's writer still waits for its chain.
+    let src = "@tensor T: f16[64]
+@tensor U: f16[1]
+@kernel step(k): vector(inout u)
+@kernel fill(): vector(in u, out t)
+@kernel read(i): vector(in t)
+@workload w() {
+  for_each k in dense[32] { task @step(k) resources(U) }
+  task @fill() resources(U, T[0:64])
+  parallel_for i in dense[64] { task @read(i) resources(T[i]) }
+}
+@schedule s for w { dispatch = round_robin }";
+    let bytes = assemble("x", src, &Options::default()).unwrap().bytes;
+    let mut caught = 0;
+    for seed in 0..20u64 {
+        let mut o = opts(2, 128, Some(seed + 1));
+        let r = run_bounded(bytes.clone(), vec![], o, Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("overlap matching must pass: {e}"));
+        // The chain's edges, and one per reader whose writer had not finished when it recorded.
+        assert!(r.edges <= 32 + 64, "{}", r.edges);
+        o.deps = DepMode::Exact;
+        match run_bounded(bytes.clone(), vec![], o, Duration::from_secs(60)) {
+            Err(SimError::Check(msg)) => {
+                assert!(msg.contains("before its predecessor"), "{msg}");
+                caught += 1;
+            }
+            Ok(_) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(caught >= 1, "exact matching was never caught in 20 runs");
+    eprintln!("exact matching caught in {caught} of 20 runs");
 }
 
 #[test]
