@@ -14,7 +14,7 @@ pub mod reference;
 pub mod sim;
 pub mod spinlock;
 pub mod sync;
-pub mod waitlist;
+pub use ptovm_vm::waitlist;
 
 pub use deps::{edges, heap_map, DepBuilder, DepMode, Edge, EdgeKind, HeapMap, HeapStorage};
 pub use expand::{expand_aicpu, expand_all, Expansion};

@@ -21,6 +21,7 @@ use crate::deps::{check_run, heap_map, DepMode, HeapMap, Ran};
 use crate::model::WindowMode;
 use crate::reference::expand as reference_expand;
 use crate::spinlock::{SpinGuard, SpinLock};
+use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::tmap::MapLayout;
 
 /// Simulator settings.
@@ -202,6 +203,14 @@ struct Node {
     next: AtomicU32,
 }
 
+/// A ready queue for a window of `cap` slots (a power of two of at least 2 cells).
+fn ready_ring(cap: usize) -> Ring<Box<[Cell]>> {
+    let cells: Box<[Cell]> = (0..cap.max(2).next_power_of_two())
+        .map(|_| Cell::default())
+        .collect();
+    Ring::new(cells).expect("a power of two of at least 2")
+}
+
 /// A task handed to the cores.
 struct Job {
     /// The AICPU that owns the task (its slot).
@@ -228,7 +237,8 @@ struct Shared<'r> {
     slots: Vec<Vec<Slot>>,
     /// `nodes[aicpu][slot * NODES + k]`.
     nodes: Vec<Vec<Node>>,
-    ready: Vec<[ArrayQueue<u32>; 2]>,
+    /// Per AICPU and pool: its ready tasks' slots (`vm::ring`, the device's ready queue).
+    ready: Vec<[Ring<Box<[Cell]>>; 2]>,
     /// Per AICPU: its tasks that completed, as (slot, core, AICPU that ran it).
     completions: Vec<ArrayQueue<(u32, u32, u32)>>,
     /// Per AICPU: its cores given back by another AICPU that ran a stolen task on them.
@@ -845,9 +855,7 @@ pub fn run_with_progress(
                     .collect()
             })
             .collect(),
-        ready: (0..n)
-            .map(|_| [ArrayQueue::new(cap), ArrayQueue::new(cap)])
-            .collect(),
+        ready: (0..n).map(|_| [ready_ring(cap), ready_ring(cap)]).collect(),
         completions: (0..n)
             .map(|_| ArrayQueue::new(cap * 2 + (o.cube + o.vector) as usize))
             .collect(),

@@ -202,3 +202,48 @@ fn spin_lock_excludes() {
         assert_eq!(*lock.lock(), 3);
     });
 }
+
+/// The ready queue (`ptovm_vm::ring`, spec/runtime.md §3.1) on two cells, so positions wrap and
+/// a push can find it full: (1) two producers push one value each while a consumer pops; (2) one
+/// producer pushes three values while a consumer pops them. Every value comes out exactly once,
+/// in push order per producer, and never before the producer's write of it (loom checks the
+/// Release/Acquire pairing on the cell's sequence). Spinning on a full or empty ring is bounded
+/// by the preemption bound.
+#[test]
+fn ready_ring_loses_and_duplicates_nothing() {
+    use ptovm_vm::ring::{Cell, Ring};
+    for (producers, each) in [(2u32, 1u32), (1, 3)] {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(move || {
+            let q = Arc::new(Ring::new(vec![Cell::default(), Cell::default()]).unwrap());
+            let threads: Vec<_> = (0..producers)
+                .map(|p| {
+                    let q = q.clone();
+                    thread::spawn(move || {
+                        for k in 0..each {
+                            while q.push(p * 10 + k).is_err() {
+                                thread::yield_now();
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let mut got = Vec::new();
+            while got.len() < (producers * each) as usize {
+                match q.pop() {
+                    Some(v) => got.push(v),
+                    None => thread::yield_now(),
+                }
+            }
+            for t in threads {
+                t.join().unwrap();
+            }
+            assert_eq!(q.pop(), None);
+            for p in 0..producers {
+                let mine: Vec<u32> = got.iter().filter(|v| **v / 10 == p).copied().collect();
+                assert_eq!(mine, (0..each).map(|k| p * 10 + k).collect::<Vec<_>>());
+            }
+        });
+    }
+}

@@ -2,7 +2,9 @@
 //!
 //! The PTOW bytecode format, its verifier and its interpreter: the one source of truth for
 //! opcodes, record layouts, limits, the checks every program passes before anything runs it
-//! (`verify`), the runtime-parameter block (`params`) and per-AICPU task expansion (`interp`).
+//! (`verify`), the runtime-parameter block (`params`) and per-AICPU task expansion (`interp`);
+//! and the schedulers' pieces that the simulator and the device share: the fixed-capacity
+//! TensorMap (`tmap`) the lock-free successor lists and fanin guards (`waitlist`) and the ready queues (`ring`).
 //!
 //! `#![no_std]` with no allocator: it builds for `aarch64-unknown-none` and runs on the AICPU.
 //!
@@ -20,8 +22,11 @@ pub mod format;
 pub mod interp;
 pub mod opcodes;
 pub mod params;
+pub mod ring;
+pub mod sync;
 pub mod tmap;
 pub mod verify;
+pub mod waitlist;
 
 pub use error::{ErrorKind, ExprProblem, Location, VerifyError};
 pub use format::{limits, Layout, Record, Section, MAGIC, VERSION};

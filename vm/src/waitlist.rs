@@ -1,7 +1,8 @@
 //! The lock-free pieces of the runtime protocol (spec/runtime.md §4.1 steps 6–7, §4.2): a task's
 //! successor list — a Treiber stack tagged with the task's id and closed when the task completes —
-//! and the fanin guard. They are written against `crate::sync`, so the same code runs in the
-//! simulator and, under `--cfg loom`, in the loom models of `tests/loom.rs`.
+//! and the fanin guard. Atomics only, no heap: the simulator and the device library share them.
+//! They are written against `crate::sync`, so under `--cfg loom` the same code runs in the loom
+//! models of `host-sim/tests/loom.rs`.
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
