@@ -51,6 +51,7 @@ pub fn run(
         }),
         pipeline_depth: c.pipeline_depth.get(),
         work_steal: c.ready == ptovm_vm::ReadyPolicy::WorkSteal as u8,
+        batch_deps: c.batch_deps.get(),
         deps,
     };
     let r = with_progress(v, &p, o).map_err(|e| match e {
@@ -84,6 +85,8 @@ pub fn run(
             "window_stalls": r.window_stalls,
             "stolen": r.stolen,
             "overflows": r.overflows,
+            "batch_deps": o.batch_deps,
+            "dep_batches": r.dep_batches,
             "wall_ms": ms,
             "tasks_per_ms": rate,
             "checked": r.checked,

@@ -53,6 +53,10 @@ pub struct Options {
     pub pipeline_depth: u32,
     /// Idle cores take ready tasks from other AICPUs' queues (`ready = work_steal`).
     pub work_steal: bool,
+    /// Completed tasks whose successors an AICPU releases together (`batch_deps`, seed 003
+    /// §2.6): it holds completions back until it has this many, or until it has nothing else
+    /// to do. 0 and 1 release each completion at once.
+    pub batch_deps: u32,
     /// How the TensorMap matches regions: overlap (every dependency of the reference graph) or
     /// exact (pto-isa's map: equal regions only; `check` then fails where that misses an edge).
     pub deps: DepMode,
@@ -115,6 +119,7 @@ impl Default for Options {
             start: Start::Immediate,
             pipeline_depth: 0,
             work_steal: false,
+            batch_deps: 0,
             deps: DepMode::Overlap,
         }
     }
@@ -141,6 +146,9 @@ pub struct Report {
     pub overflows: u64,
     /// Tasks run on another AICPU's cores (work stealing).
     pub stolen: u64,
+    /// Dependency releases: each a batch of completed tasks whose successors were released
+    /// together (one per task when `batch_deps` ≤ 1).
+    pub dep_batches: u64,
     /// Wall-clock time of the run.
     pub wall: Duration,
     /// Whether the run was checked against the reference (and passed).
@@ -329,6 +337,7 @@ struct Counts {
     cross: u64,
     stalls: u64,
     overflows: u64,
+    batches: u64,
 }
 
 /// One AICPU: its interpreter and the scheduler state only it touches.
@@ -343,6 +352,8 @@ struct Cpu<'a, 'p> {
     retired: bool,
     in_window: usize,
     free_slots: Vec<u32>,
+    /// Slots of completed tasks whose successors are not released yet (`batch_deps`).
+    unreleased: Vec<u32>,
     /// Slots of completed tasks not yet retired from the map (§4.2 step 3, batched).
     retiring: Vec<u32>,
     deferred: Vec<(u32, Vec<Pred>)>,
@@ -375,24 +386,7 @@ impl<'a, 'p> Cpu<'a, 'p> {
         while let Some((slot, core, exec)) = sh.completions[me].pop() {
             progress = true;
             self.jitter.maybe_yield();
-            let s = &sh.slots[me][slot as usize];
-            let id = s.task.load(Ordering::Relaxed);
-            if s.pool.load(Ordering::Relaxed) == 0 {
-                self.counts.cube += 1;
-            }
-            // Close the successor list and notify; node indices are global: aicpu << 24 | index.
-            let mut cur = waitlist::close(&s.waiters, tag_of(id));
-            while cur != NIL {
-                let nd = &sh.nodes[(cur >> 24) as usize][(cur & 0xFF_FFFF) as usize];
-                let sa = nd.succ_aicpu.load(Ordering::Acquire);
-                let ss = nd.succ_slot.load(Ordering::Acquire);
-                let next = nd.next.load(Ordering::Acquire);
-                release_guard(sh, sa, ss, me % sh.threads);
-                cur = next;
-            }
-            // Its accesses leave the map, and the slot becomes free, at the next flush
-            // (batched under the map lock this AICPU takes to record anyway).
-            self.retiring.push(slot);
+            self.unreleased.push(slot);
             if exec == self.me {
                 self.core_back(sh, core);
             } else {
@@ -402,12 +396,12 @@ impl<'a, 'p> Cpu<'a, 'p> {
                 }
                 sh.wake(exec);
             }
-            self.in_window -= 1;
-            self.counts.tasks += 1;
-            if let Some(p) = sh.progress {
-                p.fetch_add(1, Ordering::Relaxed);
+            if self.unreleased.len() >= o.batch_deps.max(1) as usize {
+                self.release(sh);
             }
         }
+        let completions = progress;
+        progress = false;
         // (2) Dispatch, once the start policy allows it (a full window always does).
         if !self.started {
             self.started = self.in_window >= sh.window
@@ -607,6 +601,13 @@ impl<'a, 'p> Cpu<'a, 'p> {
                 self.deferred.push((k, rest));
             }
         }
+        // A held-back batch goes out as soon as nothing else moves: holding it longer could
+        // keep every AICPU waiting.
+        if !progress && !self.unreleased.is_empty() {
+            self.release(sh);
+            progress = true;
+        }
+        progress |= completions;
         if self.done
             && !self.staged
             && self.pending.is_none()
@@ -623,6 +624,40 @@ impl<'a, 'p> Cpu<'a, 'p> {
             progress = true;
         }
         Ok(progress)
+    }
+
+    /// §4.2 steps 1–2 for the completed tasks of `unreleased`, as one batch: closes their
+    /// successor lists and releases the successors; their slots go to `retiring`.
+    fn release(&mut self, sh: &Shared) {
+        let me = self.me as usize;
+        self.counts.batches += 1;
+        for i in 0..self.unreleased.len() {
+            let slot = self.unreleased[i];
+            let s = &sh.slots[me][slot as usize];
+            let id = s.task.load(Ordering::Relaxed);
+            if s.pool.load(Ordering::Relaxed) == 0 {
+                self.counts.cube += 1;
+            }
+            // Close the successor list and notify; node indices are global: aicpu << 24 | index.
+            let mut cur = waitlist::close(&s.waiters, tag_of(id));
+            while cur != NIL {
+                let nd = &sh.nodes[(cur >> 24) as usize][(cur & 0xFF_FFFF) as usize];
+                let sa = nd.succ_aicpu.load(Ordering::Acquire);
+                let ss = nd.succ_slot.load(Ordering::Acquire);
+                let next = nd.next.load(Ordering::Acquire);
+                release_guard(sh, sa, ss, me % sh.threads);
+                cur = next;
+            }
+            // Its accesses leave the map, and the slot becomes free, at the next flush
+            // (batched under the map lock this AICPU takes to record anyway).
+            self.retiring.push(slot);
+            self.in_window -= 1;
+            self.counts.tasks += 1;
+            if let Some(p) = sh.progress {
+                p.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.unreleased.clear();
     }
 
     /// Retires the completed tasks of `retiring` (spec/runtime.md §4.2 step 3): their accesses
@@ -796,6 +831,7 @@ pub fn run_with_progress(
             in_window: 0,
             free_slots: (0..cap as u32).rev().collect(),
             retiring: Vec::with_capacity(cap),
+            unreleased: Vec::with_capacity(cap),
             deferred: Vec::new(),
             others_min: 0,
             // Core c of a pool goes to AICPU c mod n; cube cores are 0.., vector cores follow.
@@ -929,6 +965,7 @@ pub fn run_with_progress(
                     rep.window_stalls += k.stalls;
                     rep.overflows += k.overflows;
                     rep.stolen += k.stolen;
+                    rep.dep_batches += k.batches;
                 }
             }
             Err(e) => errors.push(e),

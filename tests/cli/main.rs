@@ -615,6 +615,7 @@ fn run_simulates_and_checks() {
         "wall_ms",
         "tasks_per_ms",
         "checked",
+        "dep_batches",
     ] {
         assert!(j.get(key).is_some(), "missing {key}");
     }

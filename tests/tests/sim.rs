@@ -48,6 +48,7 @@ fn opts(aicpus: u32, window: usize, jitter: Option<u64>) -> sim::Options {
         start: sim::Start::Immediate,
         pipeline_depth: 0,
         work_steal: false,
+        batch_deps: 0,
         deps: DepMode::Overlap,
     }
 }
@@ -137,8 +138,12 @@ proptest! {
         };
         o.pipeline_depth = (seed >> 3) as u32 % 3;
         o.work_steal = (seed >> 5) & 1 == 1;
+        o.batch_deps = [0, 1, 3, 64][(seed >> 7) as usize % 4];
         match run_bounded(out.bytes, params, o, Duration::from_secs(60)) {
-            Ok(r) => prop_assert!(r.checked),
+            Ok(r) => {
+                prop_assert!(r.checked);
+                prop_assert!(r.dep_batches <= r.tasks_total);
+            }
             Err(SimError::Launch(_)) => {}
             Err(e) => panic!("{e}\n{src}"),
         }
@@ -195,6 +200,40 @@ fn the_naive_protocol_is_caught() {
 }
 
 #[test]
+fn batch_deps_releases_completions_together() {
+    // 64 independent tasks on one AICPU with 64 cores, batch 16: completions pile up while the
+    // AICPU keeps generating, and go out in batches; the last, partial batch goes out when
+    // nothing else moves.
+    let src = "@tensor T: f16[64]
+@kernel k(i): vector(out t)
+@workload w() { parallel_for i in dense[64] { task @k(i) resources(T[i]) } }";
+    let bytes = assemble("b", src, &Options::default()).unwrap().bytes;
+    for batch in [0, 1, 16, 1000] {
+        // Whether completions arrive together is up to the threads: over ten runs, at least
+        // one must release fewer times than there are tasks.
+        let mut fewest = u64::MAX;
+        for _ in 0..10 {
+            let mut o = opts(1, 64, None);
+            o.vector = 64;
+            o.batch_deps = batch;
+            let r = run_bounded(bytes.clone(), vec![], o, Duration::from_secs(60)).unwrap();
+            assert!(r.checked);
+            assert_eq!(r.tasks_total, 64);
+            if batch <= 1 {
+                assert_eq!(r.dep_batches, 64);
+            }
+            fewest = fewest.min(r.dep_batches);
+        }
+        if batch > 1 {
+            assert!(
+                fewest < 64,
+                "batch {batch}: never fewer than {fewest} releases"
+            );
+        }
+    }
+}
+
+#[test]
 fn exact_matching_misses_edges_that_the_check_catches() {
     // After a chain of 32 steps, one task writes a whole row; 64 tasks then read one element
     // each: different regions, so pto-isa's exact-match map sees no dependency and lets the
@@ -240,11 +279,17 @@ fn start_policies_pipeline_depth_and_work_stealing_are_checked() {
         Start::AfterOrchestration,
         Start::Threshold(5),
     ] {
-        for (window, depth, steal) in [(2, 0, false), (64, 1, false), (8, 0, true), (1, 1, true)] {
+        for (window, depth, steal, batch) in [
+            (2, 0, false, 0),
+            (64, 1, false, 8),
+            (8, 0, true, 3),
+            (1, 1, true, 2),
+        ] {
             let mut o = opts(4, window, Some(window as u64));
             o.start = start;
             o.pipeline_depth = depth;
             o.work_steal = steal;
+            o.batch_deps = batch;
             let r = run_bounded(
                 example("llama_layer.pto"),
                 vec![scalar(6)],
@@ -258,6 +303,9 @@ fn start_policies_pipeline_depth_and_work_stealing_are_checked() {
             assert_eq!(r.tasks_total, 3 * 36 + 16 * 6);
             if !steal {
                 assert_eq!(r.stolen, 0);
+            }
+            if batch <= 1 {
+                assert_eq!(r.dep_batches, r.tasks_total, "one release per completion");
             }
         }
     }
