@@ -20,10 +20,12 @@ fn main() {
     let v = verify(&bytes).unwrap();
     let vals = [Value::Scalar(n)];
     let rp = RuntimeParams::new(&v, &vals).unwrap();
+    let threads = std::env::var("THREADS").map_or(2, |t| t.parse().unwrap());
     let o = sim::Options {
         aicpus,
         window,
         check,
+        threads,
         ..sim::Options::default()
     };
     let r = sim::run(v, rp, o).unwrap();

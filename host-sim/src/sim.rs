@@ -21,6 +21,7 @@ use crate::deps::{check_run, heap_map, DepMode, HeapMap, Ran};
 use crate::model::WindowMode;
 use crate::reference::expand as reference_expand;
 use crate::spinlock::{SpinGuard, SpinLock};
+use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::tmap::MapLayout;
 
@@ -219,16 +220,10 @@ fn ready_ring(cap: usize) -> Ring<Box<[Cell]>> {
     Ring::new(cells).expect("a power of two of at least 2")
 }
 
-/// A task handed to the cores.
-struct Job {
-    /// The AICPU that owns the task (its slot).
-    aicpu: u32,
-    slot: u32,
-    pool: u32,
-    core: u32,
-    /// The AICPU whose core runs it (another one when stolen).
-    exec: u32,
-    id: u64,
+/// The task word an AICPU writes into a core's handshake slot: the owning AICPU and the slot
+/// of its window that holds the task.
+fn task_word(aicpu: u32, slot: u32) -> u64 {
+    (aicpu as u64) << 32 | slot as u64
 }
 
 /// Per-task execution record for the check: (start seq, end seq, pool, aicpu).
@@ -247,11 +242,16 @@ struct Shared<'r> {
     nodes: Vec<Vec<Node>>,
     /// Per AICPU and pool: its ready tasks' slots (`vm::ring`, the device's ready queue).
     ready: Vec<[Ring<Box<[Cell]>>; 2]>,
-    /// Per AICPU: its tasks that completed, as (slot, core, AICPU that ran it).
-    completions: Vec<ArrayQueue<(u32, u32, u32)>>,
-    /// Per AICPU: its cores given back by another AICPU that ran a stolen task on them.
-    returned: Vec<ArrayQueue<u32>>,
-    jobs: ArrayQueue<Job>,
+    /// Per AICPU: slots of its tasks that completed on another AICPU's core (stolen), passed on
+    /// by the AICPU that saw the core finish.
+    completions: Vec<ArrayQueue<u32>>,
+    /// The cores' handshake slots (`vm::handshake`, seed 003 §4.1): cube cores first.
+    cores: Vec<CoreSlot>,
+    /// The AICPU that drives each core.
+    core_aicpu: Vec<u32>,
+    /// Cores that have just been handed a task: the simulated cores are multiplexed on the
+    /// driver threads, which take a core from here instead of polling all of them.
+    doorbell: ArrayQueue<u32>,
     /// The global TensorMap (spec/runtime.md §3.2): the vm's fixed-capacity map, one handle per
     /// window slot of every AICPU (`aicpu * cap + slot`).
     map: CachePadded<SpinLock<HeapMap>>,
@@ -360,6 +360,8 @@ struct Cpu<'a, 'p> {
     others_min: u64,
     /// Idle cores of each pool (global core ids: cube cores first).
     free_cores: [Vec<u32>; 2],
+    /// Cores running a task this AICPU handed them: (core, owning AICPU, slot).
+    busy: Vec<(u32, u32, u32)>,
     /// Tasks running on this AICPU's cores, per pool (for `pipeline_depth`).
     running: [u32; 2],
     /// Dispatch has begun (the start policy was met).
@@ -378,27 +380,31 @@ impl<'a, 'p> Cpu<'a, 'p> {
     fn step(&mut self, sh: &Shared, o: &Options) -> Result<bool, SimError> {
         let me = self.me as usize;
         let mut progress = false;
-        // (1) Completions (§4.2).
-        while let Some(core) = sh.returned[me].pop() {
-            self.core_back(sh, core);
-            progress = true;
-        }
-        while let Some((slot, core, exec)) = sh.completions[me].pop() {
+        // (1) Completions (§4.2): its cores that went idle, and its stolen tasks that finished
+        // on another AICPU's cores.
+        let mut i = 0;
+        while i < self.busy.len() {
+            let (core, owner, slot) = self.busy[i];
+            if !sh.cores[core as usize].idle() {
+                i += 1;
+                continue;
+            }
+            self.busy.swap_remove(i);
             progress = true;
             self.jitter.maybe_yield();
-            self.unreleased.push(slot);
-            if exec == self.me {
-                self.core_back(sh, core);
+            self.core_back(sh, core);
+            if owner == self.me {
+                self.completed(sh, o, slot);
             } else {
-                // The task was stolen: its core goes back to the AICPU that lent it.
-                while sh.returned[exec as usize].push(core).is_err() {
+                while sh.completions[owner as usize].push(slot).is_err() {
                     thread::yield_now();
                 }
-                sh.wake(exec);
+                sh.wake(owner);
             }
-            if self.unreleased.len() >= o.batch_deps.max(1) as usize {
-                self.release(sh);
-            }
+        }
+        while let Some(slot) = sh.completions[me].pop() {
+            progress = true;
+            self.completed(sh, o, slot);
         }
         let completions = progress;
         progress = false;
@@ -439,22 +445,14 @@ impl<'a, 'p> Cpu<'a, 'p> {
                 };
                 let core = self.free_cores[pl].pop().unwrap_or_default();
                 self.running[pl] += 1;
-                let id = sh.slots[owner as usize][slot as usize]
-                    .task
-                    .load(Ordering::Acquire);
                 if owner != self.me {
                     self.counts.stolen += 1;
                 }
-                let mut job = Job {
-                    aicpu: owner,
-                    slot,
-                    pool: pl as u32,
-                    core,
-                    exec: self.me,
-                    id,
-                };
-                while let Err(j) = sh.jobs.push(job) {
-                    job = j;
+                sh.cores[core as usize]
+                    .assign(task_word(owner, slot))
+                    .map_err(|_| SimError::Check(format!("core {core} was handed two tasks")))?;
+                self.busy.push((core, owner, slot));
+                while sh.doorbell.push(core).is_err() {
                     thread::yield_now();
                 }
                 dispatched = true;
@@ -462,9 +460,9 @@ impl<'a, 'p> Cpu<'a, 'p> {
         }
         if dispatched {
             progress = true;
-            // This driver runs jobs itself after its round; a sleeping one is woken to help only
-            // when they pile up (a wake-up is a context switch on a small machine).
-            if sh.jobs.len() >= 64 {
+            // This driver runs the cores it rang after its round; a sleeping one is woken to
+            // help only when they pile up (a wake-up is a context switch on a small machine).
+            if sh.doorbell.len() >= 64 {
                 sh.wake_all();
             }
         }
@@ -613,6 +611,7 @@ impl<'a, 'p> Cpu<'a, 'p> {
             && self.pending.is_none()
             && self.in_window == 0
             && self.deferred.is_empty()
+            && self.busy.is_empty()
             && !self.retired
         {
             let mut map = sh.map.lock();
@@ -624,6 +623,14 @@ impl<'a, 'p> Cpu<'a, 'p> {
             progress = true;
         }
         Ok(progress)
+    }
+
+    /// Task in `slot` completed: its successors are released now or with the next batch.
+    fn completed(&mut self, sh: &Shared, o: &Options, slot: u32) {
+        self.unreleased.push(slot);
+        if self.unreleased.len() >= o.batch_deps.max(1) as usize {
+            self.release(sh);
+        }
     }
 
     /// §4.2 steps 1–2 for the completed tasks of `unreleased`, as one batch: closes their
@@ -692,7 +699,7 @@ impl<'a, 'p> Cpu<'a, 'p> {
         let steal =
             |pl: usize| sh.work_steal && (0..sh.n).any(|v| !sh.ready[v as usize][pl].is_empty());
         !sh.completions[me].is_empty()
-            || !sh.returned[me].is_empty()
+            || self.busy.iter().any(|b| sh.cores[b.0 as usize].idle())
             || (!self.free_cores[0].is_empty() && (!sh.ready[me][0].is_empty() || steal(0)))
             || (!self.free_cores[1].is_empty() && (!sh.ready[me][1].is_empty() || steal(1)))
             || watermarks
@@ -716,8 +723,16 @@ fn release_guard(sh: &Shared, aicpu: u32, slot: u32, from: usize) {
     }
 }
 
-/// Runs one task on a core: records its execution and reports its completion to its AICPU.
-fn execute(sh: &Shared, job: Job, events: &mut Vec<Event>, driver: usize) {
+/// Core `core` runs the task in its handshake slot: records its execution and says it is done.
+fn execute(sh: &Shared, core: u32, events: &mut Vec<Event>, driver: usize) -> Result<(), SimError> {
+    let slot_of_core = &sh.cores[core as usize];
+    let word = slot_of_core
+        .take()
+        .ok_or_else(|| SimError::Check(format!("core {core} was rung without a task")))?;
+    let (aicpu, slot) = ((word >> 32) as u32, word as u32);
+    let id = sh.slots[aicpu as usize][slot as usize]
+        .task
+        .load(Ordering::Acquire);
     let start_ns = if sh.tracing {
         sh.start.elapsed().as_nanos() as u64
     } else {
@@ -737,43 +752,40 @@ fn execute(sh: &Shared, job: Job, events: &mut Vec<Event>, driver: usize) {
     };
     if sh.check {
         let mut tr = sh.trace.lock().unwrap_or_else(|e| e.into_inner());
-        if tr.len() <= job.id as usize {
-            tr.resize(job.id as usize + 1, (0, 0, Pool::Vector, u32::MAX));
+        if tr.len() <= id as usize {
+            tr.resize(id as usize + 1, (0, 0, Pool::Vector, u32::MAX));
         }
-        if tr[job.id as usize].0 != 0 {
+        if tr[id as usize].0 != 0 {
             sh.failed.store(true, Ordering::SeqCst);
         }
-        let pool = if job.pool == 0 {
+        let pool = if slot_of_core.core_type.load(Ordering::Relaxed) == handshake::CUBE {
             Pool::Cube
         } else {
             Pool::Vector
         };
-        tr[job.id as usize] = (t0, t1, pool, job.aicpu);
+        tr[id as usize] = (t0, t1, pool, aicpu);
     }
     if sh.tracing {
-        let kernel = sh.slots[job.aicpu as usize][job.slot as usize]
+        let kernel = sh.slots[aicpu as usize][slot as usize]
             .kernel
             .load(Ordering::Relaxed) as u16;
         let end_ns = sh.start.elapsed().as_nanos() as u64;
         events.push(Event {
             kind: EventKind::Run,
-            aicpu: job.aicpu,
-            core: job.core,
-            task: job.id,
+            aicpu,
+            core,
+            task: id,
             kernel,
             start_ns,
             end_ns,
         });
     }
-    while sh.completions[job.aicpu as usize]
-        .push((job.slot, job.core, job.exec))
-        .is_err()
-    {
-        thread::yield_now();
+    slot_of_core.finish();
+    let driven_by = sh.core_aicpu[core as usize];
+    if driven_by as usize % sh.threads != driver {
+        sh.wake(driven_by);
     }
-    if job.aicpu as usize % sh.threads != driver {
-        sh.wake(job.aicpu);
-    }
+    Ok(())
 }
 
 /// Runs the program on the simulator.
@@ -843,6 +855,7 @@ pub fn run_with_progress(
                     .rev()
                     .collect(),
             ],
+            busy: Vec::with_capacity((o.cube + o.vector) as usize),
             staged_at: 0,
             events: Vec::new(),
             running: [0, 0],
@@ -893,12 +906,24 @@ pub fn run_with_progress(
             .collect(),
         ready: (0..n).map(|_| [ready_ring(cap), ready_ring(cap)]).collect(),
         completions: (0..n)
-            .map(|_| ArrayQueue::new(cap * 2 + (o.cube + o.vector) as usize))
+            .map(|_| ArrayQueue::new(cap + (o.cube + o.vector) as usize))
             .collect(),
-        returned: (0..n)
-            .map(|_| ArrayQueue::new((o.cube + o.vector) as usize + 1))
+        cores: (0..o.cube + o.vector)
+            .map(|c| {
+                let slot = CoreSlot::default();
+                slot.set_up(if c < o.cube {
+                    handshake::CUBE
+                } else {
+                    handshake::VECTOR
+                });
+                slot
+            })
             .collect(),
-        jobs: ArrayQueue::new(n as usize * cap + 1),
+        core_aicpu: (0..o.cube)
+            .map(|c| c % n)
+            .chain((0..o.vector).map(|c| c % n))
+            .collect(),
+        doorbell: ArrayQueue::new((o.cube + o.vector) as usize + 1),
         map: CachePadded::new(SpinLock::new(map)),
         cap: cap as u32,
         drivers: (0..threads).map(|_| OnceLock::new()).collect(),
@@ -1007,10 +1032,10 @@ pub fn run_with_progress(
     Ok(rep)
 }
 
-/// What a driver thread hands back: its AICPUs (with their counters) and the jobs it traced.
+/// What a driver thread hands back: its AICPUs (with their counters) and the core runs it traced.
 type DriverResult<'a, 'p> = Result<(Vec<Cpu<'a, 'p>>, Vec<Event>), SimError>;
 
-/// A driver thread: steps its AICPUs and runs the cores' jobs until every AICPU has finished.
+/// A driver thread: steps its AICPUs and runs the cores' tasks until every AICPU has finished.
 fn drive<'a, 'p>(
     sh: &Shared,
     d: usize,
@@ -1035,13 +1060,17 @@ fn drive<'a, 'p>(
                 }
             }
         }
-        // Run the cores' jobs (any driver may take any job).
+        // Run the cores that were handed a task (any driver may run any core).
         for _ in 0..256 {
-            let Some(job) = sh.jobs.pop() else { break };
-            execute(sh, job, &mut events, d);
+            let Some(core) = sh.doorbell.pop() else { break };
+            if let Err(e) = execute(sh, core, &mut events, d) {
+                sh.failed.store(true, Ordering::SeqCst);
+                sh.wake_all();
+                return Err(e);
+            }
             progress = true;
         }
-        if sh.finished.load(Ordering::Acquire) == sh.n && sh.jobs.is_empty() {
+        if sh.finished.load(Ordering::Acquire) == sh.n && sh.doorbell.is_empty() {
             return Ok((group, events));
         }
         if progress {
@@ -1054,7 +1083,7 @@ fn drive<'a, 'p>(
         } else {
             sh.sleeping[d].store(true, Ordering::SeqCst);
             fence(Ordering::SeqCst);
-            let work = !sh.jobs.is_empty()
+            let work = !sh.doorbell.is_empty()
                 || group.iter().any(|c| c.has_work(sh))
                 || sh.failed.load(Ordering::Relaxed)
                 || sh.finished.load(Ordering::Acquire) == sh.n;

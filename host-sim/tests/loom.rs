@@ -247,3 +247,47 @@ fn ready_ring_loses_and_duplicates_nothing() {
         });
     }
 }
+
+/// The AICore handshake (`ptovm_vm::handshake`, seed 003 §4.1): the AICPU writes a task's record
+/// and assigns the task; the core takes it, must see the record, writes a result and finishes;
+/// the AICPU, once it sees the core idle, must see the result and may assign the next task,
+/// which the core takes only after the first one. Weakening the Release of `assign` fails the
+/// model. Weakening `finish` to Relaxed does not: loom 0.7 does not find the stale read of the
+/// result that this allows (a two-thread litmus test of the same shape passes under it too), so
+/// that ordering rests on the argument of spec/runtime.md §3.4.
+#[test]
+fn handshake_hands_over_records_and_results() {
+    use ptovm_vm::handshake::{CoreSlot, VECTOR};
+    loom::model(|| {
+        let slot = Arc::new(CoreSlot::default());
+        let record = Arc::new(AtomicU32::new(0));
+        let result = Arc::new(AtomicU32::new(0));
+        slot.set_up(VECTOR);
+        let core = {
+            let (slot, record, result) = (slot.clone(), record.clone(), result.clone());
+            thread::spawn(move || {
+                let mut done = 0;
+                while done < 2 {
+                    match slot.take() {
+                        Some(task) => {
+                            assert_eq!(record.load(Ordering::Relaxed), task as u32);
+                            result.store(task as u32 * 10, Ordering::Relaxed);
+                            slot.finish();
+                            done += 1;
+                        }
+                        None => thread::yield_now(),
+                    }
+                }
+            })
+        };
+        for task in [1u64, 2] {
+            record.store(task as u32, Ordering::Relaxed);
+            slot.assign(task).unwrap();
+            while !slot.idle() {
+                thread::yield_now();
+            }
+            assert_eq!(result.load(Ordering::Relaxed), task as u32 * 10);
+        }
+        core.join().unwrap();
+    });
+}

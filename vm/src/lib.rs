@@ -4,7 +4,8 @@
 //! opcodes, record layouts, limits, the checks every program passes before anything runs it
 //! (`verify`), the runtime-parameter block (`params`) and per-AICPU task expansion (`interp`);
 //! and the schedulers' pieces that the simulator and the device share: the fixed-capacity
-//! TensorMap (`tmap`) the lock-free successor lists and fanin guards (`waitlist`) and the ready queues (`ring`).
+//! TensorMap (`tmap`), the lock-free successor lists and fanin guards (`waitlist`), the ready
+//! queues (`ring`) and the AICore handshake slots (`handshake`).
 //!
 //! `#![no_std]` with no allocator: it builds for `aarch64-unknown-none` and runs on the AICPU.
 //!
@@ -19,6 +20,7 @@
 
 pub mod error;
 pub mod format;
+pub mod handshake;
 pub mod interp;
 pub mod opcodes;
 pub mod params;
