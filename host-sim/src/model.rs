@@ -13,16 +13,8 @@ use ptovm_vm::{Interpreter, Io, LaunchError, Pool, RuntimeParams, Sink, Status, 
 use crate::deps::check_run;
 use crate::reference::{expand as reference_expand, RefTask};
 
-/// What a full window does (spec/runtime.md §4.1 step 2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WindowMode {
-    /// Wait for a slot.
-    Stall,
-    /// Stop the run with an error.
-    Abort,
-    /// Count the overflow and place the task anyway.
-    Benchmark,
-}
+/// What a full window does (spec/runtime.md §4.1 step 2): the bytecode's own enum.
+pub use ptovm_vm::WindowMode;
 
 /// Model settings.
 #[derive(Clone, Copy, Debug)]

@@ -1,9 +1,11 @@
-//! The threaded simulator (spec/runtime.md): every AICPU runs the scheduler loop of §4.3 over its
-//! own interpreter, window and ready queues, with the cross-AICPU protocol of §4.1–4.2 on real
-//! atomics and a sharded global TensorMap. The AICPU loops are non-blocking steps, multiplexed over
-//! a few OS threads (`Options::threads`, by default the host's 2 cores) that also execute the
-//! AICores' tasks: concurrency is real (several threads), but a waiting AICPU costs no context
-//! switch, and an idle thread parks instead of spinning.
+//! The threaded simulator (spec/runtime.md): every AICPU runs the scheduler of `vm::sched` —
+//! the loop of §4.3 over its own interpreter, window and ready queues, with the cross-AICPU
+//! protocol of §4.1–4.2 on real atomics and the global TensorMap of §3.2 — the same code the
+//! device library runs. The AICPU loops are non-blocking steps, multiplexed over a few OS
+//! threads (`Options::threads`, by default the host's 2 cores) that also run the AICores' tasks:
+//! concurrency is real (several threads), but a waiting AICPU costs no context switch, and an
+//! idle thread parks instead of spinning. Cores are handshake slots (§3.4), rung through a
+//! doorbell queue.
 //!
 //! Kernels are no-ops that only record their execution; `Options::check` verifies a run against
 //! the reference expander.
@@ -15,15 +17,18 @@ use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
-use ptovm_vm::{Interpreter, LaunchError, Pool, RunError, RuntimeParams, Sink, Task, Verified};
-
-use crate::deps::{check_run, heap_map, DepMode, HeapMap, Ran};
-use crate::model::WindowMode;
-use crate::reference::expand as reference_expand;
-use crate::spinlock::{SpinGuard, SpinLock};
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
+use ptovm_vm::sched::{
+    Aicpu, Busy, Config, Env, Local, MapLock, Node, Padded, Pred, SchedError, Shared, Slot, NODES,
+};
 use ptovm_vm::tmap::MapLayout;
+use ptovm_vm::{Interpreter, LaunchError, Pool, RunError, RuntimeParams, Task, Verified};
+
+use crate::deps::{check_run, heap_map, DepMode, HeapMap, HeapStorage, Ran};
+use crate::model::WindowMode;
+use crate::reference::expand as reference_expand;
+use crate::spinlock::SpinLock;
 
 /// Simulator settings.
 #[derive(Clone, Copy, Debug)]
@@ -63,18 +68,7 @@ pub struct Options {
     pub deps: DepMode,
 }
 
-/// When an AICPU starts dispatching. An AICPU whose generation is blocked — a full window, or
-/// waiting for another AICPU's watermark — starts in any case: holding its ready tasks back then
-/// could deadlock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Start {
-    /// As soon as a task is ready.
-    Immediate,
-    /// Once the AICPU has generated all its tasks.
-    AfterOrchestration,
-    /// Once the AICPU has generated this many tasks.
-    Threshold(u64),
-}
+pub use ptovm_vm::sched::Start;
 
 /// What a trace event shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,88 +174,78 @@ pub enum SimError {
     Options(String),
 }
 
-use crate::waitlist::{self, tag_of, NIL};
-
-const EMPTY: u64 = u64::MAX;
-/// Waiter nodes per task: predecessors it can register on; beyond them it waits (§4.1 step 6).
-const NODES: usize = 32;
-
-fn pool_index(p: Pool) -> usize {
-    if p == Pool::Cube {
-        0
-    } else {
-        1
+impl From<SchedError> for SimError {
+    fn from(e: SchedError) -> SimError {
+        match e {
+            SchedError::Run(e) => SimError::Launch(LaunchError::Run(e)),
+            SchedError::WindowAbort { aicpu, window } => SimError::WindowAbort {
+                aicpu,
+                window: window as usize,
+            },
+            other => SimError::Check(other.to_string()),
+        }
     }
-}
-
-/// A window slot's shared part (spec/runtime.md §3.1).
-struct Slot {
-    task: CachePadded<AtomicU64>,
-    fanin: AtomicU32,
-    /// Pool index of the task (0 cube, 1 vector), set before `task` is published.
-    pool: AtomicU32,
-    /// Kernel index of the task (for the trace).
-    kernel: AtomicU32,
-    waiters: AtomicU64,
-}
-
-/// A waiter node: "this successor waits for the task whose list holds me".
-struct Node {
-    succ_aicpu: AtomicU32,
-    succ_slot: AtomicU32,
-    next: AtomicU32,
-}
-
-/// A ready queue for a window of `cap` slots (a power of two of at least 2 cells).
-fn ready_ring(cap: usize) -> Ring<Box<[Cell]>> {
-    let cells: Box<[Cell]> = (0..cap.max(2).next_power_of_two())
-        .map(|_| Cell::default())
-        .collect();
-    Ring::new(cells).expect("a power of two of at least 2")
-}
-
-/// The task word an AICPU writes into a core's handshake slot: the owning AICPU and the slot
-/// of its window that holds the task.
-fn task_word(aicpu: u32, slot: u32) -> u64 {
-    (aicpu as u64) << 32 | slot as u64
 }
 
 /// Per-task execution record for the check: (start seq, end seq, pool, aicpu).
 type Trace = Vec<Ran>;
 
-/// A predecessor: (aicpu, slot, id).
-type Pred = (u32, u32, u64);
+/// The global TensorMap behind the simulator's spin lock (spec/runtime.md §3.2).
+impl MapLock for SpinLock<HeapMap> {
+    type Mem = HeapStorage;
+    fn with_map<R>(&self, f: impl FnOnce(&mut HeapMap) -> R) -> R {
+        f(&mut self.lock())
+    }
+}
 
-struct Shared<'r> {
-    n: u32,
-    window: usize,
-    threads: usize,
-    published: Vec<CachePadded<AtomicU64>>,
-    slots: Vec<Vec<Slot>>,
-    /// `nodes[aicpu][slot * NODES + k]`.
-    nodes: Vec<Vec<Node>>,
-    /// Per AICPU and pool: its ready tasks' slots (`vm::ring`, the device's ready queue).
-    ready: Vec<[Ring<Box<[Cell]>>; 2]>,
-    /// Per AICPU: slots of its tasks that completed on another AICPU's core (stolen), passed on
-    /// by the AICPU that saw the core finish.
-    completions: Vec<ArrayQueue<u32>>,
-    /// The cores' handshake slots (`vm::handshake`, seed 003 §4.1): cube cores first.
+/// The region the AICPUs share (`vm::sched::Shared` borrows it).
+struct Region {
+    published: Vec<Padded>,
+    waiting_for: Vec<Padded>,
+    slots: Vec<Slot>,
+    nodes: Vec<Node>,
+    ready: Vec<Ring<Box<[Cell]>>>,
+    passed: Vec<Ring<Box<[Cell]>>>,
     cores: Vec<CoreSlot>,
-    /// The AICPU that drives each core.
     core_aicpu: Vec<u32>,
-    /// Cores that have just been handed a task: the simulated cores are multiplexed on the
-    /// driver threads, which take a core from here instead of polling all of them.
-    doorbell: ArrayQueue<u32>,
-    /// The global TensorMap (spec/runtime.md §3.2): the vm's fixed-capacity map, one handle per
-    /// window slot of every AICPU (`aicpu * cap + slot`).
     map: CachePadded<SpinLock<HeapMap>>,
-    /// Window slots per AICPU (with benchmark mode's headroom).
-    cap: u32,
+}
+
+/// One AICPU's private buffers (`vm::sched::Local` borrows them).
+struct Buffers {
+    free: Vec<u32>,
+    retiring: Vec<u32>,
+    unreleased: Vec<u32>,
+    cores: Vec<u32>,
+    busy: Vec<Busy>,
+    preds: Vec<Pred>,
+}
+
+/// A ring for `cap` slot indices (a power of two of at least 2 cells).
+fn ring(cap: usize) -> Option<Ring<Box<[Cell]>>> {
+    let cells: Box<[Cell]> = vec_of(cap.max(2).next_power_of_two(), Cell::default)?.into();
+    Ring::new(cells).ok()
+}
+
+/// `n` values, or `None` if the host cannot allocate them.
+fn vec_of<T>(n: usize, f: impl FnMut() -> T) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    v.extend(std::iter::repeat_with(f).take(n));
+    Some(v)
+}
+
+/// What the driver threads share besides the AICPUs' region.
+struct Drivers<'r> {
+    n: u32,
+    threads: usize,
+    /// Cores that were just handed a task: the simulated cores are multiplexed on the driver
+    /// threads, which take a core from here instead of polling all of them.
+    doorbell: ArrayQueue<u32>,
+    core_aicpu: &'r [u32],
     /// Driver threads and whether each is parked (or about to).
-    drivers: Vec<OnceLock<thread::Thread>>,
+    handles: Vec<OnceLock<thread::Thread>>,
     sleeping: Vec<CachePadded<AtomicBool>>,
-    /// The id of the task each AICPU waits to record (`u64::MAX`: not waiting on watermarks).
-    waiting_for: Vec<CachePadded<AtomicU64>>,
     finished: AtomicU32,
     failed: AtomicBool,
     seq: AtomicU64,
@@ -269,46 +253,85 @@ struct Shared<'r> {
     trace: Mutex<Trace>,
     tracing: bool,
     start: Instant,
-    total_cube: u32,
-    work_steal: bool,
     progress: Option<&'r AtomicU64>,
 }
 
-impl Shared<'_> {
+impl Drivers<'_> {
     /// Unparks driver `d` if it sleeps. Callers publish what it waits for first; the SeqCst
     /// fence pairs with the one in the driver's park (flag, fence, re-check, park), so the wake-up
     /// is not lost — and parking has a timeout besides.
     fn wake_driver(&self, d: usize) {
         fence(Ordering::SeqCst);
         if self.sleeping[d].load(Ordering::Relaxed) {
-            if let Some(t) = self.drivers[d].get() {
+            if let Some(t) = self.handles[d].get() {
                 t.unpark();
             }
         }
-    }
-    fn wake(&self, aicpu: u32) {
-        self.wake_driver(aicpu as usize % self.threads);
     }
     fn wake_all(&self) {
         for d in 0..self.threads {
             self.wake_driver(d);
         }
     }
-    /// After a watermark moved to `mark`: wakes the drivers of the AICPUs it may unblock.
-    fn wake_waiters(&self, mark: u64) {
-        fence(Ordering::SeqCst);
-        for a in 0..self.n {
-            if self.waiting_for[a as usize].load(Ordering::Relaxed) <= mark {
-                self.wake(a);
-            }
-        }
+    fn driver_of(&self, aicpu: u32) -> usize {
+        aicpu as usize % self.threads
     }
 }
 
-struct Pause;
-impl Sink for Pause {
-    fn task(&mut self, _: &Task) -> bool {
-        false
+/// What a scheduler step may do to the simulator (`vm::sched::Env`).
+struct StepEnv<'x, 'r> {
+    dr: &'x Drivers<'r>,
+    driver: usize,
+    jitter: &'x mut Jitter,
+    events: &'x mut Vec<Event>,
+    staged_at: &'x mut u64,
+}
+
+impl Env for StepEnv<'_, '_> {
+    fn wake(&mut self, aicpu: u32) {
+        // A driver sees its own AICPUs on its next round: only another driver is woken.
+        let d = self.dr.driver_of(aicpu);
+        if d != self.driver {
+            self.dr.wake_driver(d);
+        }
+    }
+    fn ring(&mut self, core: u32) {
+        let mut core = core;
+        while let Err(c) = self.dr.doorbell.push(core) {
+            core = c;
+            thread::yield_now();
+        }
+        // This driver runs the cores it rang after its round; a sleeping one is woken to help
+        // only when they pile up (a wake-up is a context switch on a small machine).
+        if self.dr.doorbell.len() >= 64 {
+            self.dr.wake_all();
+        }
+    }
+    fn jitter(&mut self) {
+        self.jitter.maybe_yield();
+    }
+    fn staged(&mut self, _aicpu: u32, _id: u64) {
+        if self.dr.tracing {
+            *self.staged_at = self.dr.start.elapsed().as_nanos() as u64;
+        }
+    }
+    fn recorded(&mut self, aicpu: u32, t: &Task) {
+        if self.dr.tracing {
+            self.events.push(Event {
+                kind: EventKind::Record,
+                aicpu,
+                core: u32::MAX,
+                task: t.id,
+                kernel: t.kernel,
+                start_ns: *self.staged_at,
+                end_ns: self.dr.start.elapsed().as_nanos() as u64,
+            });
+        }
+    }
+    fn completed(&mut self) {
+        if let Some(p) = self.dr.progress {
+            p.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -328,448 +351,69 @@ impl Jitter {
     }
 }
 
-#[derive(Default)]
-struct Counts {
-    stolen: u64,
-    tasks: u64,
-    cube: u64,
-    edges: u64,
-    cross: u64,
-    stalls: u64,
-    overflows: u64,
-    batches: u64,
-}
-
-/// One AICPU: its interpreter and the scheduler state only it touches.
-struct Cpu<'a, 'p> {
-    me: u32,
-    interp: Interpreter<'a, 'p>,
-    /// The interpreter holds a staged task (paused right after emitting it).
-    staged: bool,
-    /// Slot of the placed task not yet recorded.
-    pending: Option<u32>,
-    done: bool,
-    retired: bool,
-    in_window: usize,
-    free_slots: Vec<u32>,
-    /// Slots of completed tasks whose successors are not released yet (`batch_deps`).
-    unreleased: Vec<u32>,
-    /// Slots of completed tasks not yet retired from the map (§4.2 step 3, batched).
-    retiring: Vec<u32>,
-    deferred: Vec<(u32, Vec<Pred>)>,
-    others_min: u64,
-    /// Idle cores of each pool (global core ids: cube cores first).
-    free_cores: [Vec<u32>; 2],
-    /// Cores running a task this AICPU handed them: (core, owning AICPU, slot).
-    busy: Vec<(u32, u32, u32)>,
-    /// Tasks running on this AICPU's cores, per pool (for `pipeline_depth`).
-    running: [u32; 2],
-    /// Dispatch has begun (the start policy was met).
-    started: bool,
-    /// Tasks recorded so far (for `Start::Threshold`).
-    generated: u64,
+/// One simulated AICPU: the shared scheduler and what the simulator keeps beside it.
+struct Cpu<'a, 'p, 'm> {
+    sched: Aicpu<'a, 'p, 'm>,
+    /// Counted in `Drivers::finished`.
+    counted: bool,
+    events: Vec<Event>,
+    jitter: Jitter,
     /// When the staged task was emitted (ns since the start), for its `Record` trace span.
     staged_at: u64,
-    events: Vec<Event>,
-    counts: Counts,
-    jitter: Jitter,
 }
 
-impl<'a, 'p> Cpu<'a, 'p> {
-    /// One round of the scheduler loop (spec/runtime.md §4.3); returns whether it did anything.
-    fn step(&mut self, sh: &Shared, o: &Options) -> Result<bool, SimError> {
-        let me = self.me as usize;
-        let mut progress = false;
-        // (1) Completions (§4.2): its cores that went idle, and its stolen tasks that finished
-        // on another AICPU's cores.
-        let mut i = 0;
-        while i < self.busy.len() {
-            let (core, owner, slot) = self.busy[i];
-            if !sh.cores[core as usize].idle() {
-                i += 1;
-                continue;
-            }
-            self.busy.swap_remove(i);
-            progress = true;
-            self.jitter.maybe_yield();
-            self.core_back(sh, core);
-            if owner == self.me {
-                self.completed(sh, o, slot);
-            } else {
-                while sh.completions[owner as usize].push(slot).is_err() {
-                    thread::yield_now();
-                }
-                sh.wake(owner);
-            }
-        }
-        while let Some(slot) = sh.completions[me].pop() {
-            progress = true;
-            self.completed(sh, o, slot);
-        }
-        let completions = progress;
-        progress = false;
-        // (2) Dispatch, once the start policy allows it (a full window always does).
-        if !self.started {
-            self.started = self.in_window >= sh.window
-                || match o.start {
-                    Start::Immediate => true,
-                    Start::AfterOrchestration => {
-                        self.done && !self.staged && self.pending.is_none()
-                    }
-                    Start::Threshold(n) => {
-                        self.generated >= n || (self.done && !self.staged && self.pending.is_none())
-                    }
-                };
-        }
-        let mut dispatched = false;
-        for pl in 0..2 {
-            if !self.started {
-                break;
-            }
-            while !self.free_cores[pl].is_empty()
-                && (o.pipeline_depth == 0 || self.running[pl] < o.pipeline_depth)
-            {
-                // Its own ready tasks first; an idle core may then take another AICPU's.
-                let (owner, slot) = match sh.ready[me][pl].pop() {
-                    Some(slot) => (self.me, slot),
-                    None if o.work_steal => {
-                        let victim = (1..sh.n)
-                            .map(|k| (self.me + k) % sh.n)
-                            .find_map(|v| sh.ready[v as usize][pl].pop().map(|s| (v, s)));
-                        match victim {
-                            Some(found) => found,
-                            None => break,
-                        }
-                    }
-                    None => break,
-                };
-                let core = self.free_cores[pl].pop().unwrap_or_default();
-                self.running[pl] += 1;
-                if owner != self.me {
-                    self.counts.stolen += 1;
-                }
-                sh.cores[core as usize]
-                    .assign(task_word(owner, slot))
-                    .map_err(|_| SimError::Check(format!("core {core} was handed two tasks")))?;
-                self.busy.push((core, owner, slot));
-                while sh.doorbell.push(core).is_err() {
-                    thread::yield_now();
-                }
-                dispatched = true;
-            }
-        }
-        if dispatched {
-            progress = true;
-            // This driver runs the cores it rang after its round; a sleeping one is woken to
-            // help only when they pile up (a wake-up is a context switch on a small machine).
-            if sh.doorbell.len() >= 64 {
-                sh.wake_all();
-            }
-        }
-        // Tasks waiting for predecessors beyond their waiter nodes keep their guard until those
-        // retire.
-        self.deferred.retain_mut(|(k, preds)| {
-            preds.retain(|(pa, ps, pid)| {
-                !waitlist::completed(&sh.slots[*pa as usize][*ps as usize].waiters, tag_of(*pid))
-            });
-            if preds.is_empty() {
-                release_guard(sh, me as u32, *k, me % sh.threads);
-                progress = true;
-                false
-            } else {
-                true
-            }
-        });
-        // (3) Generation (§4.1), as far as it goes without waiting.
-        loop {
-            if !self.staged && self.pending.is_none() && !self.done {
-                self.jitter.maybe_yield();
-                let before = self.interp.stats().emitted;
-                self.interp
-                    .run(&mut Pause, 1)
-                    .map_err(|e| SimError::Launch(LaunchError::Run(e)))?;
-                let mark = if self.interp.stats().emitted > before {
-                    self.staged = true;
-                    if sh.tracing {
-                        self.staged_at = sh.start.elapsed().as_nanos() as u64;
-                    }
-                    self.interp.current_task().id
-                } else {
-                    self.done = true;
-                    u64::MAX
-                };
-                sh.published[me].store(mark, Ordering::Release);
-                sh.wake_waiters(mark);
-                progress = true;
-            }
-            if self.staged && self.pending.is_none() {
-                if self.in_window >= sh.window {
-                    match o.mode {
-                        WindowMode::Abort => {
-                            return Err(SimError::WindowAbort {
-                                aicpu: self.me,
-                                window: sh.window,
-                            })
-                        }
-                        WindowMode::Benchmark if !self.free_slots.is_empty() => {
-                            self.counts.overflows += 1
-                        }
-                        _ => {
-                            self.counts.stalls += 1;
-                            self.started = true;
-                            break;
-                        }
-                    }
-                }
-                if self.free_slots.is_empty() && !self.retiring.is_empty() {
-                    let mut map = sh.map.lock();
-                    self.flush(sh, &mut map)?;
-                }
-                let Some(k) = self.free_slots.pop() else {
-                    self.counts.stalls += 1;
-                    self.started = true;
-                    break;
-                };
-                let t = self.interp.current_task();
-                let s = &sh.slots[me][k as usize];
-                s.fanin.store(1, Ordering::Relaxed);
-                s.pool.store(pool_index(t.pool()) as u32, Ordering::Relaxed);
-                s.kernel.store(t.kernel as u32, Ordering::Relaxed);
-                waitlist::open(&s.waiters, tag_of(t.id));
-                s.task.store(t.id, Ordering::Release);
-                self.pending = Some(k);
-                self.in_window += 1;
-                progress = true;
-            }
-            let Some(k) = self.pending else { break };
-            let id = self.interp.current_task().id;
-            if !o.naive && self.others_min < id {
-                self.others_min = (0..sh.n)
-                    .filter(|a| *a as usize != me)
-                    .map(|a| sh.published[a as usize].load(Ordering::Acquire))
-                    .min()
-                    .unwrap_or(u64::MAX);
-            }
-            if !o.naive && self.others_min < id {
-                sh.waiting_for[me].store(id, Ordering::SeqCst);
-                // Re-check after announcing: a watermark published in between woke nobody.
-                self.others_min = (0..sh.n)
-                    .filter(|a| *a as usize != me)
-                    .map(|a| sh.published[a as usize].load(Ordering::Acquire))
-                    .min()
-                    .unwrap_or(u64::MAX);
-                if self.others_min < id {
-                    // Blocked on another AICPU: holding ready tasks back now could deadlock
-                    // (that AICPU may wait for them), so the start policy gives way.
-                    self.started = true;
-                    break;
-                }
-            }
-            sh.waiting_for[me].store(u64::MAX, Ordering::Relaxed);
-            self.jitter.maybe_yield();
-            let mut map = sh.map.lock();
-            self.flush(sh, &mut map)?;
-            let rest = record_and_register(
-                sh,
-                map,
-                self.me,
-                k,
-                self.interp.current_task(),
-                &mut self.counts,
-            )?;
-            if sh.tracing {
-                let t = self.interp.current_task();
-                self.events.push(Event {
-                    kind: EventKind::Record,
-                    aicpu: self.me,
-                    core: u32::MAX,
-                    task: t.id,
-                    kernel: t.kernel,
-                    start_ns: self.staged_at,
-                    end_ns: sh.start.elapsed().as_nanos() as u64,
-                });
-            }
-            self.pending = None;
-            self.staged = false;
-            self.generated += 1;
-            progress = true;
-            if rest.is_empty() {
-                release_guard(sh, self.me, k, me % sh.threads);
-            } else {
-                self.deferred.push((k, rest));
-            }
-        }
-        // A held-back batch goes out as soon as nothing else moves: holding it longer could
-        // keep every AICPU waiting.
-        if !progress && !self.unreleased.is_empty() {
-            self.release(sh);
-            progress = true;
-        }
-        progress |= completions;
-        if self.done
-            && !self.staged
-            && self.pending.is_none()
-            && self.in_window == 0
-            && self.deferred.is_empty()
-            && self.busy.is_empty()
-            && !self.retired
-        {
-            let mut map = sh.map.lock();
-            self.flush(sh, &mut map)?;
-            drop(map);
-            self.retired = true;
-            sh.finished.fetch_add(1, Ordering::AcqRel);
-            sh.wake_all();
-            progress = true;
-        }
-        Ok(progress)
-    }
-
-    /// Task in `slot` completed: its successors are released now or with the next batch.
-    fn completed(&mut self, sh: &Shared, o: &Options, slot: u32) {
-        self.unreleased.push(slot);
-        if self.unreleased.len() >= o.batch_deps.max(1) as usize {
-            self.release(sh);
-        }
-    }
-
-    /// §4.2 steps 1–2 for the completed tasks of `unreleased`, as one batch: closes their
-    /// successor lists and releases the successors; their slots go to `retiring`.
-    fn release(&mut self, sh: &Shared) {
-        let me = self.me as usize;
-        self.counts.batches += 1;
-        for i in 0..self.unreleased.len() {
-            let slot = self.unreleased[i];
-            let s = &sh.slots[me][slot as usize];
-            let id = s.task.load(Ordering::Relaxed);
-            if s.pool.load(Ordering::Relaxed) == 0 {
-                self.counts.cube += 1;
-            }
-            // Close the successor list and notify; node indices are global: aicpu << 24 | index.
-            let mut cur = waitlist::close(&s.waiters, tag_of(id));
-            while cur != NIL {
-                let nd = &sh.nodes[(cur >> 24) as usize][(cur & 0xFF_FFFF) as usize];
-                let sa = nd.succ_aicpu.load(Ordering::Acquire);
-                let ss = nd.succ_slot.load(Ordering::Acquire);
-                let next = nd.next.load(Ordering::Acquire);
-                release_guard(sh, sa, ss, me % sh.threads);
-                cur = next;
-            }
-            // Its accesses leave the map, and the slot becomes free, at the next flush
-            // (batched under the map lock this AICPU takes to record anyway).
-            self.retiring.push(slot);
-            self.in_window -= 1;
-            self.counts.tasks += 1;
-            if let Some(p) = sh.progress {
-                p.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.unreleased.clear();
-    }
-
-    /// Retires the completed tasks of `retiring` (spec/runtime.md §4.2 step 3): their accesses
-    /// leave the map and their slots become free. Called with the map locked.
-    fn flush(&mut self, sh: &Shared, map: &mut HeapMap) -> Result<(), SimError> {
-        for slot in self.retiring.drain(..) {
-            map.retire(self.me * sh.cap + slot)
-                .map_err(|e| SimError::Check(format!("TensorMap: {e}")))?;
-            sh.slots[self.me as usize][slot as usize]
-                .task
-                .store(EMPTY, Ordering::Release);
-            self.free_slots.push(slot);
-        }
-        Ok(())
-    }
-
-    /// A core of this AICPU is idle again.
-    fn core_back(&mut self, sh: &Shared, core: u32) {
-        let pl = usize::from(core >= sh.total_cube);
-        self.free_cores[pl].push(core);
-        self.running[pl] = self.running[pl].saturating_sub(1);
-    }
-
-    /// Whether a round could do something now (checked before parking).
-    fn has_work(&self, sh: &Shared) -> bool {
-        let me = self.me as usize;
-        let watermarks = self.pending.is_some() && {
-            let id = self.interp.current_task().id;
-            (0..sh.n)
-                .all(|a| a as usize == me || sh.published[a as usize].load(Ordering::Acquire) >= id)
-        };
-        let steal =
-            |pl: usize| sh.work_steal && (0..sh.n).any(|v| !sh.ready[v as usize][pl].is_empty());
-        !sh.completions[me].is_empty()
-            || self.busy.iter().any(|b| sh.cores[b.0 as usize].idle())
-            || (!self.free_cores[0].is_empty() && (!sh.ready[me][0].is_empty() || steal(0)))
-            || (!self.free_cores[1].is_empty() && (!sh.ready[me][1].is_empty() || steal(1)))
-            || watermarks
-            || (!self.staged && self.pending.is_none() && !self.done)
-            || !self.deferred.is_empty()
-    }
-}
-
-/// §4.1 step 7 (and §4.2 step 2): drops one hold on a task's fanin; the last one makes it ready.
-fn release_guard(sh: &Shared, aicpu: u32, slot: u32, from: usize) {
-    let s = &sh.slots[aicpu as usize][slot as usize];
-    if waitlist::release(&s.fanin) {
-        let pl = s.pool.load(Ordering::Acquire) as usize & 1;
-        while sh.ready[aicpu as usize][pl].push(slot).is_err() {
-            thread::yield_now();
-        }
-        // A driver sees its own AICPUs' queues on its next round: only another driver is woken.
-        if aicpu as usize % sh.threads != from {
-            sh.wake(aicpu);
-        }
-    }
-}
+type Sched<'m> = Shared<'m, Box<[Cell]>, SpinLock<HeapMap>>;
 
 /// Core `core` runs the task in its handshake slot: records its execution and says it is done.
-fn execute(sh: &Shared, core: u32, events: &mut Vec<Event>, driver: usize) -> Result<(), SimError> {
-    let slot_of_core = &sh.cores[core as usize];
-    let word = slot_of_core
+fn execute(
+    dr: &Drivers<'_>,
+    sh: &Sched<'_>,
+    core: u32,
+    events: &mut Vec<Event>,
+    driver: usize,
+) -> Result<(), SimError> {
+    let hs = &sh.cores[core as usize];
+    let word = hs
         .take()
         .ok_or_else(|| SimError::Check(format!("core {core} was rung without a task")))?;
     let (aicpu, slot) = ((word >> 32) as u32, word as u32);
-    let id = sh.slots[aicpu as usize][slot as usize]
-        .task
-        .load(Ordering::Acquire);
-    let start_ns = if sh.tracing {
-        sh.start.elapsed().as_nanos() as u64
+    let task_slot = &sh.slots[(aicpu * sh.cap + slot) as usize];
+    let id = task_slot.task.load(Ordering::Acquire);
+    let start_ns = if dr.tracing {
+        dr.start.elapsed().as_nanos() as u64
     } else {
         0
     };
     // Global sequence numbers order starts and ends for the check; without it they are not taken.
-    let t0 = if sh.check {
-        sh.seq.fetch_add(1, Ordering::SeqCst)
+    let t0 = if dr.check {
+        dr.seq.fetch_add(1, Ordering::SeqCst)
     } else {
         0
     };
     // The default kernel does nothing but record its execution.
-    let t1 = if sh.check {
-        sh.seq.fetch_add(1, Ordering::SeqCst)
+    let t1 = if dr.check {
+        dr.seq.fetch_add(1, Ordering::SeqCst)
     } else {
         0
     };
-    if sh.check {
-        let mut tr = sh.trace.lock().unwrap_or_else(|e| e.into_inner());
+    if dr.check {
+        let mut tr = dr.trace.lock().unwrap_or_else(|e| e.into_inner());
         if tr.len() <= id as usize {
             tr.resize(id as usize + 1, (0, 0, Pool::Vector, u32::MAX));
         }
         if tr[id as usize].0 != 0 {
-            sh.failed.store(true, Ordering::SeqCst);
+            dr.failed.store(true, Ordering::SeqCst);
         }
-        let pool = if slot_of_core.core_type.load(Ordering::Relaxed) == handshake::CUBE {
+        let pool = if hs.core_type.load(Ordering::Relaxed) == handshake::CUBE {
             Pool::Cube
         } else {
             Pool::Vector
         };
         tr[id as usize] = (t0, t1, pool, aicpu);
     }
-    if sh.tracing {
-        let kernel = sh.slots[aicpu as usize][slot as usize]
-            .kernel
-            .load(Ordering::Relaxed) as u16;
-        let end_ns = sh.start.elapsed().as_nanos() as u64;
+    if dr.tracing {
+        let kernel = task_slot.kernel.load(Ordering::Relaxed) as u16;
+        let end_ns = dr.start.elapsed().as_nanos() as u64;
         events.push(Event {
             kind: EventKind::Run,
             aicpu,
@@ -780,10 +424,10 @@ fn execute(sh: &Shared, core: u32, events: &mut Vec<Event>, driver: usize) -> Re
             end_ns,
         });
     }
-    slot_of_core.finish();
-    let driven_by = sh.core_aicpu[core as usize];
-    if driven_by as usize % sh.threads != driver {
-        sh.wake(driven_by);
+    hs.finish();
+    let d = dr.driver_of(dr.core_aicpu[core as usize]);
+    if d != driver {
+        dr.wake_driver(d);
     }
     Ok(())
 }
@@ -831,107 +475,114 @@ pub fn run_with_progress(
     } else {
         o.window
     };
-    let mut cpus: Vec<Cpu> = Vec::new();
-    for i in 0..n {
-        cpus.push(Cpu {
-            me: i,
-            interp: Interpreter::new(v, p, i, n)?,
-            staged: false,
-            pending: None,
-            done: false,
-            retired: false,
-            in_window: 0,
-            free_slots: (0..cap as u32).rev().collect(),
-            retiring: Vec::with_capacity(cap),
-            unreleased: Vec::with_capacity(cap),
-            deferred: Vec::new(),
-            others_min: 0,
-            // Core c of a pool goes to AICPU c mod n; cube cores are 0.., vector cores follow.
-            free_cores: [
-                (0..o.cube).filter(|c| c % n == i).rev().collect(),
-                (0..o.vector)
-                    .filter(|c| c % n == i)
-                    .map(|c| o.cube + c)
-                    .rev()
-                    .collect(),
-            ],
-            busy: Vec::with_capacity((o.cube + o.vector) as usize),
-            staged_at: 0,
-            events: Vec::new(),
-            running: [0, 0],
-            started: false,
-            generated: 0,
-            counts: Counts::default(),
-            jitter: Jitter(o.jitter.map_or(0, |s| s ^ (i as u64 + 1))),
-        });
-    }
+    let cores = (o.cube + o.vector) as usize;
+    // Core c of a pool goes to AICPU c mod n; cube cores are 0.., vector cores follow.
+    let core_aicpu: Vec<u32> = (0..o.cube)
+        .map(|c| c % n)
+        .chain((0..o.vector).map(|c| c % n))
+        .collect();
+    let too_big = |what: &str| {
+        SimError::Options(format!(
+            "{what} for {n} windows of {cap} slots is more memory than this host can give"
+        ))
+    };
     let layout = MapLayout::for_program(&v, n * cap as u32)
         .map_err(|e| SimError::Options(format!("TensorMap: {e}")))?;
-    let map = heap_map(layout, o.deps).ok_or_else(|| {
-            SimError::Options(format!(
-                "the TensorMap for {n} windows of {cap} slots needs {} bytes, more than this host can give",
-                layout.bytes()
-            ))
-        })?;
-    let sh = Shared {
-        n,
-        window: o.window,
-        threads,
-        published: (0..n)
-            .map(|_| CachePadded::new(AtomicU64::new(0)))
-            .collect(),
-        slots: (0..n)
-            .map(|_| {
-                (0..cap)
-                    .map(|_| Slot {
-                        task: CachePadded::new(AtomicU64::new(EMPTY)),
-                        fanin: AtomicU32::new(0),
-                        pool: AtomicU32::new(0),
-                        kernel: AtomicU32::new(0),
-                        waiters: AtomicU64::new(waitlist::pack(0, NIL)),
-                    })
-                    .collect()
-            })
-            .collect(),
-        nodes: (0..n)
-            .map(|_| {
-                (0..cap * NODES)
-                    .map(|_| Node {
-                        succ_aicpu: AtomicU32::new(0),
-                        succ_slot: AtomicU32::new(0),
-                        next: AtomicU32::new(NIL),
-                    })
-                    .collect()
-            })
-            .collect(),
-        ready: (0..n).map(|_| [ready_ring(cap), ready_ring(cap)]).collect(),
-        completions: (0..n)
-            .map(|_| ArrayQueue::new(cap + (o.cube + o.vector) as usize))
-            .collect(),
-        cores: (0..o.cube + o.vector)
+    let region = Region {
+        published: (0..n).map(|_| Padded::new(0)).collect(),
+        waiting_for: (0..n).map(|_| Padded::new(u64::MAX)).collect(),
+        slots: vec_of(n as usize * cap, Slot::default)
+            .ok_or_else(|| too_big("the window slots"))?,
+        nodes: vec_of(n as usize * cap * NODES, Node::default)
+            .ok_or_else(|| too_big("the waiter nodes"))?,
+        ready: (0..2 * n)
+            .map(|_| ring(cap))
+            .collect::<Option<_>>()
+            .ok_or_else(|| too_big("the ready queues"))?,
+        passed: (0..n)
+            .map(|_| ring(cap))
+            .collect::<Option<_>>()
+            .ok_or_else(|| too_big("the completion queues"))?,
+        cores: (0..cores)
             .map(|c| {
-                let slot = CoreSlot::default();
-                slot.set_up(if c < o.cube {
+                let hs = CoreSlot::default();
+                hs.set_up(if c < o.cube as usize {
                     handshake::CUBE
                 } else {
                     handshake::VECTOR
                 });
-                slot
+                hs
             })
             .collect(),
-        core_aicpu: (0..o.cube)
-            .map(|c| c % n)
-            .chain((0..o.vector).map(|c| c % n))
-            .collect(),
-        doorbell: ArrayQueue::new((o.cube + o.vector) as usize + 1),
-        map: CachePadded::new(SpinLock::new(map)),
+        core_aicpu: core_aicpu.clone(),
+        map: CachePadded::new(SpinLock::new(
+            heap_map(layout, o.deps).ok_or_else(|| too_big("the TensorMap"))?,
+        )),
+    };
+    let sh: Sched<'_> = Shared {
+        n,
         cap: cap as u32,
-        drivers: (0..threads).map(|_| OnceLock::new()).collect(),
+        published: &region.published,
+        waiting_for: &region.waiting_for,
+        slots: &region.slots,
+        nodes: &region.nodes,
+        ready: &region.ready,
+        passed: &region.passed,
+        cores: &region.cores,
+        core_aicpu: &region.core_aicpu,
+        map: &*region.map,
+    };
+    let cfg = Config {
+        window: o.window as u32,
+        mode: o.mode,
+        start: o.start,
+        pipeline_depth: o.pipeline_depth,
+        work_steal: o.work_steal,
+        batch_deps: o.batch_deps,
+        naive: o.naive,
+    };
+    let mut buffers: Vec<Buffers> = Vec::new();
+    for i in 0..n {
+        let own: Vec<u32> = (0..cores as u32)
+            .filter(|&c| core_aicpu[c as usize] == i)
+            .collect();
+        buffers.push(Buffers {
+            free: vec![0; cap],
+            retiring: vec![0; cap],
+            unreleased: vec![0; cap],
+            busy: vec![Busy::default(); own.len()],
+            cores: own,
+            preds: vec_of(n as usize * cap, Pred::default)
+                .ok_or_else(|| too_big("the predecessor scratch"))?,
+        });
+    }
+    let mut cpus: Vec<Cpu> = Vec::new();
+    for (i, b) in buffers.iter_mut().enumerate() {
+        let i = i as u32;
+        let local = Local {
+            free: &mut b.free,
+            retiring: &mut b.retiring,
+            unreleased: &mut b.unreleased,
+            cores: &mut b.cores,
+            busy: &mut b.busy,
+            preds: &mut b.preds,
+        };
+        cpus.push(Cpu {
+            sched: Aicpu::new(i, Interpreter::new(v, p, i, n)?, local, &sh)?,
+            counted: false,
+            events: Vec::new(),
+            jitter: Jitter(o.jitter.map_or(0, |s| s ^ (i as u64 + 1))),
+            staged_at: 0,
+        });
+    }
+    let dr = Drivers {
+        n,
+        threads,
+        doorbell: ArrayQueue::new(cores + 1),
+        core_aicpu: &core_aicpu,
+        handles: (0..threads).map(|_| OnceLock::new()).collect(),
         sleeping: (0..threads)
             .map(|_| CachePadded::new(AtomicBool::new(false)))
-            .collect(),
-        waiting_for: (0..n)
-            .map(|_| CachePadded::new(AtomicU64::new(u64::MAX)))
             .collect(),
         finished: AtomicU32::new(0),
         failed: AtomicBool::new(false),
@@ -940,15 +591,12 @@ pub fn run_with_progress(
         trace: Mutex::new(Vec::new()),
         tracing: o.trace,
         start: Instant::now(),
-        total_cube: o.cube,
-        work_steal: o.work_steal,
         progress,
     };
-    // Hand the AICPUs out to the drivers: AICPU i to driver i mod threads.
+    // AICPU i runs on driver thread i mod threads.
     let mut groups: Vec<Vec<Cpu>> = (0..threads).map(|_| Vec::new()).collect();
     for c in cpus {
-        let d = c.me as usize % threads;
-        groups[d].push(c);
+        groups[c.sched.index() as usize % threads].push(c);
     }
     let start = Instant::now();
     let results: Vec<DriverResult> = thread::scope(|s| {
@@ -956,8 +604,8 @@ pub fn run_with_progress(
             .into_iter()
             .enumerate()
             .map(|(d, group)| {
-                let sh = &sh;
-                s.spawn(move || drive(sh, d, group, &o))
+                let (dr, sh, cfg) = (&dr, &sh, &cfg);
+                s.spawn(move || drive(dr, sh, cfg, d, group))
             })
             .collect();
         handles
@@ -981,8 +629,8 @@ pub fn run_with_progress(
                 rep.events.extend(events);
                 for c in group {
                     rep.events.extend(c.events.iter().copied());
-                    let k = &c.counts;
-                    rep.per_aicpu[c.me as usize] = k.tasks;
+                    let k = c.sched.counts();
+                    rep.per_aicpu[c.sched.index() as usize] = k.tasks;
                     rep.cube_tasks += k.cube;
                     rep.vector_tasks += k.tasks - k.cube;
                     rep.edges += k.edges;
@@ -1008,11 +656,11 @@ pub fn run_with_progress(
     }
     rep.tasks_total = rep.per_aicpu.iter().sum();
     if o.check {
-        if sh.failed.load(Ordering::SeqCst) {
+        if dr.failed.load(Ordering::SeqCst) {
             return Err(SimError::Check("a task ran twice".into()));
         }
         // Every task retired, so every access left the map.
-        let map = sh.map.lock();
+        let map = region.map.lock();
         if map.used() != 0 || map.live() != 0 {
             return Err(SimError::Check(format!(
                 "{} accesses ({} live) left in the TensorMap after every task retired",
@@ -1025,7 +673,7 @@ pub fn run_with_progress(
             &v,
             &p,
             n,
-            &sh.trace.lock().unwrap_or_else(|e| e.into_inner()),
+            &dr.trace.lock().unwrap_or_else(|e| e.into_inner()),
         )?;
         rep.checked = true;
     }
@@ -1033,44 +681,57 @@ pub fn run_with_progress(
 }
 
 /// What a driver thread hands back: its AICPUs (with their counters) and the core runs it traced.
-type DriverResult<'a, 'p> = Result<(Vec<Cpu<'a, 'p>>, Vec<Event>), SimError>;
+type DriverResult<'a, 'p, 'm> = Result<(Vec<Cpu<'a, 'p, 'm>>, Vec<Event>), SimError>;
 
 /// A driver thread: steps its AICPUs and runs the cores' tasks until every AICPU has finished.
-fn drive<'a, 'p>(
-    sh: &Shared,
+fn drive<'a, 'p, 'm>(
+    dr: &Drivers<'_>,
+    sh: &Sched<'_>,
+    cfg: &Config,
     d: usize,
-    mut group: Vec<Cpu<'a, 'p>>,
-    o: &Options,
-) -> DriverResult<'a, 'p> {
-    let _ = sh.drivers[d].set(thread::current());
+    mut group: Vec<Cpu<'a, 'p, 'm>>,
+) -> DriverResult<'a, 'p, 'm> {
+    let _ = dr.handles[d].set(thread::current());
     let mut events = Vec::new();
     let idle = crossbeam_utils::Backoff::new();
     loop {
-        if sh.failed.load(Ordering::Relaxed) {
+        if dr.failed.load(Ordering::Relaxed) {
             return Err(SimError::Check("stopped: another AICPU failed".into()));
         }
         let mut progress = false;
         for c in group.iter_mut() {
-            match c.step(sh, o) {
+            let mut env = StepEnv {
+                dr,
+                driver: d,
+                jitter: &mut c.jitter,
+                events: &mut c.events,
+                staged_at: &mut c.staged_at,
+            };
+            match c.sched.step(sh, cfg, &mut env) {
                 Ok(p) => progress |= p,
                 Err(e) => {
-                    sh.failed.store(true, Ordering::SeqCst);
-                    sh.wake_all();
-                    return Err(e);
+                    dr.failed.store(true, Ordering::SeqCst);
+                    dr.wake_all();
+                    return Err(e.into());
                 }
+            }
+            if c.sched.finished() && !c.counted {
+                c.counted = true;
+                dr.finished.fetch_add(1, Ordering::AcqRel);
+                dr.wake_all();
             }
         }
         // Run the cores that were handed a task (any driver may run any core).
         for _ in 0..256 {
-            let Some(core) = sh.doorbell.pop() else { break };
-            if let Err(e) = execute(sh, core, &mut events, d) {
-                sh.failed.store(true, Ordering::SeqCst);
-                sh.wake_all();
+            let Some(core) = dr.doorbell.pop() else { break };
+            if let Err(e) = execute(dr, sh, core, &mut events, d) {
+                dr.failed.store(true, Ordering::SeqCst);
+                dr.wake_all();
                 return Err(e);
             }
             progress = true;
         }
-        if sh.finished.load(Ordering::Acquire) == sh.n && sh.doorbell.is_empty() {
+        if dr.finished.load(Ordering::Acquire) == dr.n && dr.doorbell.is_empty() {
             return Ok((group, events));
         }
         if progress {
@@ -1081,64 +742,18 @@ fn drive<'a, 'p>(
             // before paying for a park and an unpark.
             idle.snooze();
         } else {
-            sh.sleeping[d].store(true, Ordering::SeqCst);
+            dr.sleeping[d].store(true, Ordering::SeqCst);
             fence(Ordering::SeqCst);
-            let work = !sh.doorbell.is_empty()
-                || group.iter().any(|c| c.has_work(sh))
-                || sh.failed.load(Ordering::Relaxed)
-                || sh.finished.load(Ordering::Acquire) == sh.n;
+            let work = !dr.doorbell.is_empty()
+                || group.iter().any(|c| c.sched.has_work(sh, cfg))
+                || dr.failed.load(Ordering::Relaxed)
+                || dr.finished.load(Ordering::Acquire) == dr.n;
             if !work {
                 thread::park_timeout(Duration::from_micros(500));
             }
-            sh.sleeping[d].store(false, Ordering::Relaxed);
+            dr.sleeping[d].store(false, Ordering::Relaxed);
         }
     }
-}
-
-/// §4.1 steps 5–6: looks up predecessors and records `t`'s accesses (holding `map`, released
-/// before registering), then registers on them.
-/// Returns the predecessors beyond the task's waiter nodes: the caller keeps the guard until they
-/// have retired.
-fn record_and_register(
-    sh: &Shared,
-    mut map: SpinGuard<'_, HeapMap>,
-    me: u32,
-    slot: u32,
-    t: &Task,
-    c: &mut Counts,
-) -> Result<Vec<Pred>, SimError> {
-    let mut preds: Vec<Pred> = Vec::new();
-    let cap = sh.cap;
-    map.add(t.id, me * cap + slot, t.ios(), &mut |p| {
-        preds.push((p.handle / cap, p.handle % cap, p.id))
-    })
-    .map_err(|e| SimError::Check(format!("TensorMap: {e}")))?;
-    drop(map);
-    let s = &sh.slots[me as usize][slot as usize];
-    let mut k = 0usize;
-    let mut rest = Vec::new();
-    for (pa, ps, pid) in preds {
-        let target = &sh.slots[pa as usize][ps as usize];
-        if k >= NODES {
-            rest.push((pa, ps, pid));
-            continue;
-        }
-        let node_index = slot as usize * NODES + k;
-        let nd = &sh.nodes[me as usize][node_index];
-        nd.succ_aicpu.store(me, Ordering::Relaxed);
-        nd.succ_slot.store(slot, Ordering::Relaxed);
-        let global = (me << 24) | node_index as u32;
-        if waitlist::register(&target.waiters, tag_of(pid), global, &s.fanin, |first| {
-            nd.next.store(first, Ordering::Relaxed)
-        }) {
-            k += 1;
-            c.edges += 1;
-            if pa != me {
-                c.cross += 1;
-            }
-        }
-    }
-    Ok(rest)
 }
 
 /// Verifies a run: every reference task ran exactly once, on its pool and AICPU, and started after

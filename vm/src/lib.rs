@@ -25,6 +25,7 @@ pub mod interp;
 pub mod opcodes;
 pub mod params;
 pub mod ring;
+pub mod sched;
 pub mod sync;
 pub mod tmap;
 pub mod verify;

@@ -2,7 +2,7 @@
 //! model checks of `host-sim/tests/loom.rs` explore every interleaving of the same code).
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+pub use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 #[cfg(not(loom))]
-pub use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+pub use core::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
