@@ -85,7 +85,7 @@ fn run(
         .map(|c| {
             let s = CoreSlot::default();
             // Even cores are cube, odd ones vector: every AICPU gets both.
-            s.set_up(if (c / n as usize) % 2 == 0 {
+            s.set_up(if (c / n as usize).is_multiple_of(2) {
                 CUBE
             } else {
                 VECTOR
