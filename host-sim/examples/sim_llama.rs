@@ -1,4 +1,5 @@
-//! Runs the LLaMA layer on the threaded simulator: `cargo run --release -p ptovm-host-sim --example sim_llama -- N AICPUS WINDOW CHECK`.
+//! Runs the LLaMA layer on the threaded simulator: `cargo run --release -p ptovm-host-sim --example sim_llama -- N AICPUS WINDOW CHECK`
+//! (`THREADS=t` sets the driver threads, default 2).
 use ptovm_assembler::{assemble, Options};
 use ptovm_host_sim::sim;
 use ptovm_vm::{verify, RuntimeParams, Value};
