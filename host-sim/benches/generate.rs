@@ -135,28 +135,7 @@ fn with_deps(b: divan::Bencher, mode: &str) {
 }
 
 /// Generation plus dependency building in the scheduler's fixed-capacity TensorMap
-/// (`ptovm_vm::tmap`), a window of 1024 tasks completing in order: task `t` takes slot
-/// `t % 1024` and retires task `t - 1024` first. Every edge whose source is still in the window
-/// is found (the others are satisfied: their source completed).
-struct WindowDeps {
-    map: ptovm_host_sim::HeapMap,
-    edges: u64,
-}
-impl Sink for WindowDeps {
-    #[inline]
-    fn task(&mut self, t: &Task) -> bool {
-        let h = (t.id & 1023) as u32;
-        if t.id >= 1024 {
-            self.map.retire(h).unwrap();
-        }
-        let edges = &mut self.edges;
-        self.map
-            .add(t.id, h, t.ios(), &mut |_| *edges += 1)
-            .unwrap();
-        true
-    }
-}
-
+/// (`ptovm_vm::tmap`), a window of 1024 tasks completing in order (`InOrderWindow`).
 #[divan::bench(args = ["overlap", "exact"])]
 fn with_window_deps(b: divan::Bencher, mode: &str) {
     let bytes = llama("affinity(t)");
@@ -168,14 +147,12 @@ fn with_window_deps(b: divan::Bencher, mode: &str) {
     let v = verify(&bytes).unwrap();
     let layout = ptovm_vm::tmap::MapLayout::for_program(&v, 1024).unwrap();
     let owned = expand(&bytes, 1, &mut Count(0));
-    let mut d = WindowDeps {
-        map: ptovm_host_sim::heap_map(layout, mode).unwrap(),
-        edges: 0,
-    };
+    let mut d = ptovm_host_sim::InOrderWindow::new(layout, mode).unwrap();
     b.counter(divan::counter::ItemsCount::new(owned))
         .bench_local(|| {
             d.map.reset();
             expand(divan::black_box(&bytes), 1, &mut d);
+            assert_eq!(d.error, None);
         });
 }
 

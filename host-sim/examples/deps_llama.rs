@@ -2,28 +2,9 @@
 //! completing in order (for profiling and work counts):
 //! `cargo run --release -p ptovm-host-sim --example deps_llama -- N WINDOW REPEAT [exact]`.
 use ptovm_assembler::{assemble, Options};
-use ptovm_host_sim::{heap_map, DepMode, HeapMap};
+use ptovm_host_sim::{DepMode, InOrderWindow};
 use ptovm_vm::tmap::MapLayout;
-use ptovm_vm::{verify, Interpreter, RuntimeParams, Sink, Task, Value};
-
-struct Deps {
-    map: HeapMap,
-    window: u64,
-    edges: u64,
-}
-impl Sink for Deps {
-    fn task(&mut self, t: &Task) -> bool {
-        let h = (t.id % self.window) as u32;
-        if t.id >= self.window {
-            self.map.retire(h).unwrap();
-        }
-        let edges = &mut self.edges;
-        self.map
-            .add(t.id, h, t.ios(), &mut |_| *edges += 1)
-            .unwrap();
-        true
-    }
-}
+use ptovm_vm::{verify, Interpreter, RuntimeParams, Value};
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
@@ -41,11 +22,7 @@ fn main() {
     let vals = [Value::Scalar(n)];
     let rp = RuntimeParams::new(&v, &vals).unwrap();
     let layout = MapLayout::for_program(&v, window).unwrap();
-    let mut d = Deps {
-        map: heap_map(layout, mode).unwrap(),
-        window: window as u64,
-        edges: 0,
-    };
+    let mut d = InOrderWindow::new(layout, mode).unwrap();
     let (mut total, mut visits) = (0, 0);
     let t0 = std::time::Instant::now();
     for _ in 0..repeat {
@@ -53,6 +30,7 @@ fn main() {
         d.edges = 0;
         let mut it = Interpreter::new(v, rp, 0, 1).unwrap();
         it.run(&mut d, u64::MAX).unwrap();
+        assert_eq!(d.error, None, "the map refused a task");
         total += it.stats().emitted;
         visits = d.map.visits();
     }

@@ -360,6 +360,54 @@ pub fn heap_map(layout: tmap::MapLayout, mode: DepMode) -> Option<HeapMap> {
     tmap::TensorMap::new(layout, mode, HeapStorage::new(&layout)?).ok()
 }
 
+/// Generation plus dependency building as one AICPU does it, with its window completing in
+/// order (for benchmarks and profiling): task `t` takes handle `t mod window` after task
+/// `t − window` retires, and every edge to a task still in the window is found (the others'
+/// sources have completed). A [`ptovm_vm::Sink`]; the map is sized for the window.
+pub struct InOrderWindow {
+    /// The map.
+    pub map: HeapMap,
+    /// Window size (the map's handle count).
+    pub window: u64,
+    /// Edges found so far.
+    pub edges: u64,
+    /// Why the map refused a task, if it did (generation then pauses there).
+    pub error: Option<tmap::MapError>,
+}
+
+impl InOrderWindow {
+    /// An empty window of `layout.handles` tasks, or `None` if the host cannot allocate it.
+    pub fn new(layout: tmap::MapLayout, mode: DepMode) -> Option<InOrderWindow> {
+        Some(InOrderWindow {
+            map: heap_map(layout, mode)?,
+            window: layout.handles as u64,
+            edges: 0,
+            error: None,
+        })
+    }
+}
+
+impl ptovm_vm::Sink for InOrderWindow {
+    #[inline]
+    fn task(&mut self, t: &ptovm_vm::Task) -> bool {
+        let h = (t.id % self.window) as u32;
+        let edges = &mut self.edges;
+        let r = if t.id >= self.window {
+            self.map.retire(h)
+        } else {
+            Ok(())
+        }
+        .and_then(|()| self.map.add(t.id, h, t.ios(), &mut |_| *edges += 1));
+        match r {
+            Ok(()) => true,
+            Err(e) => {
+                self.error = Some(e);
+                false
+            }
+        }
+    }
+}
+
 /// Computes the edges of `tasks` (in id order), sorted, one per (from, to) pair. Each task
 /// depends on the last writer of what it reads or writes, and a writer on the readers since
 /// that write. In overlap mode an access is retired once a later write covers its whole region,

@@ -16,6 +16,8 @@ pub mod spinlock;
 pub mod sync;
 pub use ptovm_vm::waitlist;
 
-pub use deps::{edges, heap_map, DepBuilder, DepMode, Edge, EdgeKind, HeapMap, HeapStorage};
+pub use deps::{
+    edges, heap_map, DepBuilder, DepMode, Edge, EdgeKind, HeapMap, HeapStorage, InOrderWindow,
+};
 pub use expand::{expand_aicpu, expand_all, Expansion};
 pub use reference::{expand as reference_expand, RefTask};

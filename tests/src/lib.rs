@@ -344,3 +344,21 @@ pub fn values(p: &[(ParamKind, u32, Vec<u32>)]) -> Vec<Value<'_>> {
         })
         .collect()
 }
+
+/// The cross-AICPU hazard of DESIGN.md §4 as a program: producers on AICPU 1 (odd `i`), each
+/// followed by a consumer of the same tile on AICPU 0 (the next even `i`). Without the watermark
+/// wait, AICPU 0 may look a region up before AICPU 1 has recorded its write and miss the edge.
+pub const HAZARD: &str = "@tensor T: f16[%N%]
+@kernel produce(i): vector(out t)
+@kernel consume(i): vector(in t)
+@workload w() {
+  for_each i in dense[%N%] {
+    cond i % 2 == 1 { task @produce(i) resources(T[i]) } else { task @consume(i) resources(T[i - 1 + (i == 0)]) }
+  }
+}
+@schedule s for w { dispatch = affinity(i) }";
+
+/// [`HAZARD`] with `n` tiles.
+pub fn hazard(n: u32) -> String {
+    HAZARD.replace("%N%", &n.to_string())
+}

@@ -87,15 +87,7 @@ fn static_partition_with_a_window_of_one_does_not_deadlock() {
 fn the_naive_protocol_is_caught() {
     // A producer on AICPU 1 (odd i), a consumer of the same tile on AICPU 0 (next even i): with
     // no watermark wait, AICPU 0 often looks the region up before AICPU 1 recorded the write.
-    let src = "@tensor T: f16[64]
-@kernel produce(i): vector(out t)
-@kernel consume(i): vector(in t)
-@workload w() {
-  for_each i in dense[64] {
-    cond i % 2 == 1 { task @produce(i) resources(T[i]) } else { task @consume(i) resources(T[i - 1 + (i == 0)]) }
-  }
-}
-@schedule s for w { dispatch = affinity(i) }";
+    let src = &ptovm_tests::hazard(64);
     let out = assemble("n", src, &Options::default()).unwrap();
     let v = verify(&out.bytes).unwrap();
     let p = RuntimeParams::new(&v, &[]).unwrap();

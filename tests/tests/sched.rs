@@ -318,15 +318,7 @@ fn the_llama_layer_in_random_interleavings() {
 fn the_naive_protocol_fails_here_too() {
     // Producers on AICPU 1, consumers on AICPU 0 (as in tests/sim.rs): without the watermark
     // wait some interleaving starts a consumer before its producer ended.
-    let src = "@tensor T: f16[64]
-@kernel produce(i): vector(out t)
-@kernel consume(i): vector(in t)
-@workload w() {
-  for_each i in dense[64] {
-    cond i % 2 == 1 { task @produce(i) resources(T[i]) } else { task @consume(i) resources(T[i - 1 + (i == 0)]) }
-  }
-}
-@schedule s for w { dispatch = affinity(i) }";
+    let src = &ptovm_tests::hazard(64);
     let bytes = assemble("n", src, &Options::default()).unwrap().bytes;
     let mut caught = 0;
     for seed in 0..50u64 {

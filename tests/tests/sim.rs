@@ -167,15 +167,7 @@ fn bad_options_are_errors() {
 fn the_naive_protocol_is_caught() {
     // Producers on AICPU 1 (odd i), consumers of the same tile on AICPU 0 (the next even i).
     // Without the watermark wait AICPU 0 looks regions up before AICPU 1 recorded its writes.
-    let src = "@tensor T: f16[256]
-@kernel produce(i): vector(out t)
-@kernel consume(i): vector(in t)
-@workload w() {
-  for_each i in dense[256] {
-    cond i % 2 == 1 { task @produce(i) resources(T[i]) } else { task @consume(i) resources(T[i - 1 + (i == 0)]) }
-  }
-}
-@schedule s for w { dispatch = affinity(i) }";
+    let src = &ptovm_tests::hazard(256);
     let bytes = assemble("n", src, &Options::default()).unwrap().bytes;
     let mut caught = 0;
     for seed in 0..20u64 {
