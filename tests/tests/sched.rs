@@ -336,3 +336,78 @@ fn the_naive_protocol_fails_here_too() {
         "the naive protocol was never caught in 50 interleavings"
     );
 }
+
+#[test]
+fn memory_that_does_not_fit_is_an_error() {
+    use ptovm_vm::sched::SchedError;
+    let src = "@tensor T: f16[4]
+@kernel k(i): vector(out t)
+@workload w() { parallel_for i in dense[4] { task @k(i) resources(T[i]) } }";
+    let bytes = assemble("m", src, &Options::default()).unwrap().bytes;
+    let v = verify(&bytes).unwrap();
+    let p = RuntimeParams::new(&v, &[]).unwrap();
+    let (n, cap) = (1u32, 4usize);
+    let published = [Padded::new(0)];
+    let waiting = [Padded::new(u64::MAX)];
+    let slots: Vec<Slot> = (0..cap).map(|_| Slot::default()).collect();
+    let nodes: Vec<Node> = (0..cap * NODES).map(|_| Node::default()).collect();
+    let ready = [ring(cap), ring(cap)];
+    let passed = [ring(cap)];
+    let cores: Vec<CoreSlot> = [CUBE, VECTOR]
+        .iter()
+        .map(|&t| {
+            let s = CoreSlot::default();
+            s.set_up(t);
+            s
+        })
+        .collect();
+    let core_aicpu = [0, 0];
+    let layout = MapLayout::for_program(&v, n * cap as u32).unwrap();
+    let lock = Lock(RefCell::new(heap_map(layout, DepMode::Overlap).unwrap()));
+    let sh = Shared {
+        n,
+        cap: cap as u32,
+        published: &published,
+        waiting_for: &waiting,
+        slots: &slots,
+        nodes: &nodes,
+        ready: &ready,
+        passed: &passed,
+        cores: &cores,
+        core_aicpu: &core_aicpu,
+        map: &lock,
+    };
+    let attempt = |free: usize, own: Vec<u32>, preds: usize| {
+        let (mut f, mut r, mut u, mut c) = (vec![0; free], vec![0; cap], vec![0; cap], own);
+        let mut b = vec![Busy::default(); c.len()];
+        let mut pr = vec![Pred::default(); preds];
+        let local = Local {
+            free: &mut f,
+            retiring: &mut r,
+            unreleased: &mut u,
+            cores: &mut c,
+            busy: &mut b,
+            preds: &mut pr,
+        };
+        Aicpu::new(0, Interpreter::new(v, p, 0, n).unwrap(), local, &sh).err()
+    };
+    assert_eq!(attempt(cap, vec![0, 1], cap), None);
+    assert_eq!(
+        attempt(cap - 1, vec![0, 1], cap),
+        Some(SchedError::Memory("free slots"))
+    );
+    assert_eq!(
+        attempt(cap, vec![0, 1], cap - 1),
+        Some(SchedError::Memory("predecessor scratch"))
+    );
+    assert_eq!(
+        attempt(cap, vec![1], cap),
+        Some(SchedError::Memory(
+            "an AICPU needs a cube core and a vector core"
+        ))
+    );
+    assert_eq!(
+        attempt(cap, vec![0, 2], cap),
+        Some(SchedError::Memory("core index past the handshake slots"))
+    );
+}

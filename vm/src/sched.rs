@@ -359,6 +359,13 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
         };
         need(me < sh.n, "AICPU index past the shared region's count")?;
         need(cap > 0, "no window slots")?;
+        // Handles (`a * cap + s`) and waiter node numbers are u32, below the list markers.
+        need(
+            n.checked_mul(cap)
+                .and_then(|h| h.checked_mul(NODES))
+                .is_some_and(|x| x < waitlist::CLOSED as usize),
+            "too many slots for 32-bit node numbers",
+        )?;
         need(sh.published.len() >= n, "watermarks")?;
         need(sh.waiting_for.len() >= n, "waiting_for")?;
         need(sh.slots.len() >= n * cap, "slots")?;
@@ -398,6 +405,10 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
             })
             .count();
         let free_vector = cores.len() - ncube;
+        need(
+            ncube > 0 && free_vector > 0,
+            "an AICPU needs a cube core and a vector core",
+        )?;
         Ok(Aicpu {
             me,
             interp,
