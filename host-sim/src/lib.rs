@@ -1,9 +1,12 @@
 //! # ptovm-host-sim
 //!
-//! The host side of ptovm. This part: the **reference expander** (`reference`), an
-//! independent single-threaded walk of the whole program that is the ground truth for every
-//! per-AICPU expansion, and the **dependency graph** (`deps`) built with a TensorMap over
-//! regions in exact-match (pto-isa) or overlap mode. The threaded simulator comes next.
+//! The host side of ptovm: the **reference expander** (`reference`), an independent
+//! single-threaded walk of the whole program that is the ground truth for every per-AICPU
+//! expansion; the reference **dependency graph** (`deps`), built with its own TensorMap over
+//! regions in exact-match (pto-isa) or overlap mode, and heap storage for `vm`'s fixed-capacity
+//! one; a step-by-step **model** of the cross-AICPU protocol (`model`); and the threaded
+//! **simulator** (`sim`), which runs `vm::sched` — the scheduler the device runs — on OS threads
+//! with simulated AICores and checks every run against the reference.
 
 pub mod deps;
 pub mod expand;
