@@ -15,8 +15,6 @@ pub mod model;
 pub mod reference;
 #[cfg(not(loom))]
 pub mod sim;
-pub mod spinlock;
-pub mod sync;
 pub use ptovm_vm::waitlist;
 
 pub use deps::{

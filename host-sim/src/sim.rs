@@ -22,13 +22,13 @@ use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
     Aicpu, Busy, Config, Env, Local, MapLock, Node, Padded, Pred, SchedError, Shared, Slot, NODES,
 };
+use ptovm_vm::spin::SpinLock;
 use ptovm_vm::tmap::MapLayout;
 use ptovm_vm::{Interpreter, LaunchError, Pool, RunError, RuntimeParams, Task, Verified};
 
 use crate::deps::{check_run, heap_map, DepMode, HeapMap, HeapStorage, Ran};
 use crate::model::WindowMode;
 use crate::reference::expand as reference_expand;
-use crate::spinlock::SpinLock;
 
 /// Simulator settings.
 #[derive(Clone, Copy, Debug)]
@@ -191,10 +191,16 @@ impl From<SchedError> for SimError {
 type Trace = Vec<Ran>;
 
 /// The global TensorMap behind the simulator's spin lock (spec/runtime.md §3.2).
-impl MapLock for SpinLock<HeapMap> {
+/// A thread that finds it taken spins with exponential backoff and then yields its time slice
+/// (`crossbeam_utils::Backoff`): the map's critical sections are short, and yielding keeps a
+/// waiter from burning a core the holder needs.
+struct MapLockHost(SpinLock<HeapMap>);
+
+impl MapLock for MapLockHost {
     type Mem = HeapStorage;
     fn with_map<R>(&self, f: impl FnOnce(&mut HeapMap) -> R) -> R {
-        f(&mut self.lock())
+        let backoff = crossbeam_utils::Backoff::new();
+        f(&mut self.0.lock_with(|| backoff.snooze()))
     }
 }
 
@@ -208,7 +214,7 @@ struct Region {
     passed: Vec<Ring<Box<[Cell]>>>,
     cores: Vec<CoreSlot>,
     core_aicpu: Vec<u32>,
-    map: CachePadded<SpinLock<HeapMap>>,
+    map: CachePadded<MapLockHost>,
 }
 
 /// One AICPU's private buffers (`vm::sched::Local` borrows them).
@@ -362,7 +368,7 @@ struct Cpu<'a, 'p, 'm> {
     staged_at: u64,
 }
 
-type Sched<'m> = Shared<'m, Box<[Cell]>, SpinLock<HeapMap>>;
+type Sched<'m> = Shared<'m, Box<[Cell]>, MapLockHost>;
 
 /// Core `core` runs the task in its handshake slot: records its execution and says it is done.
 fn execute(
@@ -515,9 +521,9 @@ pub fn run_with_progress(
             })
             .collect(),
         core_aicpu: core_aicpu.clone(),
-        map: CachePadded::new(SpinLock::new(
+        map: CachePadded::new(MapLockHost(SpinLock::new(
             heap_map(layout, o.deps).ok_or_else(|| too_big("the TensorMap"))?,
-        )),
+        ))),
     };
     let sh: Sched<'_> = Shared {
         n,
@@ -660,7 +666,7 @@ pub fn run_with_progress(
             return Err(SimError::Check("a task ran twice".into()));
         }
         // Every task retired, so every access left the map.
-        let map = region.map.lock();
+        let map = region.map.0.lock();
         if map.used() != 0 || map.live() != 0 {
             return Err(SimError::Check(format!(
                 "{} accesses ({} live) left in the TensorMap after every task retired",

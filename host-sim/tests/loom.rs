@@ -184,7 +184,7 @@ fn watermark_publish_and_lookup() {
 /// total shows that neither update was lost (which a Relaxed take or release would allow).
 #[test]
 fn spin_lock_excludes() {
-    use ptovm_host_sim::spinlock::SpinLock;
+    use ptovm_vm::spin::SpinLock;
     loom::model(|| {
         let lock = Arc::new(SpinLock::new(0u32));
         let other = {

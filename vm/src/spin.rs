@@ -1,19 +1,18 @@
-//! The spin lock of the global TensorMap's shards (spec/runtime.md §3.2): test and
-//! test-and-set with backoff, the lock word padded by the caller. Built on `crate::sync`, so
-//! the loom models in `tests/loom.rs` check its mutual exclusion.
+//! The spin lock of the global TensorMap (spec/runtime.md §3.2): test and test-and-set, the
+//! waiting left to the caller (the device spins with a pause hint, the simulator backs off and
+//! yields to the OS). The only `unsafe` code of `vm`; built on `crate::sync`, so the loom model
+//! in `host-sim/tests/loom.rs` checks its mutual exclusion.
 
 use crate::sync::{AtomicBool, MutPtr, Ordering, UnsafeCell};
 
-/// A test-and-test-and-set spin lock. A thread that finds it taken spins with exponential
-/// backoff and then yields its time slice (`crossbeam_utils::Backoff`): the map's critical
-/// sections are a few hundred instructions, so waiting is short, and yielding keeps a waiter
-/// from burning a core the holder needs.
+/// A test-and-test-and-set spin lock.
+#[derive(Debug)]
 pub struct SpinLock<T> {
     locked: AtomicBool,
     value: UnsafeCell<T>,
 }
 
-// SAFETY: `lock` gives one thread at a time access to the value (the Acquire swap that takes
+// SAFETY: `lock` gives one thread at a time access to the value (the Acquire exchange that takes
 // the lock synchronises with the Release store that gave it back), so sharing the lock between
 // threads is sound whenever the value may move between threads.
 unsafe impl<T: Send> Sync for SpinLock<T> {}
@@ -21,6 +20,7 @@ unsafe impl<T: Send> Sync for SpinLock<T> {}
 unsafe impl<T: Send> Send for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
+    /// An unlocked lock holding `value`.
     pub fn new(value: T) -> SpinLock<T> {
         SpinLock {
             locked: AtomicBool::new(false),
@@ -28,10 +28,8 @@ impl<T> SpinLock<T> {
         }
     }
 
-    /// Takes the lock, waiting for it as long as needed.
-    pub fn lock(&self) -> SpinGuard<'_, T> {
-        #[cfg(not(loom))]
-        let backoff = crossbeam_utils::Backoff::new();
+    /// Takes the lock, calling `wait` each time it finds it taken.
+    pub fn lock_with(&self, mut wait: impl FnMut()) -> SpinGuard<'_, T> {
         loop {
             // Test (a plain load, which keeps the line shared while the lock is held) and then
             // test-and-set.
@@ -46,11 +44,19 @@ impl<T> SpinLock<T> {
                     value: self.value.get_mut(),
                 };
             }
-            #[cfg(not(loom))]
-            backoff.snooze();
+            wait();
+        }
+    }
+
+    /// Takes the lock, spinning with the processor's pause hint while it is taken (under loom:
+    /// yielding to the other modelled threads).
+    pub fn lock(&self) -> SpinGuard<'_, T> {
+        self.lock_with(|| {
             #[cfg(loom)]
             loom::thread::yield_now();
-        }
+            #[cfg(not(loom))]
+            core::hint::spin_loop();
+        })
     }
 }
 
@@ -60,7 +66,7 @@ pub struct SpinGuard<'a, T> {
     value: MutPtr<T>,
 }
 
-impl<T> std::ops::Deref for SpinGuard<'_, T> {
+impl<T> core::ops::Deref for SpinGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
         // SAFETY: the guard exists only while this thread holds the lock.
@@ -68,7 +74,7 @@ impl<T> std::ops::Deref for SpinGuard<'_, T> {
     }
 }
 
-impl<T> std::ops::DerefMut for SpinGuard<'_, T> {
+impl<T> core::ops::DerefMut for SpinGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: the guard exists only while this thread holds the lock, and `&mut self` makes
         // this the only reference through it.
