@@ -26,32 +26,22 @@ pub fn run(
     let p =
         RuntimeParams::new(v, vals).map_err(|e| (1, format!("error: runtime parameters: {e}")))?;
     let c = v.config();
-    let schedule_mode = match ptovm_vm::WindowMode::from_u8(c.window_mode) {
-        Some(ptovm_vm::WindowMode::Abort) => WindowMode::Abort,
-        Some(ptovm_vm::WindowMode::Benchmark) => WindowMode::Benchmark,
-        _ => WindowMode::Stall,
-    };
+    let own = ptovm_vm::sched::Config::of_program(v);
     let o = sim::Options {
         aicpus: aicpus.unwrap_or(c.num_aicpus.get() as u32),
         cube,
         vector,
-        window: window.unwrap_or(c.window.get().min(65_536)) as usize,
-        mode: mode.unwrap_or(schedule_mode),
+        window: window.unwrap_or(own.window.min(65_536)) as usize,
+        mode: mode.unwrap_or(own.mode),
         threads: 2,
         check,
         jitter: None,
         naive: false,
         trace: trace.is_some(),
-        start: start.unwrap_or(match ptovm_vm::StartPolicy::from_u8(c.start) {
-            Some(ptovm_vm::StartPolicy::AfterOrchestration) => sim::Start::AfterOrchestration,
-            Some(ptovm_vm::StartPolicy::Threshold) => {
-                sim::Start::Threshold(c.start_threshold.get() as u64)
-            }
-            _ => sim::Start::Immediate,
-        }),
-        pipeline_depth: c.pipeline_depth.get(),
-        work_steal: c.ready == ptovm_vm::ReadyPolicy::WorkSteal as u8,
-        batch_deps: c.batch_deps.get(),
+        start: start.unwrap_or(own.start),
+        pipeline_depth: own.pipeline_depth,
+        work_steal: own.work_steal,
+        batch_deps: own.batch_deps,
         deps,
     };
     let r = with_progress(v, &p, o).map_err(|e| match e {

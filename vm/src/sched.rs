@@ -145,6 +145,29 @@ pub struct Config {
     pub naive: bool,
 }
 
+impl Config {
+    /// The program's own schedule (its DispatchConfig, spec/bytecode.md §3.1): window, window
+    /// mode, start policy, pipeline depth, ready policy, `batch_deps`.
+    pub fn of_program(v: &crate::Verified<'_>) -> Config {
+        let c = v.config();
+        Config {
+            window: c.window.get(),
+            mode: WindowMode::from_u8(c.window_mode).unwrap_or(WindowMode::Stall),
+            start: match crate::StartPolicy::from_u8(c.start) {
+                Some(crate::StartPolicy::AfterOrchestration) => Start::AfterOrchestration,
+                Some(crate::StartPolicy::Threshold) => {
+                    Start::Threshold(c.start_threshold.get() as u64)
+                }
+                _ => Start::Immediate,
+            },
+            pipeline_depth: c.pipeline_depth.get(),
+            work_steal: c.ready == crate::ReadyPolicy::WorkSteal as u8,
+            batch_deps: c.batch_deps.get(),
+            naive: false,
+        }
+    }
+}
+
 /// The region every AICPU shares (§3). Arrays are indexed by AICPU `a`, slot `s` (of `cap`
 /// per AICPU), pool `p` (0 cube, 1 vector) and core `c` (cube cores first).
 pub struct Shared<'m, C, L> {
