@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every check of the project: formatting, lints, all tests, and the no_std build of the vm
-# crate for the bare-metal aarch64 target. Installs the rustup pieces it needs (idempotent).
+# Runs every check of the project: formatting, lints, all tests, and the no_std builds of the vm
+# and device crates for the bare-metal aarch64 target. Installs the rustup pieces it needs
+# (idempotent).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,8 +15,10 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
-echo "== vm builds no_std for aarch64-unknown-none"
-cargo build -p ptovm-vm --target aarch64-unknown-none --release
+echo "== vm and device build no_std for aarch64-unknown-none"
+cargo build -p ptovm-vm -p ptovm-device --target aarch64-unknown-none --release
+echo "== the AICPU image: size, no undefined or allocator symbols"
+scripts/device-size.sh
 echo "== loom models of the runtime's lock-free pieces (host-sim/tests/loom.rs)"
 RUSTFLAGS="--cfg loom" cargo test -q -p ptovm-host-sim --test loom --release --target-dir target/loom
 echo "== cargo test --workspace"

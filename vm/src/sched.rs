@@ -416,17 +416,18 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
         for s in (0..cap as u32).rev() {
             free.push(s)?;
         }
-        // Cube cores first, then vector cores, each group a stack of the free ones.
+        // Cube cores first, then vector cores, each group a stack of the free ones (a
+        // partition in place: no sort, whose code the device would carry).
         let cores = local.cores;
-        cores.sort_unstable_by_key(|&c| {
-            sh.cores[c as usize].core_type.load(Ordering::Relaxed) != handshake::CUBE
-        });
-        let ncube = cores
-            .iter()
-            .take_while(|&&c| {
-                sh.cores[c as usize].core_type.load(Ordering::Relaxed) == handshake::CUBE
-            })
-            .count();
+        let is_cube =
+            |c: u32| sh.cores[c as usize].core_type.load(Ordering::Relaxed) == handshake::CUBE;
+        let mut ncube = 0;
+        for i in 0..cores.len() {
+            if is_cube(cores[i]) {
+                cores.swap(i, ncube);
+                ncube += 1;
+            }
+        }
         let free_vector = cores.len() - ncube;
         need(
             ncube > 0 && free_vector > 0,

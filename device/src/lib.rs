@@ -1,0 +1,1098 @@
+//! # ptovm-device
+//!
+//! ptovm on the AICPU: the interpreter and the per-AICPU scheduler of `ptovm-vm`, behind a
+//! stable C ABI, over memory the caller provides. Built for `aarch64-unknown-none` as a static
+//! library (no heap, no std, `panic = abort` with a handler that reports instead of unwinding),
+//! linked into an AICPU kernel; on the host the same code is an ordinary Rust library, which
+//! the tests drive through the same functions.
+//!
+//! A launch has one **shared region** (window slots, waiter nodes, ready queues, the cores'
+//! handshake slots and the global TensorMap: spec/runtime.md §3) and one **instance region** per
+//! AICPU (its interpreter, scheduler state and buffers). [`ptovm_layout`] says how large each
+//! must be; [`ptovm_shared_init`] lays out the shared region (once, before the AICPU threads
+//! start); every AICPU thread then calls [`ptovm_instance_init`] and [`ptovm_run`] (or
+//! [`ptovm_step`] from its own loop). AICores (or threads playing them) poll their handshake slot
+//! with [`ptovm_core_take`] and report with [`ptovm_core_finish`]. `include/ptovm.h` is the C
+//! description of this ABI; a test keeps the two in step.
+//!
+//! Every function checks its pointers and sizes and returns an error code (negative) with a
+//! message the caller can read, never panics on bad input, and never allocates. The bytecode is
+//! verified again on the device before anything runs.
+#![cfg_attr(target_os = "none", no_std)]
+#![deny(missing_docs)]
+// The C ABI takes raw pointers; every function says what it requires of them.
+#![allow(clippy::missing_safety_doc)]
+
+use core::ffi::c_void;
+use core::fmt::Write as _;
+use core::mem::{align_of, size_of};
+use core::ptr;
+use core::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+
+use ptovm_vm::handshake::{self, CoreSlot};
+use ptovm_vm::ring::{Cell, Ring};
+use ptovm_vm::sched::{
+    Aicpu, Busy, Config, Env, Local, MapLock, Node, Padded, Pred, SchedError, Shared, Slot, NODES,
+};
+use ptovm_vm::spin::SpinLock;
+use ptovm_vm::tmap::{Entry, MapLayout, MatchMode, Slices, TensorMap};
+use ptovm_vm::{verify, Interpreter, Io, RuntimeParams, Value, Verified, WindowMode};
+
+/// Version of this ABI; [`ptovm_abi_version`] returns it and `PTOVM_ABI_VERSION` in the header
+/// must equal it.
+pub const PTOVM_ABI_VERSION: u32 = 1;
+
+/// Success ([`ptovm_step`]: nothing to do right now).
+pub const PTOVM_OK: i32 = 0;
+/// [`ptovm_step`]: the step did something.
+pub const PTOVM_PROGRESS: i32 = 1;
+/// [`ptovm_step`]: every task of this AICPU has completed.
+pub const PTOVM_FINISHED: i32 = 2;
+/// A null pointer, a zero count, or a launch value out of range.
+pub const PTOVM_E_ARGUMENT: i32 = -1;
+/// The bytecode failed verification.
+pub const PTOVM_E_VERIFY: i32 = -2;
+/// The runtime parameters do not fit the program.
+pub const PTOVM_E_PARAMS: i32 = -3;
+/// Memory too small or not aligned to 128 bytes.
+pub const PTOVM_E_MEMORY: i32 = -4;
+/// The program failed at run time (arithmetic, bounds: spec/bytecode.md §5.6).
+pub const PTOVM_E_RUN: i32 = -5;
+/// A task window overflowed in `abort` mode.
+pub const PTOVM_E_WINDOW: i32 = -6;
+/// Memory that ptovm did not initialise, or shared state found inconsistent.
+pub const PTOVM_E_STATE: i32 = -7;
+/// The instance failed before; it does nothing more.
+pub const PTOVM_E_FAILED: i32 = -8;
+
+/// Alignment the caller's regions must have.
+pub const PTOVM_ALIGN: usize = 128;
+
+const SHARED_MAGIC: u64 = 0x5054_4F57_5348_5244; // "PTOWSHRD"
+const INSTANCE_MAGIC: u64 = 0x5054_4F57_494E_5354; // "PTOWINST"
+const MSG: usize = 192;
+
+/// Launch settings (C: `ptovm_launch`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PtovmLaunch {
+    /// AICPUs (0: the program's `aicpus`).
+    pub aicpus: u32,
+    /// Window slots per AICPU (0: the program's `window`).
+    pub window: u32,
+    /// Cube cores in all (at least one per AICPU).
+    pub cube_cores: u32,
+    /// Vector cores in all (at least one per AICPU).
+    pub vector_cores: u32,
+    /// -1: the program's window mode; 0 stall, 1 abort, 2 benchmark.
+    pub window_mode: i32,
+    /// 0: overlap matching (every dependency); 1: exact matching (pto-isa's).
+    pub exact_deps: u32,
+}
+
+/// Memory a launch needs (C: `ptovm_sizes`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PtovmSizes {
+    /// Bytes of the shared region.
+    pub shared_bytes: u64,
+    /// Bytes of each AICPU's instance region.
+    pub instance_bytes: u64,
+    /// AICPUs of the launch.
+    pub aicpus: u32,
+    /// Window slots per AICPU (as placed: benchmark mode has four times the window).
+    pub slots: u32,
+    /// Cores (cube first).
+    pub cores: u32,
+    /// Runtime parameters the program takes.
+    pub params: u32,
+}
+
+/// One runtime parameter (C: `ptovm_param`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PtovmParam {
+    /// 0: scalar (`value`); 1: array (`data`, `len`).
+    pub kind: u32,
+    /// A scalar's value.
+    pub value: u32,
+    /// An array's values.
+    pub data: *const u32,
+    /// Its length.
+    pub len: u32,
+}
+
+/// Counters of one AICPU (C: `ptovm_counters`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PtovmCounters {
+    /// Its tasks that completed.
+    pub tasks: u64,
+    /// Of those, cube tasks.
+    pub cube_tasks: u64,
+    /// Registrations on running predecessors.
+    pub edges: u64,
+    /// Of those, on another AICPU's tasks.
+    pub cross_edges: u64,
+    /// Times generation found the window full.
+    pub window_stalls: u64,
+    /// Tasks placed beyond the window (benchmark mode).
+    pub overflows: u64,
+    /// Other AICPUs' tasks run on its cores.
+    pub stolen: u64,
+    /// Successor releases.
+    pub dep_batches: u64,
+    /// Bytecode instructions its interpreter executed.
+    pub instructions: u64,
+    /// Tasks its interpreter emitted.
+    pub emitted: u64,
+}
+
+/// A task as a core sees it (C: `ptovm_task`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PtovmTask {
+    /// Program-order id.
+    pub id: u64,
+    /// The AICPU that owns it.
+    pub aicpu: u32,
+    /// Its window slot.
+    pub slot: u32,
+    /// Kernel index.
+    pub kernel: u32,
+    /// 0 cube, 1 vector.
+    pub pool: u32,
+}
+
+/// The global TensorMap behind the spin lock (the device spins while it waits).
+struct DevMap(SpinLock<TensorMap<Slices<'static>>>);
+
+impl MapLock for DevMap {
+    type Mem = Slices<'static>;
+    fn with_map<R>(&self, f: impl FnOnce(&mut TensorMap<Slices<'static>>) -> R) -> R {
+        f(&mut self.0.lock())
+    }
+}
+
+type DevShared = Shared<'static, &'static [Cell], DevMap>;
+
+/// The start of the shared region.
+#[repr(C, align(128))]
+struct SharedHeader {
+    magic: AtomicU64,
+    /// The error code of the first AICPU that failed (0: none): the others stop too, since
+    /// they may be waiting for it.
+    failed: AtomicI32,
+    code: *const u8,
+    code_len: usize,
+    cube: u32,
+    cores: u32,
+    cfg: Config,
+    sched: DevShared,
+}
+
+/// The start of an instance region.
+#[repr(C, align(128))]
+struct InstanceHeader {
+    magic: u64,
+    shared: *const SharedHeader,
+    aicpu: *mut Aicpu<'static, 'static, 'static>,
+    failed: AtomicI32,
+    msg_len: AtomicUsize,
+    msg: [u8; MSG],
+}
+
+/// A failure: code and message.
+struct Fail(i32, Msg);
+
+/// A message in a fixed buffer (truncated if long).
+struct Msg {
+    buf: [u8; MSG],
+    len: usize,
+}
+
+impl Msg {
+    fn new() -> Msg {
+        Msg {
+            buf: [0; MSG],
+            len: 0,
+        }
+    }
+}
+
+impl core::fmt::Write for Msg {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let room = MSG - 1 - self.len;
+        let n = s.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+fn fail(code: i32, args: core::fmt::Arguments<'_>) -> Fail {
+    let mut m = Msg::new();
+    let _ = m.write_fmt(args);
+    Fail(code, m)
+}
+
+macro_rules! fail {
+    ($code:expr, $($arg:tt)*) => { fail($code, format_args!($($arg)*)) };
+}
+
+/// Copies `f`'s message into the caller's buffer (NUL-terminated, truncated) and gives the code.
+unsafe fn report(f: Fail, err: *mut u8, err_len: usize) -> i32 {
+    if !err.is_null() && err_len > 0 {
+        let n = f.1.len.min(err_len - 1);
+        // SAFETY: the caller gives `err_len` writable bytes at `err`.
+        unsafe {
+            ptr::copy_nonoverlapping(f.1.buf.as_ptr(), err, n);
+            *err.add(n) = 0;
+        }
+    }
+    f.0
+}
+
+/// Places typed arrays in a region (or measures them, with a null base).
+struct Carve {
+    base: usize,
+    size: usize,
+    off: usize,
+}
+
+impl Carve {
+    fn new(base: *mut c_void, size: usize) -> Result<Carve, Fail> {
+        if base as usize % PTOVM_ALIGN != 0 {
+            return Err(fail!(
+                PTOVM_E_MEMORY,
+                "memory at {:p} is not aligned to {PTOVM_ALIGN} bytes",
+                base
+            ));
+        }
+        Ok(Carve {
+            base: base as usize,
+            size,
+            off: 0,
+        })
+    }
+    fn measure() -> Carve {
+        Carve {
+            base: 0,
+            size: usize::MAX,
+            off: 0,
+        }
+    }
+    fn take<T>(&mut self, n: usize, what: &str) -> Result<*mut T, Fail> {
+        let a = align_of::<T>().max(1);
+        let start = self
+            .off
+            .checked_add(a - 1)
+            .map(|x| x & !(a - 1))
+            .and_then(|s| n.checked_mul(size_of::<T>()).map(|b| (s, b)))
+            .and_then(|(s, b)| s.checked_add(b).map(|e| (s, e)));
+        let Some((start, end)) = start else {
+            return Err(fail!(
+                PTOVM_E_MEMORY,
+                "the {what} overflow the address space"
+            ));
+        };
+        if end > self.size {
+            return Err(fail!(
+                PTOVM_E_MEMORY,
+                "the region is {} bytes; the {what} need it to be at least {end}",
+                self.size
+            ));
+        }
+        self.off = end;
+        Ok((self.base + start) as *mut T)
+    }
+}
+
+/// Writes `n` values made by `f` at `p` and gives the slice.
+///
+/// # Safety
+/// `p` is valid for `n` writes of `T`, aligned, and lives (untouched by others) for `'static`.
+unsafe fn fill<T>(p: *mut T, n: usize, mut f: impl FnMut(usize) -> T) -> &'static mut [T] {
+    for i in 0..n {
+        // SAFETY: the caller's contract.
+        unsafe { p.add(i).write(f(i)) };
+    }
+    // SAFETY: all `n` values were written just now.
+    unsafe { core::slice::from_raw_parts_mut(p, n) }
+}
+
+/// A verified program from the caller's bytes.
+unsafe fn program(code: *const u8, len: usize) -> Result<Verified<'static>, Fail> {
+    if code.is_null() || len == 0 {
+        return Err(fail!(PTOVM_E_ARGUMENT, "no bytecode"));
+    }
+    // SAFETY: the caller keeps `len` bytes at `code` alive and unchanged for the launch.
+    let bytes: &'static [u8] = unsafe { core::slice::from_raw_parts(code, len) };
+    verify(bytes).map_err(|e| fail!(PTOVM_E_VERIFY, "bytecode rejected: {e}"))
+}
+
+/// The launch after defaults and checks.
+struct Plan {
+    n: u32,
+    cap: u32,
+    cube: u32,
+    vector: u32,
+    cfg: Config,
+    mode: MatchMode,
+    layout: MapLayout,
+    params: u32,
+}
+
+fn plan(v: &Verified<'_>, l: &PtovmLaunch) -> Result<Plan, Fail> {
+    let mut cfg = Config::of_program(v);
+    let n = if l.aicpus == 0 {
+        v.config().num_aicpus.get() as u32
+    } else {
+        l.aicpus
+    };
+    if n == 0 || n > ptovm_vm::limits::MAX_AICPUS as u32 {
+        return Err(fail!(
+            PTOVM_E_ARGUMENT,
+            "the AICPU count {n} is outside 1..=64"
+        ));
+    }
+    if l.window != 0 {
+        cfg.window = l.window;
+    }
+    if cfg.window == 0 || cfg.window > 65_536 {
+        return Err(fail!(
+            PTOVM_E_ARGUMENT,
+            "the task window must be in 1..=65536 slots, not {}",
+            cfg.window
+        ));
+    }
+    cfg.mode = match l.window_mode {
+        -1 => cfg.mode,
+        m => u8::try_from(m)
+            .ok()
+            .and_then(WindowMode::from_u8)
+            .ok_or_else(|| fail!(PTOVM_E_ARGUMENT, "window mode {m} is not -1, 0, 1 or 2"))?,
+    };
+    if l.cube_cores < n || l.vector_cores < n || l.cube_cores > 4096 || l.vector_cores > 4096 {
+        return Err(fail!(
+            PTOVM_E_ARGUMENT,
+            "every AICPU needs a cube and a vector core: {} cube and {} vector cores for {n} AICPUs (at most 4096 each)",
+            l.cube_cores,
+            l.vector_cores
+        ));
+    }
+    let mode = match l.exact_deps {
+        0 => MatchMode::Overlap,
+        1 => MatchMode::Exact,
+        x => return Err(fail!(PTOVM_E_ARGUMENT, "exact_deps {x} is not 0 or 1")),
+    };
+    // Benchmark mode lets the window grow to four times its size while counting overflows.
+    let cap = cfg.window
+        * if cfg.mode == WindowMode::Benchmark {
+            4
+        } else {
+            1
+        };
+    let layout = MapLayout::for_program(v, n * cap)
+        .map_err(|e| fail!(PTOVM_E_ARGUMENT, "TensorMap: {e}"))?;
+    Ok(Plan {
+        n,
+        cap,
+        cube: l.cube_cores,
+        vector: l.vector_cores,
+        cfg,
+        mode,
+        layout,
+        params: v.params().len() as u32,
+    })
+}
+
+/// The ring capacity for a window of `cap` slots.
+fn ring_cells(cap: u32) -> usize {
+    (cap as usize).max(2).next_power_of_two()
+}
+
+/// Lays out (or, with a measuring carve, sizes) the shared region.
+///
+/// # Safety
+/// With a real carve: the region is writable, not used by anyone else, and lives for the launch.
+unsafe fn shared_layout(
+    c: &mut Carve,
+    code: *const u8,
+    len: usize,
+    p: &Plan,
+) -> Result<*mut SharedHeader, Fail> {
+    let (n, cap) = (p.n as usize, p.cap as usize);
+    let cores = (p.cube + p.vector) as usize;
+    let header: *mut SharedHeader = c.take(1, "header")?;
+    let published: *mut Padded = c.take(n, "watermarks")?;
+    let waiting: *mut Padded = c.take(n, "watermarks")?;
+    let slots: *mut Slot = c.take(n * cap, "window slots")?;
+    let nodes: *mut Node = c.take(n * cap * NODES, "waiter nodes")?;
+    let rings: *mut Ring<&'static [Cell]> = c.take(3 * n, "ready queues")?;
+    let per = ring_cells(p.cap);
+    let cells: *mut Cell = c.take(3 * n * per, "ready queue cells")?;
+    let core_slots: *mut CoreSlot = c.take(cores, "handshake slots")?;
+    let core_aicpu: *mut u32 = c.take(cores, "core owners")?;
+    let map: *mut DevMap = c.take(1, "TensorMap")?;
+    let l = &p.layout;
+    let entries: *mut Entry = c.take(l.entries as usize, "TensorMap entries")?;
+    let ios: *mut Io = c.take(l.entries as usize, "TensorMap regions")?;
+    let words: *mut u32 = c.take(l.words(), "TensorMap words")?;
+    let marks: *mut u64 = c.take(l.handles as usize, "TensorMap marks")?;
+    if c.base == 0 {
+        return Ok(header);
+    }
+    // SAFETY (all below): every pointer was carved from the caller's region, aligned, disjoint,
+    // and the region lives for the launch (the caller's contract).
+    unsafe {
+        let published = fill(published, n, |_| Padded::new(0));
+        let waiting = fill(waiting, n, |_| Padded::new(u64::MAX));
+        let slots = fill(slots, n * cap, |_| Slot::default());
+        let nodes = fill(nodes, n * cap * NODES, |_| Node::default());
+        let cells = fill(cells, 3 * n * per, |_| Cell::default());
+        let mut rest: &'static [Cell] = cells;
+        let rings = fill(rings, 3 * n, |_| {
+            let (mine, others) = rest.split_at(per);
+            rest = others;
+            Ring::new(mine).expect("a power of two of at least 2 cells")
+        });
+        let (ready, passed) = rings.split_at(2 * n);
+        let cube = p.cube as usize;
+        let core_slots = fill(core_slots, cores, |c| {
+            let s = CoreSlot::default();
+            s.set_up(if c < cube {
+                handshake::CUBE
+            } else {
+                handshake::VECTOR
+            });
+            s
+        });
+        // Core c of a pool goes to AICPU c mod n (cube cores first, then vector cores).
+        let core_aicpu = fill(core_aicpu, cores, |c| {
+            ((if c < cube { c } else { c - cube }) % n) as u32
+        });
+        let mem = Slices {
+            entries: fill(entries, l.entries as usize, |_| Entry::default()),
+            ios: fill(ios, l.entries as usize, |_| Io::default()),
+            words: fill(words, l.words(), |_| 0),
+            marks: fill(marks, l.handles as usize, |_| 0),
+        };
+        let tmap =
+            TensorMap::new(*l, p.mode, mem).map_err(|e| fail!(PTOVM_E_STATE, "TensorMap: {e}"))?;
+        map.write(DevMap(SpinLock::new(tmap)));
+        header.write(SharedHeader {
+            magic: AtomicU64::new(0),
+            failed: AtomicI32::new(0),
+            code,
+            code_len: len,
+            cube: p.cube,
+            cores: cores as u32,
+            cfg: p.cfg,
+            sched: Shared {
+                n: p.n,
+                cap: p.cap,
+                published,
+                waiting_for: waiting,
+                slots,
+                nodes,
+                ready,
+                passed,
+                cores: core_slots,
+                core_aicpu,
+                map: &*map,
+            },
+        });
+        (*header).magic.store(SHARED_MAGIC, Ordering::Release);
+    }
+    Ok(header)
+}
+
+/// Cores AICPU `a` drives.
+fn own_cores(p: &Plan, a: u32) -> impl Iterator<Item = u32> + '_ {
+    let own = move |k: u32| k % p.n == a;
+    (0..p.cube)
+        .filter(move |&c| own(c))
+        .chain((0..p.vector).filter(move |&c| own(c)).map(|c| p.cube + c))
+}
+
+/// Lays out (or sizes) an instance region for AICPU `a`; with a real carve, builds it.
+///
+/// # Safety
+/// With a real carve: the region is writable, used by no one else, and lives for the launch;
+/// `shared` was laid out by [`ptovm_shared_init`] for the same bytecode.
+#[allow(clippy::too_many_arguments)]
+unsafe fn instance_layout(
+    c: &mut Carve,
+    p: &Plan,
+    a: u32,
+    v: Verified<'static>,
+    shared: *const SharedHeader,
+    params: *const PtovmParam,
+    nparams: u32,
+) -> Result<*mut InstanceHeader, Fail> {
+    let (n, cap) = (p.n as usize, p.cap as usize);
+    let own = own_cores(p, a).count();
+    let header: *mut InstanceHeader = c.take(1, "instance header")?;
+    let values: *mut Value<'static> = c.take(p.params as usize, "runtime parameters")?;
+    let free: *mut u32 = c.take(cap, "free slots")?;
+    let retiring: *mut u32 = c.take(cap, "retiring slots")?;
+    let unreleased: *mut u32 = c.take(cap, "unreleased slots")?;
+    let cores: *mut u32 = c.take(own, "cores")?;
+    let busy: *mut Busy = c.take(own, "busy cores")?;
+    let preds: *mut Pred = c.take(n * cap, "predecessor scratch")?;
+    let aicpu: *mut Aicpu<'static, 'static, 'static> = c.take(1, "scheduler")?;
+    if c.base == 0 {
+        return Ok(header);
+    }
+    if nparams != p.params || (nparams > 0 && params.is_null()) {
+        return Err(fail!(
+            PTOVM_E_PARAMS,
+            "the program takes {} runtime parameters; {nparams} were given",
+            p.params
+        ));
+    }
+    // SAFETY (all below): the pointers were carved from the caller's region (aligned,
+    // disjoint, alive for the launch); `params` holds `nparams` entries whose arrays live for
+    // the launch; `shared` was initialised (its magic checked by the caller).
+    unsafe {
+        let mut bad = None;
+        let values = fill(values, nparams as usize, |i| {
+            let q = *params.add(i);
+            match (q.kind, q.data.is_null() && q.len > 0) {
+                (0, _) => Value::Scalar(q.value),
+                (1, false) if q.len == 0 => Value::Array(&[]),
+                (1, false) => Value::Array(core::slice::from_raw_parts(q.data, q.len as usize)),
+                _ => {
+                    bad = Some(i);
+                    Value::Scalar(0)
+                }
+            }
+        });
+        if let Some(i) = bad {
+            return Err(fail!(
+                PTOVM_E_PARAMS,
+                "runtime parameter {i}: kind must be 0 (scalar) or 1 (array with data)"
+            ));
+        }
+        let values: &'static [Value<'static>] = values;
+        let rp = RuntimeParams::new(&v, values)
+            .map_err(|e| fail!(PTOVM_E_PARAMS, "runtime parameters: {e}"))?;
+        let interp =
+            Interpreter::new(v, rp, a, p.n).map_err(|e| fail!(PTOVM_E_PARAMS, "launch: {e}"))?;
+        let mut own_list = own_cores(p, a);
+        let local = Local {
+            free: fill(free, cap, |_| 0),
+            retiring: fill(retiring, cap, |_| 0),
+            unreleased: fill(unreleased, cap, |_| 0),
+            cores: fill(cores, own, |_| own_list.next().unwrap_or(0)),
+            busy: fill(busy, own, |_| Busy::default()),
+            preds: fill(preds, n * cap, |_| Pred::default()),
+        };
+        let sched = Aicpu::new(a, interp, local, &(*shared).sched)
+            .map_err(|e| fail!(PTOVM_E_STATE, "scheduler: {e}"))?;
+        aicpu.write(sched);
+        header.write(InstanceHeader {
+            magic: INSTANCE_MAGIC,
+            shared,
+            aicpu,
+            failed: AtomicI32::new(0),
+            msg_len: AtomicUsize::new(0),
+            msg: [0; MSG],
+        });
+    }
+    Ok(header)
+}
+
+/// The ABI version ([`PTOVM_ABI_VERSION`]).
+#[no_mangle]
+pub extern "C" fn ptovm_abi_version() -> u32 {
+    PTOVM_ABI_VERSION
+}
+
+/// Verifies the bytecode and says how much memory a launch needs: `out` gets the shared and
+/// per-instance region sizes. Returns 0 or an error code, with a message in `err` (`err_len`
+/// bytes, NUL-terminated; may be null).
+///
+/// # Safety
+/// `code` points to `len` readable bytes; `launch` and `out` are valid (`out` writable); `err`
+/// is null or points to `err_len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ptovm_layout(
+    code: *const u8,
+    len: usize,
+    launch: *const PtovmLaunch,
+    out: *mut PtovmSizes,
+    err: *mut u8,
+    err_len: usize,
+) -> i32 {
+    // SAFETY: the caller's contract.
+    match unsafe { layout(code, len, launch) } {
+        Ok(s) => {
+            if out.is_null() {
+                // SAFETY: as above.
+                return unsafe { report(fail!(PTOVM_E_ARGUMENT, "no output"), err, err_len) };
+            }
+            // SAFETY: `out` is valid and writable.
+            unsafe { out.write(s) };
+            PTOVM_OK
+        }
+        // SAFETY: as above.
+        Err(f) => unsafe { report(f, err, err_len) },
+    }
+}
+
+unsafe fn layout(
+    code: *const u8,
+    len: usize,
+    launch: *const PtovmLaunch,
+) -> Result<PtovmSizes, Fail> {
+    // SAFETY: the caller's contract.
+    let v = unsafe { program(code, len)? };
+    if launch.is_null() {
+        return Err(fail!(PTOVM_E_ARGUMENT, "no launch settings"));
+    }
+    // SAFETY: `launch` is valid.
+    let p = plan(&v, unsafe { &*launch })?;
+    let mut s = Carve::measure();
+    // SAFETY: a measuring carve writes nothing.
+    unsafe { shared_layout(&mut s, code, len, &p)? };
+    let mut inst = 0;
+    for a in 0..p.n {
+        let mut c = Carve::measure();
+        // SAFETY: as above.
+        unsafe { instance_layout(&mut c, &p, a, v, ptr::null(), ptr::null(), 0)? };
+        inst = inst.max(c.off);
+    }
+    Ok(PtovmSizes {
+        shared_bytes: s.off as u64,
+        instance_bytes: inst as u64,
+        aicpus: p.n,
+        slots: p.cap,
+        cores: p.cube + p.vector,
+        params: p.params,
+    })
+}
+
+/// Lays out the shared region of a launch in `mem` (`size` bytes, aligned to 128): call once,
+/// before any AICPU calls [`ptovm_instance_init`]. The bytecode is verified here; it must stay
+/// in place, unchanged, for the launch.
+///
+/// # Safety
+/// As [`ptovm_layout`]; `mem` points to `size` writable bytes that nothing else uses during the
+/// launch.
+#[no_mangle]
+pub unsafe extern "C" fn ptovm_shared_init(
+    mem: *mut c_void,
+    size: usize,
+    code: *const u8,
+    len: usize,
+    launch: *const PtovmLaunch,
+    err: *mut u8,
+    err_len: usize,
+) -> i32 {
+    let r = (|| {
+        if mem.is_null() || launch.is_null() {
+            return Err(fail!(PTOVM_E_ARGUMENT, "no memory or no launch settings"));
+        }
+        // SAFETY: the caller's contract.
+        let v = unsafe { program(code, len)? };
+        // SAFETY: `launch` is valid.
+        let p = plan(&v, unsafe { &*launch })?;
+        let mut c = Carve::new(mem, size)?;
+        // Size first, so that a short region fails before anything is written.
+        let mut m = Carve::measure();
+        // SAFETY: a measuring carve writes nothing.
+        unsafe { shared_layout(&mut m, code, len, &p)? };
+        if m.off > size {
+            return Err(fail!(
+                PTOVM_E_MEMORY,
+                "the shared region is {size} bytes; it needs {}",
+                m.off
+            ));
+        }
+        // SAFETY: the caller's contract on `mem`.
+        unsafe { shared_layout(&mut c, code, len, &p)? };
+        Ok(())
+    })();
+    match r {
+        Ok(()) => PTOVM_OK,
+        // SAFETY: the caller's contract on `err`.
+        Err(f) => unsafe { report(f, err, err_len) },
+    }
+}
+
+unsafe fn shared_header(shared: *const c_void) -> Result<&'static SharedHeader, Fail> {
+    if shared.is_null() || shared as usize % PTOVM_ALIGN != 0 {
+        return Err(fail!(PTOVM_E_ARGUMENT, "no shared region"));
+    }
+    // SAFETY: the caller gives a region of at least a header's size; the magic says whether
+    // ptovm laid it out.
+    let h = unsafe { &*(shared as *const SharedHeader) };
+    if h.magic.load(Ordering::Acquire) != SHARED_MAGIC {
+        return Err(fail!(
+            PTOVM_E_STATE,
+            "the shared region was not laid out by ptovm_shared_init"
+        ));
+    }
+    Ok(h)
+}
+
+/// Builds AICPU `aicpu`'s instance in `mem` (`size` bytes, aligned to 128) over the shared
+/// region `shared`, with the program's runtime parameters (`params`, `nparams` of them; their
+/// arrays stay in place for the launch). The bytecode is verified again here. Returns 0 or an
+/// error code with a message in `err`.
+///
+/// # Safety
+/// `shared` was laid out by [`ptovm_shared_init`]; `mem` points to `size` writable bytes used by
+/// nothing else during the launch; `params` points to `nparams` entries; `err` as in
+/// [`ptovm_layout`]. One thread uses an instance at a time.
+#[no_mangle]
+pub unsafe extern "C" fn ptovm_instance_init(
+    mem: *mut c_void,
+    size: usize,
+    shared: *const c_void,
+    params: *const PtovmParam,
+    nparams: u32,
+    aicpu: u32,
+    err: *mut u8,
+    err_len: usize,
+) -> i32 {
+    let r = (|| {
+        // SAFETY: the caller's contract.
+        let h = unsafe { shared_header(shared)? };
+        if mem.is_null() {
+            return Err(fail!(PTOVM_E_ARGUMENT, "no instance memory"));
+        }
+        // SAFETY: the shared region keeps the bytecode's pointer from its own init.
+        let v = unsafe { program(h.code, h.code_len)? };
+        let launch = PtovmLaunch {
+            aicpus: h.sched.n,
+            window: h.cfg.window,
+            cube_cores: h.cube,
+            vector_cores: h.cores - h.cube,
+            window_mode: h.cfg.mode as i32,
+            exact_deps: 0,
+        };
+        let mut p = plan(&v, &launch)?;
+        p.cfg = h.cfg;
+        if aicpu >= p.n {
+            return Err(fail!(
+                PTOVM_E_ARGUMENT,
+                "AICPU {aicpu} of a launch of {}",
+                p.n
+            ));
+        }
+        let mut m = Carve::measure();
+        // SAFETY: a measuring carve writes nothing.
+        unsafe { instance_layout(&mut m, &p, aicpu, v, ptr::null(), ptr::null(), 0)? };
+        if m.off > size {
+            return Err(fail!(
+                PTOVM_E_MEMORY,
+                "the instance region is {size} bytes; it needs {}",
+                m.off
+            ));
+        }
+        let mut c = Carve::new(mem, size)?;
+        // SAFETY: the caller's contract.
+        unsafe { instance_layout(&mut c, &p, aicpu, v, h, params, nparams)? };
+        Ok(())
+    })();
+    match r {
+        Ok(()) => PTOVM_OK,
+        // SAFETY: the caller's contract on `err`.
+        Err(f) => unsafe { report(f, err, err_len) },
+    }
+}
+
+/// The environment of a device AICPU: its own thread, always running, so nothing to wake;
+/// cores poll their handshake slots, so nothing to ring.
+struct Device;
+impl Env for Device {
+    fn wake(&mut self, _: u32) {}
+    fn ring(&mut self, _: u32) {}
+}
+
+unsafe fn instance(inst: *mut c_void) -> Result<&'static mut InstanceHeader, i32> {
+    if inst.is_null() || inst as usize % PTOVM_ALIGN != 0 {
+        return Err(PTOVM_E_ARGUMENT);
+    }
+    // SAFETY: the caller gives an instance region; the magic says whether ptovm built it.
+    let h = unsafe { &mut *(inst as *mut InstanceHeader) };
+    if h.magic != INSTANCE_MAGIC {
+        return Err(PTOVM_E_STATE);
+    }
+    Ok(h)
+}
+
+fn code_of(e: &SchedError) -> i32 {
+    match e {
+        SchedError::Run(_) => PTOVM_E_RUN,
+        SchedError::WindowAbort { .. } => PTOVM_E_WINDOW,
+        _ => PTOVM_E_STATE,
+    }
+}
+
+/// One round of AICPU `inst`'s scheduler loop (spec/runtime.md §4.3): returns
+/// [`PTOVM_PROGRESS`], [`PTOVM_OK`] (nothing to do right now), [`PTOVM_FINISHED`] or an error
+/// code (then [`ptovm_error`] says what happened, and every later call returns
+/// [`PTOVM_E_FAILED`]). Once one AICPU of the launch has failed, the others' next steps return
+/// [`PTOVM_E_FAILED`] too ("another AICPU failed"): they may be waiting for it.
+///
+/// # Safety
+/// `inst` was built by [`ptovm_instance_init`] and is used by this thread only.
+#[no_mangle]
+pub unsafe extern "C" fn ptovm_step(inst: *mut c_void) -> i32 {
+    // SAFETY: the caller's contract.
+    let h = match unsafe { instance(inst) } {
+        Ok(h) => h,
+        Err(code) => return code,
+    };
+    if h.failed.load(Ordering::Relaxed) != 0 {
+        return PTOVM_E_FAILED;
+    }
+    // SAFETY: the instance's scheduler and its shared region were built by the inits, and this
+    // thread alone uses the instance.
+    let (aicpu, shared) = unsafe { (&mut *h.aicpu, &*h.shared) };
+    let other = shared.failed.load(Ordering::Acquire);
+    if other != 0 {
+        let mut m = Msg::new();
+        let _ = write!(
+            m,
+            "AICPU {}: stopped: another AICPU failed ({other})",
+            aicpu.index()
+        );
+        h.msg[..m.len].copy_from_slice(&m.buf[..m.len]);
+        h.msg_len.store(m.len, Ordering::Relaxed);
+        h.failed.store(PTOVM_E_FAILED, Ordering::Release);
+        return PTOVM_E_FAILED;
+    }
+    match aicpu.step(&shared.sched, &shared.cfg, &mut Device) {
+        Ok(_) if aicpu.finished() => PTOVM_FINISHED,
+        Ok(true) => PTOVM_PROGRESS,
+        Ok(false) => PTOVM_OK,
+        Err(e) => {
+            let code = code_of(&e);
+            let mut m = Msg::new();
+            let _ = write!(m, "AICPU {}: {e}", aicpu.index());
+            h.msg[..m.len].copy_from_slice(&m.buf[..m.len]);
+            h.msg_len.store(m.len, Ordering::Relaxed);
+            h.failed.store(code, Ordering::Release);
+            let _ = shared
+                .failed
+                .compare_exchange(0, code, Ordering::AcqRel, Ordering::Relaxed);
+            code
+        }
+    }
+}
+
+/// Runs AICPU `inst` until all its tasks have completed ([`PTOVM_FINISHED`]) or it fails (an
+/// error code). While it has nothing to do it spins with the processor's pause hint.
+///
+/// # Safety
+/// As [`ptovm_step`].
+#[no_mangle]
+pub unsafe extern "C" fn ptovm_run(inst: *mut c_void) -> i32 {
+    let mut idle = 0u32;
+    loop {
+        // SAFETY: the caller's contract.
+        match unsafe { ptovm_step(inst) } {
+            PTOVM_PROGRESS => idle = 0,
+            PTOVM_OK => {
+                idle = (idle + 1).min(10);
+                for _ in 0..(1u32 << idle) {
+                    core::hint::spin_loop();
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Copies the message of the instance's failure (empty if none) into `buf` (`len` bytes,
+/// NUL-terminated, truncated); returns the message's length.
+///
+/// # Safety
+/// `inst` as in [`ptovm_step`]; `buf` is null or points to `len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ptovm_error(inst: *mut c_void, buf: *mut u8, len: usize) -> usize {
+    // SAFETY: the caller's contract.
+    let Ok(h) = (unsafe { instance(inst) }) else {
+        return 0;
+    };
+    let n = h.msg_len.load(Ordering::Relaxed).min(MSG);
+    if !buf.is_null() && len > 0 {
+        let k = n.min(len - 1);
+        // SAFETY: `buf` has `len` writable bytes.
+        unsafe {
+            ptr::copy_nonoverlapping(h.msg.as_ptr(), buf, k);
+            *buf.add(k) = 0;
+        }
+    }
+    n
+}
+
+/// The instance's counters.
+///
+/// # Safety
+/// `inst` as in [`ptovm_step`]; `out` valid and writable.
+#[no_mangle]
+pub unsafe extern "C" fn ptovm_read_counters(inst: *mut c_void, out: *mut PtovmCounters) -> i32 {
+    // SAFETY: the caller's contract.
+    let h = match unsafe { instance(inst) } {
+        Ok(h) => h,
+        Err(code) => return code,
+    };
+    if out.is_null() {
+        return PTOVM_E_ARGUMENT;
+    }
+    // SAFETY: built by the init; read by the thread that runs it.
+    let a = unsafe { &*h.aicpu };
+    let k = a.counts();
+    let st = a.interpreter().stats();
+    // SAFETY: `out` is valid.
+    unsafe {
+        out.write(PtovmCounters {
+            tasks: k.tasks,
+            cube_tasks: k.cube,
+            edges: k.edges,
+            cross_edges: k.cross,
+            window_stalls: k.stalls,
+            overflows: k.overflows,
+            stolen: k.stolen,
+            dep_batches: k.batches,
+            instructions: st.instructions,
+            emitted: st.emitted,
+        })
+    };
+    PTOVM_OK
+}
+
+unsafe fn core_slot(
+    shared: *const c_void,
+    core: u32,
+) -> Result<(&'static SharedHeader, &'static CoreSlot), i32> {
+    // SAFETY: the caller's contract.
+    let h = unsafe { shared_header(shared) }.map_err(|f| f.0)?;
+    let s = h.sched.cores.get(core as usize).ok_or(PTOVM_E_ARGUMENT)?;
+    Ok((h, s))
+}
+
+/// AICore side: if core `core` has been handed a task, fills `task` and returns 1; 0 if not;
+/// an error code for a bad core or region.
+///
+/// # Safety
+/// `shared` was laid out by [`ptovm_shared_init`]; `task` valid and writable.
+#[no_mangle]
+pub unsafe extern "C" fn ptovm_core_take(
+    shared: *const c_void,
+    core: u32,
+    task: *mut PtovmTask,
+) -> i32 {
+    // SAFETY: the caller's contract.
+    let (h, s) = match unsafe { core_slot(shared, core) } {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    if task.is_null() {
+        return PTOVM_E_ARGUMENT;
+    }
+    let Some(word) = s.take() else { return 0 };
+    let (aicpu, slot) = ((word >> 32) as u32, word as u32);
+    let Some(ts) = h
+        .sched
+        .slots
+        .get(aicpu as usize * h.sched.cap as usize + slot as usize)
+    else {
+        return PTOVM_E_STATE;
+    };
+    // SAFETY: `task` is valid.
+    unsafe {
+        task.write(PtovmTask {
+            id: ts.task.load(Ordering::Acquire),
+            aicpu,
+            slot,
+            kernel: ts.kernel.load(Ordering::Relaxed),
+            pool: ts.pool.load(Ordering::Relaxed),
+        })
+    };
+    1
+}
+
+/// AICore side: core `core`'s task is done (its results written before this call).
+///
+/// # Safety
+/// As [`ptovm_core_take`].
+#[no_mangle]
+pub unsafe extern "C" fn ptovm_core_finish(shared: *const c_void, core: u32) -> i32 {
+    // SAFETY: the caller's contract.
+    match unsafe { core_slot(shared, core) } {
+        Ok((_, s)) => {
+            s.finish();
+            PTOVM_OK
+        }
+        Err(code) => code,
+    }
+}
+
+/// Tells every core to leave its loop (`control = SHUTDOWN`).
+///
+/// # Safety
+/// As [`ptovm_core_take`].
+#[no_mangle]
+pub unsafe extern "C" fn ptovm_shutdown(shared: *const c_void) -> i32 {
+    // SAFETY: the caller's contract.
+    match unsafe { shared_header(shared) } {
+        Ok(h) => {
+            h.sched.cores.iter().for_each(CoreSlot::shut_down);
+            PTOVM_OK
+        }
+        Err(f) => f.0,
+    }
+}
+
+/// AICore side: 1 if core `core` should leave its loop, 0 if not, or an error code.
+///
+/// # Safety
+/// As [`ptovm_core_take`].
+#[no_mangle]
+pub unsafe extern "C" fn ptovm_core_stopping(shared: *const c_void, core: u32) -> i32 {
+    // SAFETY: the caller's contract.
+    match unsafe { core_slot(shared, core) } {
+        Ok((_, s)) => i32::from(s.shutting_down()),
+        Err(code) => code,
+    }
+}
+
+/// Set by the panic handler (a bug in ptovm: inputs never panic).
+static PANICKED: AtomicI32 = AtomicI32::new(0);
+/// A function the AICPU kernel registers to learn of a panic (`extern "C" fn(i32)`), or 0.
+static PANIC_HOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// Registers `hook`, called with [`PTOVM_E_STATE`] if ptovm ever panics (which would be a bug;
+/// the panicking thread then spins forever instead of unwinding). Null removes it.
+#[no_mangle]
+pub extern "C" fn ptovm_set_panic_hook(hook: Option<extern "C" fn(i32)>) {
+    PANIC_HOOK.store(hook.map_or(0, |f| f as usize), Ordering::Release);
+}
+
+/// Whether ptovm has panicked (1) or not (0).
+#[no_mangle]
+pub extern "C" fn ptovm_panicked() -> i32 {
+    PANICKED.load(Ordering::Acquire)
+}
+
+#[cfg(target_os = "none")]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    PANICKED.store(1, Ordering::Release);
+    let hook = PANIC_HOOK.load(Ordering::Acquire);
+    if hook != 0 {
+        // SAFETY: only `ptovm_set_panic_hook` stores here, from an `extern "C" fn(i32)`.
+        let f: extern "C" fn(i32) = unsafe { core::mem::transmute(hook) };
+        f(PTOVM_E_STATE);
+    }
+    loop {
+        core::hint::spin_loop();
+    }
+}

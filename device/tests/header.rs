@@ -1,0 +1,93 @@
+//! `include/ptovm.h` is the single C description of the ABI: generated from `src/lib.rs` by
+//! cbindgen (configured in `cbindgen.toml`), and this test fails when the committed header is not
+//! what the Rust side generates. `PTOVM_BLESS=1` rewrites it.
+
+#[test]
+fn the_header_is_what_the_rust_side_generates() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let bindings = cbindgen::generate(dir).expect("cbindgen parses the crate");
+    let mut generated = Vec::new();
+    bindings.write(&mut generated);
+    let generated = String::from_utf8(generated).unwrap();
+    let path = std::path::Path::new(dir).join("include/ptovm.h");
+    if std::env::var_os("PTOVM_BLESS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "include/ptovm.h differs from what src/lib.rs generates; if the ABI change is meant, run\n  PTOVM_BLESS=1 cargo test -p ptovm-device --test header\n(and raise PTOVM_ABI_VERSION when existing callers break)"
+    );
+    for f in [
+        "ptovm_abi_version",
+        "ptovm_layout",
+        "ptovm_shared_init",
+        "ptovm_instance_init",
+        "ptovm_step",
+        "ptovm_run",
+        "ptovm_core_take",
+        "ptovm_core_finish",
+    ] {
+        assert!(
+            generated.contains(&format!("{f}(")),
+            "{f} missing from the header"
+        );
+    }
+    assert!(generated.contains("#define PTOVM_ABI_VERSION 1"));
+}
+
+#[test]
+fn the_header_compiles_and_its_structs_have_the_rust_sizes() {
+    use ptovm_device::*;
+    use std::mem::{align_of, size_of};
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let mut c = String::from("#include \"ptovm.h\"\n");
+    for (name, size, align) in [
+        (
+            "ptovm_launch",
+            size_of::<PtovmLaunch>(),
+            align_of::<PtovmLaunch>(),
+        ),
+        (
+            "ptovm_sizes",
+            size_of::<PtovmSizes>(),
+            align_of::<PtovmSizes>(),
+        ),
+        (
+            "ptovm_param",
+            size_of::<PtovmParam>(),
+            align_of::<PtovmParam>(),
+        ),
+        (
+            "ptovm_counters",
+            size_of::<PtovmCounters>(),
+            align_of::<PtovmCounters>(),
+        ),
+        (
+            "ptovm_task",
+            size_of::<PtovmTask>(),
+            align_of::<PtovmTask>(),
+        ),
+    ] {
+        c += &format!(
+            "_Static_assert(sizeof({name}) == {size}, \"{name} size\");\n\
+             _Static_assert(_Alignof({name}) == {align}, \"{name} alignment\");\n"
+        );
+    }
+    c += "int main(void) { return ptovm_abi_version() == PTOVM_ABI_VERSION ? 0 : 1; }\n";
+    let tmp = std::env::temp_dir().join(format!("ptovm-header-{}.c", std::process::id()));
+    std::fs::write(&tmp, c).unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = std::process::Command::new(&cc)
+        .args(["-std=c11", "-Wall", "-Werror", "-fsyntax-only", "-I"])
+        .arg(std::path::Path::new(dir).join("include"))
+        .arg(&tmp)
+        .output()
+        .unwrap_or_else(|e| panic!("running {cc}: {e}"));
+    let _ = std::fs::remove_file(&tmp);
+    assert!(
+        out.status.success(),
+        "the header does not compile with {cc}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,512 @@
+//! The device library's C ABI (`ptovm-device`), driven from Rust on the host exactly as an AICPU
+//! kernel drives it: size the regions, lay out the shared one, one thread per AICPU building
+//! its instance and running it, threads playing the AICores through their handshake slots. Every
+//! run is checked against the reference expander: each task ran exactly once, on a core of its
+//! pool, and after all its predecessors ended. Bad arguments get error codes and messages.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use proptest::prelude::*;
+use ptovm_assembler::{assemble, Options};
+use ptovm_device::*;
+use ptovm_host_sim::{edges, reference_expand, DepMode};
+use ptovm_tests::{gen_params, Gen};
+use ptovm_vm::{verify, ParamKind, Pool, RuntimeParams};
+
+/// 128-byte aligned memory.
+#[derive(Clone, Copy)]
+#[repr(C, align(128))]
+struct Block([u8; 128]);
+
+fn region(bytes: u64) -> Vec<Block> {
+    vec![Block([0; 128]); (bytes as usize).div_ceil(128)]
+}
+
+fn text(buf: &[u8]) -> String {
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+type Params = Vec<(ParamKind, u32, Vec<u32>)>;
+
+fn c_params(p: &Params) -> Vec<PtovmParam> {
+    p.iter()
+        .map(|(k, v, a)| PtovmParam {
+            kind: u32::from(*k != ParamKind::Scalar),
+            value: *v,
+            data: a.as_ptr(),
+            len: a.len() as u32,
+        })
+        .collect()
+}
+
+/// Per task: (start, end, pool, owner).
+type Ran = Vec<(u64, u64, Pool, u32)>;
+
+/// Launches `code` with `launch` on threads; gives what ran, or the first error message.
+fn launch(code: &[u8], params: &Params, launch: PtovmLaunch) -> Result<(Ran, u32), String> {
+    let mut err = [0u8; 256];
+    let mut sizes = PtovmSizes::default();
+    let rc = unsafe {
+        ptovm_layout(
+            code.as_ptr(),
+            code.len(),
+            &launch,
+            &mut sizes,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    if rc != PTOVM_OK {
+        return Err(format!("layout {rc}: {}", text(&err)));
+    }
+    let mut shared = region(sizes.shared_bytes);
+    let sh = shared.as_mut_ptr() as *mut std::ffi::c_void;
+    let rc = unsafe {
+        ptovm_shared_init(
+            sh,
+            sizes.shared_bytes as usize,
+            code.as_ptr(),
+            code.len(),
+            &launch,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    if rc != PTOVM_OK {
+        return Err(format!("shared init {rc}: {}", text(&err)));
+    }
+    let cp = c_params(params);
+    let mut instances: Vec<Vec<Block>> = (0..sizes.aicpus)
+        .map(|_| region(sizes.instance_bytes))
+        .collect();
+    for (a, m) in instances.iter_mut().enumerate() {
+        let rc = unsafe {
+            ptovm_instance_init(
+                m.as_mut_ptr() as *mut _,
+                sizes.instance_bytes as usize,
+                sh,
+                cp.as_ptr(),
+                cp.len() as u32,
+                a as u32,
+                err.as_mut_ptr(),
+                err.len(),
+            )
+        };
+        if rc != PTOVM_OK {
+            return Err(format!("instance init {rc}: {}", text(&err)));
+        }
+    }
+    let seq = AtomicU64::new(1);
+    let ran: Mutex<Ran> = Mutex::new(Vec::new());
+    let done = AtomicBool::new(false);
+    let shared_addr = sh as usize;
+    // Reported errors come from the AICPU that failed, not from those it stopped.
+    let results: Vec<Result<(), String>> = std::thread::scope(|s| {
+        // Two threads play the AICores: each polls its half of the handshake slots.
+        for half in 0..2u32 {
+            let (seq, ran, done) = (&seq, &ran, &done);
+            s.spawn(move || {
+                let sh = shared_addr as *const std::ffi::c_void;
+                while !done.load(Ordering::Acquire) {
+                    let mut any = false;
+                    for core in (half..sizes.cores).step_by(2) {
+                        let mut t = PtovmTask::default();
+                        if unsafe { ptovm_core_take(sh, core, &mut t) } == 1 {
+                            any = true;
+                            let t0 = seq.fetch_add(1, Ordering::SeqCst);
+                            let t1 = seq.fetch_add(1, Ordering::SeqCst);
+                            let mut r = ran.lock().unwrap();
+                            if r.len() <= t.id as usize {
+                                r.resize(t.id as usize + 1, (0, 0, Pool::Vector, u32::MAX));
+                            }
+                            assert_eq!(r[t.id as usize].0, 0, "task {} ran twice", t.id);
+                            let pool = if t.pool == 0 {
+                                Pool::Cube
+                            } else {
+                                Pool::Vector
+                            };
+                            r[t.id as usize] = (t0, t1, pool, t.aicpu);
+                            drop(r);
+                            assert_eq!(unsafe { ptovm_core_finish(sh, core) }, PTOVM_OK);
+                        }
+                    }
+                    if !any {
+                        std::thread::yield_now();
+                    }
+                }
+            });
+        }
+        let handles: Vec<_> = instances
+            .iter_mut()
+            .map(|m| {
+                let addr = m.as_mut_ptr() as usize;
+                s.spawn(move || {
+                    let inst = addr as *mut std::ffi::c_void;
+                    // The library spins when idle; on a 2-core host, step and yield instead.
+                    loop {
+                        match unsafe { ptovm_step(inst) } {
+                            PTOVM_FINISHED => return Ok(()),
+                            PTOVM_PROGRESS => {}
+                            PTOVM_OK => std::thread::yield_now(),
+                            rc => {
+                                let mut buf = [0u8; 256];
+                                unsafe { ptovm_error(inst, buf.as_mut_ptr(), buf.len()) };
+                                return Err(format!("step {rc}: {}", text(&buf)));
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        let r = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        done.store(true, Ordering::Release);
+        r
+    });
+    let mut errors: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+    errors.sort_by_key(|e| e.contains("another AICPU failed"));
+    if let Some(e) = errors.into_iter().next() {
+        return Err(e);
+    }
+    assert_eq!(unsafe { ptovm_shutdown(sh) }, PTOVM_OK);
+    assert_eq!(unsafe { ptovm_core_stopping(sh, 0) }, 1);
+    let mut total = PtovmCounters::default();
+    for m in instances.iter_mut() {
+        let mut k = PtovmCounters::default();
+        assert_eq!(
+            unsafe { ptovm_read_counters(m.as_mut_ptr() as *mut _, &mut k) },
+            PTOVM_OK
+        );
+        total.tasks += k.tasks;
+        total.emitted += k.emitted;
+    }
+    assert_eq!(total.tasks, total.emitted, "every generated task completed");
+    drop(shared);
+    Ok((ran.into_inner().unwrap(), sizes.aicpus))
+}
+
+/// Checks a run against the reference expander.
+fn check(code: &[u8], params: &Params, n: u32, ran: &Ran) {
+    let v = verify(code).unwrap();
+    let vals = ptovm_tests::values(params);
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    let reference = reference_expand(&v, &p, n, u64::MAX).unwrap();
+    assert_eq!(ran.len(), reference.len(), "tasks run");
+    for (t, r) in reference.iter().zip(ran) {
+        assert!(r.1 != 0, "task {} never ran", t.id);
+        assert_eq!(r.2, t.pool, "task {}'s pool", t.id);
+        assert_eq!(r.3, t.owner, "task {}'s owner", t.id);
+    }
+    for e in edges(&reference, DepMode::Overlap) {
+        assert!(
+            ran[e.to as usize].0 > ran[e.from as usize].1,
+            "task {} started before its predecessor {} ended",
+            e.to,
+            e.from
+        );
+    }
+}
+
+fn example(name: &str) -> Vec<u8> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name);
+    assemble(
+        name,
+        &std::fs::read_to_string(p).unwrap(),
+        &Options::default(),
+    )
+    .unwrap()
+    .bytes
+}
+
+fn settings(aicpus: u32, window: u32) -> PtovmLaunch {
+    PtovmLaunch {
+        aicpus,
+        window,
+        cube_cores: 2 * aicpus,
+        vector_cores: 3 * aicpus,
+        window_mode: -1,
+        exact_deps: 0,
+    }
+}
+
+#[test]
+fn the_llama_layer_runs_through_the_c_abi() {
+    let code = example("llama_layer.pto");
+    let params: Params = vec![(ParamKind::Scalar, 8, vec![])];
+    for (n, window) in [(1, 16), (6, 1024), (3, 2), (6, 1)] {
+        let (ran, aicpus) = launch(&code, &params, settings(n, window)).unwrap();
+        assert_eq!(aicpus, n);
+        assert_eq!(ran.len(), 3 * 64 + 16 * 8);
+        check(&code, &params, n, &ran);
+    }
+}
+
+/// Runtime parameters by name, in the program's slot order.
+fn named(code_src: &str, given: &[(&str, u32, Vec<u32>)]) -> (Vec<u8>, Params) {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(code_src);
+    let out = assemble(
+        code_src,
+        &std::fs::read_to_string(p).unwrap(),
+        &Options::default(),
+    )
+    .unwrap();
+    let params = out
+        .module
+        .params
+        .iter()
+        .map(|slot| {
+            let (_, v, a) = given
+                .iter()
+                .find(|(n, _, _)| *n == slot.name)
+                .unwrap_or_else(|| panic!("no value for {}", slot.name));
+            (slot.kind, *v, a.clone())
+        })
+        .collect();
+    (out.bytes, params)
+}
+
+#[test]
+fn the_other_examples_run_through_the_c_abi() {
+    let cases = [
+        named("attention.pto", &[("batch", 4, vec![])]),
+        named("control.pto", &[("M", 16, vec![])]),
+        named(
+            "moe.pto",
+            &[
+                ("T", 3, vec![]),
+                ("expert_ptr", 0, vec![0, 1, 1, 2, 2, 2, 2, 2, 3]),
+                ("expert_tokens", 0, vec![2, 0, 1]),
+            ],
+        ),
+        named(
+            "flash_decode.pto",
+            &[
+                ("B", 3, vec![]),
+                ("max_chunks", 4, vec![]),
+                ("kv_chunks", 0, vec![1, 3, 2]),
+            ],
+        ),
+    ];
+    for (code, params) in &cases {
+        for n in [1, 2, 4] {
+            let (ran, _) = launch(code, params, settings(n, 0)).unwrap_or_else(|e| panic!("{e}"));
+            check(code, params, n, &ran);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_programs_run_through_the_c_abi(seed in any::<u64>(), n in 1u32..=4, window in 1u32..6) {
+        let src = Gen::runnable(seed).module();
+        let out = assemble("gen.pto", &src, &Options::default()).unwrap();
+        let params = gen_params(&out.module, seed);
+        match launch(&out.bytes, &params, settings(n, window)) {
+            Ok((ran, _)) => check(&out.bytes, &params, n, &ran),
+            // Programs that fail at launch or run time are the interpreter's tests; here they
+            // must fail cleanly, with a message.
+            Err(e) => prop_assert!(e.contains(": ") && e.len() > 20, "{e}"),
+        }
+    }
+}
+
+#[test]
+fn bad_arguments_are_codes_with_messages() {
+    let code = example("llama_layer.pto");
+    let mut err = [0u8; 256];
+    let mut sizes = PtovmSizes::default();
+    let call = |code: &[u8], l: PtovmLaunch, sizes: &mut PtovmSizes, err: &mut [u8; 256]| unsafe {
+        ptovm_layout(
+            code.as_ptr(),
+            code.len(),
+            &l,
+            sizes,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    assert_eq!(
+        call(&code, settings(6, 1024), &mut sizes, &mut err),
+        PTOVM_OK
+    );
+    assert!(sizes.shared_bytes > 0 && sizes.instance_bytes > 0);
+    assert_eq!(
+        call(&code[..100], settings(6, 1024), &mut sizes, &mut err),
+        PTOVM_E_VERIFY
+    );
+    assert!(
+        text(&err).starts_with("bytecode rejected"),
+        "{}",
+        text(&err)
+    );
+    assert_eq!(
+        call(&code, settings(65, 1024), &mut sizes, &mut err),
+        PTOVM_E_ARGUMENT
+    );
+    assert!(text(&err).contains("AICPU count 65"), "{}", text(&err));
+    let mut l = settings(6, 1024);
+    l.cube_cores = 5;
+    assert_eq!(call(&code, l, &mut sizes, &mut err), PTOVM_E_ARGUMENT);
+    l = settings(6, 1024);
+    l.window_mode = 7;
+    assert_eq!(call(&code, l, &mut sizes, &mut err), PTOVM_E_ARGUMENT);
+    assert_eq!(
+        call(&code, settings(2, 70_000), &mut sizes, &mut err),
+        PTOVM_E_ARGUMENT
+    );
+
+    // A region too small, or misaligned, is refused before anything is written.
+    let l = settings(2, 16);
+    assert_eq!(call(&code, l, &mut sizes, &mut err), PTOVM_OK);
+    let mut small = region(sizes.shared_bytes - 128);
+    let rc = unsafe {
+        ptovm_shared_init(
+            small.as_mut_ptr() as *mut _,
+            (sizes.shared_bytes - 128) as usize,
+            code.as_ptr(),
+            code.len(),
+            &l,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    assert_eq!(rc, PTOVM_E_MEMORY, "{}", text(&err));
+    assert!(small.iter().all(|b| b.0 == [0; 128]), "nothing written");
+    let mut shared = region(sizes.shared_bytes + 128);
+    let misaligned = unsafe { (shared.as_mut_ptr() as *mut u8).add(8) } as *mut std::ffi::c_void;
+    let rc = unsafe {
+        ptovm_shared_init(
+            misaligned,
+            sizes.shared_bytes as usize,
+            code.as_ptr(),
+            code.len(),
+            &l,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    assert_eq!(rc, PTOVM_E_MEMORY);
+    // An instance over memory that is not a shared region.
+    let mut inst = region(sizes.instance_bytes);
+    let rc = unsafe {
+        ptovm_instance_init(
+            inst.as_mut_ptr() as *mut _,
+            sizes.instance_bytes as usize,
+            shared.as_mut_ptr() as *mut _,
+            std::ptr::null(),
+            0,
+            0,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    assert_eq!(rc, PTOVM_E_STATE, "{}", text(&err));
+    // Wrong runtime parameters, AICPU id out of range.
+    let sh = shared.as_mut_ptr() as *mut std::ffi::c_void;
+    assert_eq!(
+        unsafe {
+            ptovm_shared_init(
+                sh,
+                sizes.shared_bytes as usize,
+                code.as_ptr(),
+                code.len(),
+                &l,
+                err.as_mut_ptr(),
+                err.len(),
+            )
+        },
+        PTOVM_OK
+    );
+    let rc = unsafe {
+        ptovm_instance_init(
+            inst.as_mut_ptr() as *mut _,
+            sizes.instance_bytes as usize,
+            sh,
+            std::ptr::null(),
+            0,
+            0,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    assert_eq!(rc, PTOVM_E_PARAMS, "{}", text(&err));
+    let p = c_params(&vec![(ParamKind::Scalar, 8, vec![])]);
+    let rc = unsafe {
+        ptovm_instance_init(
+            inst.as_mut_ptr() as *mut _,
+            sizes.instance_bytes as usize,
+            sh,
+            p.as_ptr(),
+            1,
+            2,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    assert_eq!(rc, PTOVM_E_ARGUMENT, "{}", text(&err));
+    let rc = unsafe {
+        ptovm_instance_init(
+            inst.as_mut_ptr() as *mut _,
+            (sizes.instance_bytes - 1) as usize,
+            sh,
+            p.as_ptr(),
+            1,
+            0,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    assert_eq!(rc, PTOVM_E_MEMORY, "{}", text(&err));
+    // Steps on memory that is no instance, counters without output.
+    let mut junk = region(1024);
+    assert_eq!(
+        unsafe { ptovm_step(junk.as_mut_ptr() as *mut _) },
+        PTOVM_E_STATE
+    );
+    assert_eq!(
+        unsafe { ptovm_step(std::ptr::null_mut()) },
+        PTOVM_E_ARGUMENT
+    );
+    assert_eq!(
+        unsafe { ptovm_core_take(sh, 10_000, &mut PtovmTask::default()) },
+        PTOVM_E_ARGUMENT
+    );
+    assert_eq!(ptovm_abi_version(), PTOVM_ABI_VERSION);
+    assert_eq!(ptovm_panicked(), 0);
+}
+
+#[test]
+fn a_runtime_error_is_reported_by_the_instance() {
+    // Dividing by a runtime parameter of 0 fails in the interpreter: the step reports it, the
+    // instance keeps the message and refuses to go on.
+    let src = "@tensor T: f16[64]
+@kernel k(i): vector(out t)
+@workload w(%d: dense_dyn(D)) { parallel_for i in dense[4] { task @k(i / D) resources(T[i]) } }";
+    let code = assemble("e", src, &Options::default()).unwrap().bytes;
+    let params: Params = vec![(ParamKind::Scalar, 0, vec![])];
+    let e = launch(&code, &params, settings(1, 4)).unwrap_err();
+    assert!(
+        e.starts_with(&format!("step {PTOVM_E_RUN}: AICPU 0: ")),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_window_abort_stops_every_aicpu() {
+    // control.pto's schedule says `window_mode = abort`; with 2 slots its window overflows. The
+    // AICPU that overflows reports it; the others stop instead of waiting for it forever.
+    let code = example("control.pto");
+    let params: Params = vec![(ParamKind::Scalar, 16, vec![])];
+    for n in [1, 3] {
+        let e = launch(&code, &params, settings(n, 2)).unwrap_err();
+        assert!(e.starts_with(&format!("step {PTOVM_E_WINDOW}: ")), "{e}");
+        assert!(e.contains("window (2 slots) is full"), "{e}");
+    }
+}
