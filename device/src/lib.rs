@@ -22,6 +22,8 @@
 #![deny(missing_docs)]
 // The C ABI takes raw pointers; every function says what it requires of them.
 #![allow(clippy::missing_safety_doc)]
+// Errors carry their message in a fixed buffer: there is no heap to box it into.
+#![allow(clippy::result_large_err)]
 
 use core::ffi::c_void;
 use core::fmt::Write as _;
@@ -262,7 +264,7 @@ struct Carve {
 
 impl Carve {
     fn new(base: *mut c_void, size: usize) -> Result<Carve, Fail> {
-        if base as usize % PTOVM_ALIGN != 0 {
+        if !(base as usize).is_multiple_of(PTOVM_ALIGN) {
             return Err(fail!(
                 PTOVM_E_MEMORY,
                 "memory at {:p} is not aligned to {PTOVM_ALIGN} bytes",
@@ -723,7 +725,7 @@ pub unsafe extern "C" fn ptovm_shared_init(
 }
 
 unsafe fn shared_header(shared: *const c_void) -> Result<&'static SharedHeader, Fail> {
-    if shared.is_null() || shared as usize % PTOVM_ALIGN != 0 {
+    if shared.is_null() || !(shared as usize).is_multiple_of(PTOVM_ALIGN) {
         return Err(fail!(PTOVM_E_ARGUMENT, "no shared region"));
     }
     // SAFETY: the caller gives a region of at least a header's size; the magic says whether
@@ -814,7 +816,7 @@ impl Env for Device {
 }
 
 unsafe fn instance(inst: *mut c_void) -> Result<&'static mut InstanceHeader, i32> {
-    if inst.is_null() || inst as usize % PTOVM_ALIGN != 0 {
+    if inst.is_null() || !(inst as usize).is_multiple_of(PTOVM_ALIGN) {
         return Err(PTOVM_E_ARGUMENT);
     }
     // SAFETY: the caller gives an instance region; the magic says whether ptovm built it.
