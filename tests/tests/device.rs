@@ -10,9 +10,8 @@ use std::sync::Mutex;
 use proptest::prelude::*;
 use ptovm_assembler::{assemble, Options};
 use ptovm_device::*;
-use ptovm_host_sim::{edges, reference_expand, DepMode};
-use ptovm_tests::{gen_params, Gen};
-use ptovm_vm::{verify, ParamKind, Pool, RuntimeParams};
+use ptovm_tests::{gen_params, Gen, Params, Ran};
+use ptovm_vm::{ParamKind, Pool};
 
 /// 128-byte aligned memory.
 #[derive(Clone, Copy)]
@@ -28,8 +27,6 @@ fn text(buf: &[u8]) -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
-type Params = Vec<(ParamKind, u32, Vec<u32>)>;
-
 fn c_params(p: &Params) -> Vec<PtovmParam> {
     p.iter()
         .map(|(k, v, a)| PtovmParam {
@@ -40,9 +37,6 @@ fn c_params(p: &Params) -> Vec<PtovmParam> {
         })
         .collect()
 }
-
-/// Per task: (start, end, pool, owner).
-type Ran = Vec<(u64, u64, Pool, u32)>;
 
 /// Launches `code` with `launch` on threads; gives what ran, or the first error message.
 fn launch(code: &[u8], params: &Params, launch: PtovmLaunch) -> Result<(Ran, u32), String> {
@@ -186,26 +180,8 @@ fn launch(code: &[u8], params: &Params, launch: PtovmLaunch) -> Result<(Ran, u32
     Ok((ran.into_inner().unwrap(), sizes.aicpus))
 }
 
-/// Checks a run against the reference expander.
 fn check(code: &[u8], params: &Params, n: u32, ran: &Ran) {
-    let v = verify(code).unwrap();
-    let vals = ptovm_tests::values(params);
-    let p = RuntimeParams::new(&v, &vals).unwrap();
-    let reference = reference_expand(&v, &p, n, u64::MAX).unwrap();
-    assert_eq!(ran.len(), reference.len(), "tasks run");
-    for (t, r) in reference.iter().zip(ran) {
-        assert!(r.1 != 0, "task {} never ran", t.id);
-        assert_eq!(r.2, t.pool, "task {}'s pool", t.id);
-        assert_eq!(r.3, t.owner, "task {}'s owner", t.id);
-    }
-    for e in edges(&reference, DepMode::Overlap) {
-        assert!(
-            ran[e.to as usize].0 > ran[e.from as usize].1,
-            "task {} started before its predecessor {} ended",
-            e.to,
-            e.from
-        );
-    }
+    ptovm_tests::check_run(code, params, n, ran).unwrap_or_else(|e| panic!("{e}"));
 }
 
 fn example(name: &str) -> Vec<u8> {
@@ -244,58 +220,13 @@ fn the_llama_layer_runs_through_the_c_abi() {
     }
 }
 
-/// Runtime parameters by name, in the program's slot order.
-fn named(code_src: &str, given: &[(&str, u32, Vec<u32>)]) -> (Vec<u8>, Params) {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples")
-        .join(code_src);
-    let out = assemble(
-        code_src,
-        &std::fs::read_to_string(p).unwrap(),
-        &Options::default(),
-    )
-    .unwrap();
-    let params = out
-        .module
-        .params
-        .iter()
-        .map(|slot| {
-            let (_, v, a) = given
-                .iter()
-                .find(|(n, _, _)| *n == slot.name)
-                .unwrap_or_else(|| panic!("no value for {}", slot.name));
-            (slot.kind, *v, a.clone())
-        })
-        .collect();
-    (out.bytes, params)
-}
-
 #[test]
-fn the_other_examples_run_through_the_c_abi() {
-    let cases = [
-        named("attention.pto", &[("batch", 4, vec![])]),
-        named("control.pto", &[("M", 16, vec![])]),
-        named(
-            "moe.pto",
-            &[
-                ("T", 3, vec![]),
-                ("expert_ptr", 0, vec![0, 1, 1, 2, 2, 2, 2, 2, 3]),
-                ("expert_tokens", 0, vec![2, 0, 1]),
-            ],
-        ),
-        named(
-            "flash_decode.pto",
-            &[
-                ("B", 3, vec![]),
-                ("max_chunks", 4, vec![]),
-                ("kv_chunks", 0, vec![1, 3, 2]),
-            ],
-        ),
-    ];
-    for (code, params) in &cases {
+fn every_example_runs_through_the_c_abi() {
+    for (name, code, params) in ptovm_tests::examples() {
         for n in [1, 2, 4] {
-            let (ran, _) = launch(code, params, settings(n, 0)).unwrap_or_else(|e| panic!("{e}"));
-            check(code, params, n, &ran);
+            let (ran, _) = launch(&code, &params, settings(n, 0))
+                .unwrap_or_else(|e| panic!("{name}, {n} AICPUs: {e}"));
+            check(&code, &params, n, &ran);
         }
     }
 }

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 
 use proptest::prelude::*;
 use ptovm_assembler::{assemble, Options};
-use ptovm_host_sim::{edges, heap_map, reference_expand, DepMode, HeapMap, HeapStorage};
+use ptovm_host_sim::{heap_map, DepMode, HeapMap, HeapStorage};
 use ptovm_tests::{gen_params, values, Gen};
 use ptovm_vm::handshake::{CoreSlot, CUBE, VECTOR};
 use ptovm_vm::ring::{Cell, Ring};
@@ -208,40 +208,7 @@ fn check(
     n: u32,
     r: &Run,
 ) -> Result<(), String> {
-    let v = verify(bytes).unwrap();
-    let vals = values(params);
-    let p = RuntimeParams::new(&v, &vals).unwrap();
-    let reference = reference_expand(&v, &p, n, u64::MAX).map_err(|e| e.to_string())?;
-    if r.ran.len() != reference.len() {
-        return Err(format!(
-            "{} tasks ran, the reference has {}",
-            r.ran.len(),
-            reference.len()
-        ));
-    }
-    for (t, x) in reference.iter().zip(&r.ran) {
-        if x.1 == 0 {
-            return Err(format!("task {} never finished", t.id));
-        }
-        if x.2 != t.pool {
-            return Err(format!("task {} ran on a {} core", t.id, x.2.name()));
-        }
-        if x.3 != t.owner {
-            return Err(format!(
-                "task {} belongs to AICPU {} but came from {}",
-                t.id, t.owner, x.3
-            ));
-        }
-    }
-    for e in edges(&reference, DepMode::Overlap) {
-        if r.ran[e.to as usize].0 <= r.ran[e.from as usize].1 {
-            return Err(format!(
-                "task {} started before its predecessor {} ended",
-                e.to, e.from
-            ));
-        }
-    }
-    Ok(())
+    ptovm_tests::check_run(bytes, &params.to_vec(), n, &r.ran)
 }
 
 fn config(seed: u64, window: u32) -> Config {
