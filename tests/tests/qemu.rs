@@ -16,7 +16,10 @@ use ptovm_vm::{ParamKind, Pool};
 fn harness() -> Option<PathBuf> {
     let h = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../target/aarch64-unknown-none/release/ptovm_harness");
-    let qemu = Command::new("qemu-aarch64").arg("--version").output().is_ok();
+    let qemu = Command::new("qemu-aarch64")
+        .arg("--version")
+        .output()
+        .is_ok();
     if h.exists() && qemu {
         return Some(h);
     }
@@ -69,7 +72,11 @@ fn run(h: &PathBuf, code: &[u8], params: &Params, n: u32, window: u32) -> Result
         if ran[id].1 != 0 {
             return Err(format!("task {id} ran twice"));
         }
-        let pool = if num(5) == 0 { Pool::Cube } else { Pool::Vector };
+        let pool = if num(5) == 0 {
+            Pool::Cube
+        } else {
+            Pool::Vector
+        };
         ran[id] = (num(9), num(11), pool, num(3) as u32);
     }
     Ok(ran)
