@@ -367,6 +367,9 @@ pub fn hazard(n: u32) -> String {
 /// Runtime parameters in slot order: `(kind, scalar value, array values)`.
 pub type Params = Vec<(ParamKind, u32, Vec<u32>)>;
 
+/// Runtime parameters by name: `(name, scalar value, array values)`.
+pub type Named<'a> = Vec<(&'a str, u32, Vec<u32>)>;
+
 /// A bundled example (`examples/NAME`) assembled, with `given` runtime parameters by name put
 /// in the program's slot order.
 pub fn example(name: &str, given: &[(&str, u32, Vec<u32>)]) -> (Vec<u8>, Params) {
@@ -393,7 +396,7 @@ pub fn example(name: &str, given: &[(&str, u32, Vec<u32>)]) -> (Vec<u8>, Params)
 
 /// The bundled examples with small parameters (for runs that check every task).
 pub fn examples() -> Vec<(&'static str, Vec<u8>, Params)> {
-    let cases: [(&str, Vec<(&str, u32, Vec<u32>)>); 5] = [
+    let cases: [(&str, Named); 5] = [
         ("llama_layer.pto", vec![("N", 8, vec![])]),
         ("attention.pto", vec![("batch", 4, vec![])]),
         ("control.pto", vec![("M", 16, vec![])]),
