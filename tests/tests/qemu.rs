@@ -109,3 +109,13 @@ fn a_failure_on_aarch64_is_reported() {
     let e = run(&h, &code, &params, 3, 2).unwrap_err();
     assert!(e.contains("window (2 slots) is full"), "{name}: {e}");
 }
+
+#[test]
+fn a_larger_llama_layer_on_aarch64() {
+    let Some(h) = harness() else { return };
+    // N = 64: 13,312 tasks, 6 AICPUs with their windows of 1024, 12 cube + 18 vector cores.
+    let (code, params) = ptovm_tests::example("llama_layer.pto", &[("N", 64, vec![])]);
+    let ran = run(&h, &code, &params, 6, 1024).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ran.len(), 3 * 64 * 64 + 16 * 64);
+    check_run(&code, &params, 6, &ran).unwrap_or_else(|e| panic!("{e}"));
+}
