@@ -276,8 +276,9 @@ int32_t ptovm_shared_init(void *mem,
 /*
  Builds AICPU `aicpu`'s instance in `mem` (`size` bytes, aligned to 128) over the shared
  region `shared`, with the program's runtime parameters (`params`, `nparams` of them; their
- arrays stay in place for the launch). The bytecode is verified again here. Returns 0 or an
- error code with a message in `err`.
+ arrays stay in place for the launch). The bytecode is verified again here. One instance per
+ AICPU and shared region: a second one for the same AICPU is refused. Returns 0 or an error
+ code with a message in `err`.
 
  # Safety
  `shared` was laid out by [`ptovm_shared_init`]; `mem` points to `size` writable bytes used by

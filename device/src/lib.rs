@@ -185,6 +185,8 @@ struct SharedHeader {
     /// The error code of the first AICPU that failed (0: none): the others stop too, since
     /// they may be waiting for it.
     failed: AtomicI32,
+    /// Per AICPU: 1 once an instance was built for it (two would corrupt the protocol).
+    claimed: &'static [AtomicI32],
     code: *const u8,
     code_len: usize,
     cube: u32,
@@ -429,6 +431,7 @@ unsafe fn shared_layout(
     let header: *mut SharedHeader = c.take(1, "header")?;
     let published: *mut Padded = c.take(n, "watermarks")?;
     let waiting: *mut Padded = c.take(n, "watermarks")?;
+    let claimed: *mut AtomicI32 = c.take(n, "instance claims")?;
     let slots: *mut Slot = c.take(n * cap, "window slots")?;
     let nodes: *mut Node = c.take(n * cap * NODES, "waiter nodes")?;
     let rings: *mut Ring<&'static [Cell]> = c.take(3 * n, "ready queues")?;
@@ -450,6 +453,7 @@ unsafe fn shared_layout(
     unsafe {
         let published = fill(published, n, |_| Padded::new(0));
         let waiting = fill(waiting, n, |_| Padded::new(u64::MAX));
+        let claimed = fill(claimed, n, |_| AtomicI32::new(0));
         let slots = fill(slots, n * cap, |_| Slot::default());
         let nodes = fill(nodes, n * cap * NODES, |_| Node::default());
         let cells = fill(cells, 3 * n * per, |_| Cell::default());
@@ -486,6 +490,7 @@ unsafe fn shared_layout(
         header.write(SharedHeader {
             magic: AtomicU64::new(0),
             failed: AtomicI32::new(0),
+            claimed,
             code,
             code_len: len,
             cube: p.cube,
@@ -742,8 +747,9 @@ unsafe fn shared_header(shared: *const c_void) -> Result<&'static SharedHeader, 
 
 /// Builds AICPU `aicpu`'s instance in `mem` (`size` bytes, aligned to 128) over the shared
 /// region `shared`, with the program's runtime parameters (`params`, `nparams` of them; their
-/// arrays stay in place for the launch). The bytecode is verified again here. Returns 0 or an
-/// error code with a message in `err`.
+/// arrays stay in place for the launch). The bytecode is verified again here. One instance per
+/// AICPU and shared region: a second one for the same AICPU is refused. Returns 0 or an error
+/// code with a message in `err`.
 ///
 /// # Safety
 /// `shared` was laid out by [`ptovm_shared_init`]; `mem` points to `size` writable bytes used by
@@ -796,8 +802,22 @@ pub unsafe extern "C" fn ptovm_instance_init(
             ));
         }
         let mut c = Carve::new(mem, size)?;
+        if h.claimed[aicpu as usize]
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            return Err(fail!(
+                PTOVM_E_STATE,
+                "AICPU {aicpu} already has an instance on this shared region"
+            ));
+        }
         // SAFETY: the caller's contract.
-        unsafe { instance_layout(&mut c, &p, aicpu, v, h, params, nparams)? };
+        let built = unsafe { instance_layout(&mut c, &p, aicpu, v, h, params, nparams) };
+        if built.is_err() {
+            // Nothing of this AICPU runs yet: another attempt (with good parameters) may claim it.
+            h.claimed[aicpu as usize].store(0, Ordering::Release);
+        }
+        built?;
         Ok(())
     })();
     match r {

@@ -395,6 +395,27 @@ fn bad_arguments_are_codes_with_messages() {
         )
     };
     assert_eq!(rc, PTOVM_E_MEMORY, "{}", text(&err));
+    // The failed attempts claimed nothing: AICPU 0's instance builds now, and only once.
+    let init = |inst: &mut Vec<Block>, err: &mut [u8; 256]| unsafe {
+        ptovm_instance_init(
+            inst.as_mut_ptr() as *mut _,
+            sizes.instance_bytes as usize,
+            sh,
+            p.as_ptr(),
+            1,
+            0,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    assert_eq!(init(&mut inst, &mut err), PTOVM_OK, "{}", text(&err));
+    let mut again = region(sizes.instance_bytes);
+    assert_eq!(init(&mut again, &mut err), PTOVM_E_STATE);
+    assert!(
+        text(&err).contains("already has an instance"),
+        "{}",
+        text(&err)
+    );
     // Steps on memory that is no instance, counters without output.
     let mut junk = region(1024);
     assert_eq!(
