@@ -426,12 +426,12 @@ pub fn edges(tasks: &[RefTask], mode: DepMode) -> Vec<Edge> {
 
 /// One task's run as the checks see it: start and end on one clock (an end of 0: it never ran),
 /// its pool, and the AICPU that generated it.
-pub(crate) type Ran = (u64, u64, ptovm_vm::Pool, u32);
+pub type Ran = (u64, u64, ptovm_vm::Pool, u32);
 
 /// Checks a run against the reference expansion (`ran[i]` is task `i`'s): every task ran, on
 /// its pool and from its owner, and started after every overlap-mode predecessor ended. Gives
 /// the first violation.
-pub(crate) fn check_run(reference: &[RefTask], ran: &[Ran]) -> Result<(), String> {
+pub fn check_run(reference: &[RefTask], ran: &[Ran]) -> Result<(), String> {
     if ran.len() != reference.len() {
         return Err(format!(
             "{} tasks ran, the reference has {}",

@@ -18,7 +18,8 @@ pub mod sim;
 pub use ptovm_vm::waitlist;
 
 pub use deps::{
-    edges, heap_map, DepBuilder, DepMode, Edge, EdgeKind, HeapMap, HeapStorage, InOrderWindow,
+    check_run, edges, heap_map, DepBuilder, DepMode, Edge, EdgeKind, HeapMap, HeapStorage,
+    InOrderWindow,
 };
 pub use expand::{expand_aicpu, expand_all, Expansion};
 pub use reference::{expand as reference_expand, RefTask};

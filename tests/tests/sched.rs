@@ -45,6 +45,72 @@ fn ring(cap: usize) -> Ring<Box<[Cell]>> {
     .unwrap()
 }
 
+/// The shared region of a launch (`Shared` borrows it).
+struct Region {
+    n: u32,
+    cap: usize,
+    published: Vec<Padded>,
+    waiting: Vec<Padded>,
+    slots: Vec<Slot>,
+    nodes: Vec<Node>,
+    ready: Vec<Ring<Box<[Cell]>>>,
+    passed: Vec<Ring<Box<[Cell]>>>,
+    cores: Vec<CoreSlot>,
+    core_aicpu: Vec<u32>,
+    lock: Lock,
+}
+
+impl Region {
+    /// For `n` AICPUs with `cap` slots each and cores of the given types and owners.
+    fn new(
+        v: &ptovm_vm::Verified<'_>,
+        n: u32,
+        cap: usize,
+        types: &[u32],
+        owners: Vec<u32>,
+    ) -> Region {
+        let layout = MapLayout::for_program(v, n * cap as u32).unwrap();
+        Region {
+            n,
+            cap,
+            published: (0..n).map(|_| Padded::new(0)).collect(),
+            waiting: (0..n).map(|_| Padded::new(u64::MAX)).collect(),
+            slots: (0..n as usize * cap).map(|_| Slot::default()).collect(),
+            nodes: (0..n as usize * cap * NODES)
+                .map(|_| Node::default())
+                .collect(),
+            ready: (0..2 * n).map(|_| ring(cap)).collect(),
+            passed: (0..n).map(|_| ring(cap)).collect(),
+            cores: types
+                .iter()
+                .map(|&t| {
+                    let s = CoreSlot::default();
+                    s.set_up(t);
+                    s
+                })
+                .collect(),
+            core_aicpu: owners,
+            lock: Lock(RefCell::new(heap_map(layout, DepMode::Overlap).unwrap())),
+        }
+    }
+
+    fn shared(&self) -> Shared<'_, Box<[Cell]>, Lock> {
+        Shared {
+            n: self.n,
+            cap: self.cap as u32,
+            published: &self.published,
+            waiting_for: &self.waiting,
+            slots: &self.slots,
+            nodes: &self.nodes,
+            ready: &self.ready,
+            passed: &self.passed,
+            cores: &self.cores,
+            core_aicpu: &self.core_aicpu,
+            map: &self.lock,
+        }
+    }
+}
+
 /// What a run did: per task, (start, end, pool, owner AICPU), and the step count.
 struct Run {
     ran: Vec<(u64, u64, Pool, u32)>,
@@ -72,42 +138,21 @@ fn run(
         };
     let cores_per = 2u32;
     let ncores = (2 * cores_per * n) as usize;
-    let core_aicpu: Vec<u32> = (0..ncores as u32).map(|c| c % n).collect();
-    let published: Vec<Padded> = (0..n).map(|_| Padded::new(0)).collect();
-    let waiting: Vec<Padded> = (0..n).map(|_| Padded::new(u64::MAX)).collect();
-    let slots: Vec<Slot> = (0..n as usize * cap).map(|_| Slot::default()).collect();
-    let nodes: Vec<Node> = (0..n as usize * cap * NODES)
-        .map(|_| Node::default())
-        .collect();
-    let ready: Vec<_> = (0..2 * n).map(|_| ring(cap)).collect();
-    let passed: Vec<_> = (0..n).map(|_| ring(cap)).collect();
-    let cores: Vec<CoreSlot> = (0..ncores)
+    // Cores c go to AICPU c mod n; the first n are cube, the next n vector, and so on, so every
+    // AICPU gets both.
+    let types: Vec<u32> = (0..ncores)
         .map(|c| {
-            let s = CoreSlot::default();
-            // Even cores are cube, odd ones vector: every AICPU gets both.
-            s.set_up(if (c / n as usize).is_multiple_of(2) {
+            if (c / n as usize).is_multiple_of(2) {
                 CUBE
             } else {
                 VECTOR
-            });
-            s
+            }
         })
         .collect();
-    let layout = MapLayout::for_program(&v, n * cap as u32).unwrap();
-    let lock = Lock(RefCell::new(heap_map(layout, DepMode::Overlap).unwrap()));
-    let sh = Shared {
-        n,
-        cap: cap as u32,
-        published: &published,
-        waiting_for: &waiting,
-        slots: &slots,
-        nodes: &nodes,
-        ready: &ready,
-        passed: &passed,
-        cores: &cores,
-        core_aicpu: &core_aicpu,
-        map: &lock,
-    };
+    let core_aicpu: Vec<u32> = (0..ncores as u32).map(|c| c % n).collect();
+    let region = Region::new(&v, n, cap, &types, core_aicpu);
+    let sh = region.shared();
+    let (slots, cores) = (&region.slots, &region.cores);
     type Bufs = (Vec<u32>, Vec<u32>, Vec<u32>, Vec<u32>, Vec<Busy>, Vec<Pred>);
     let mut bufs: Vec<Bufs> = (0..n)
         .map(|i| {
@@ -314,36 +359,8 @@ fn memory_that_does_not_fit_is_an_error() {
     let v = verify(&bytes).unwrap();
     let p = RuntimeParams::new(&v, &[]).unwrap();
     let (n, cap) = (1u32, 4usize);
-    let published = [Padded::new(0)];
-    let waiting = [Padded::new(u64::MAX)];
-    let slots: Vec<Slot> = (0..cap).map(|_| Slot::default()).collect();
-    let nodes: Vec<Node> = (0..cap * NODES).map(|_| Node::default()).collect();
-    let ready = [ring(cap), ring(cap)];
-    let passed = [ring(cap)];
-    let cores: Vec<CoreSlot> = [CUBE, VECTOR]
-        .iter()
-        .map(|&t| {
-            let s = CoreSlot::default();
-            s.set_up(t);
-            s
-        })
-        .collect();
-    let core_aicpu = [0, 0];
-    let layout = MapLayout::for_program(&v, n * cap as u32).unwrap();
-    let lock = Lock(RefCell::new(heap_map(layout, DepMode::Overlap).unwrap()));
-    let sh = Shared {
-        n,
-        cap: cap as u32,
-        published: &published,
-        waiting_for: &waiting,
-        slots: &slots,
-        nodes: &nodes,
-        ready: &ready,
-        passed: &passed,
-        cores: &cores,
-        core_aicpu: &core_aicpu,
-        map: &lock,
-    };
+    let region = Region::new(&v, n, cap, &[CUBE, VECTOR], vec![0, 0]);
+    let sh = region.shared();
     let attempt = |free: usize, own: Vec<u32>, preds: usize| {
         let (mut f, mut r, mut u, mut c) = (vec![0; free], vec![0; cap], vec![0; cap], own);
         let mut b = vec![Busy::default(); c.len()];
