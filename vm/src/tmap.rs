@@ -272,16 +272,19 @@ impl MapLayout {
     fn tensor_base(&self) -> usize {
         self.row_base() + 2 * self.row_buckets as usize
     }
-    /// Per tensor: which of its row and tensor lists are kept (`ROW_ON`, `TENSOR_ON`).
+    /// Per tensor, three words: which of its row and tensor lists are kept (`ROW_ON`,
+    /// `TENSOR_ON`), its live entries wide in dimension 0, its live entries one element wide in
+    /// dimension 0 only (lookups skip the lists of shapes a tensor has none of).
     fn level_base(&self) -> usize {
         self.tensor_base() + 2 * self.tensors as usize
     }
     fn handle_base(&self) -> usize {
-        self.level_base() + self.tensors as usize
+        self.level_base() + 3 * self.tensors as usize
     }
 
     /// Length of the `u32` array: list heads (a write and a read list per bucket and per
-    /// tensor), which lists each tensor keeps, and each handle's region count.
+    /// tensor), which lists each tensor keeps and how many wide and row entries it has, and each
+    /// handle's region count.
     pub fn words(&self) -> usize {
         self.handle_base() + self.handles as usize
     }
@@ -485,22 +488,40 @@ impl<S: Storage> TensorMap<S> {
         for (k, io) in ios.iter().enumerate() {
             let key = Key::of(io);
             let home = self.home_head(io.tensor, key);
+            let at = self.layout.level_base() + 3 * io.tensor as usize;
+            let (wides, rows) = {
+                let w = &self.mem.parts().2[at..at + 3];
+                (w[1], w[2])
+            };
+            let wide = Key { p0: None, p1: None };
             match (self.mode, key.p0) {
                 (MatchMode::Exact, _) => self.scan::<HOME>(home, io, id, mark, &[key], pred),
                 (MatchMode::Overlap, Some(i)) => {
-                    let wide = Key { p0: None, p1: None };
                     if key.p1.is_some() {
-                        // A tile: its own list, its row's wide list, the tensor's wide list.
+                        // A tile: its own list, its row's wide list, the tensor's wide list —
+                        // those of the shapes the tensor has live entries of.
                         let row = Key {
                             p0: key.p0,
                             p1: None,
                         };
-                        self.scan_home(&[key, row, wide], io, id, mark, pred);
+                        let mut keys = [key; 3];
+                        let mut n = 1;
+                        if rows > 0 {
+                            keys[n] = row;
+                            n += 1;
+                        }
+                        if wides > 0 {
+                            keys[n] = wide;
+                            n += 1;
+                        }
+                        self.scan_home(&keys[..n], io, id, mark, pred);
                     } else {
                         self.keep(io.tensor, ROW_ON);
                         let row = self.row_head(io.tensor, i);
                         self.scan::<ROW>(row, io, id, mark, &[key], pred);
-                        self.scan_home(&[wide], io, id, mark, pred);
+                        if wides > 0 {
+                            self.scan_home(&[wide], io, id, mark, pred);
+                        }
                     }
                 }
                 (MatchMode::Overlap, None) => {
@@ -526,20 +547,27 @@ impl<S: Storage> TensorMap<S> {
             });
         }
         let count = self.layout.handle_base() + handle as usize;
-        let tensor_base = self.layout.tensor_base() as u32;
+        let bases = self.bases();
         let first = handle * self.layout.max_task_io;
         let (ents, _, words, _) = self.mem.parts();
         let n = core::mem::replace(&mut words[count], 0);
         let mut unlinked = 0;
         for e in first..first + n {
             if ents[e as usize].flags & LIVE != 0 {
-                unlink(ents, words, e, tensor_base);
+                unlink(ents, words, e, bases);
                 unlinked += 1;
             }
         }
         self.used -= n;
         self.live -= unlinked;
         Ok(())
+    }
+
+    fn bases(&self) -> Bases {
+        Bases {
+            tensor: self.layout.tensor_base() as u32,
+            level: self.layout.level_base() as u32,
+        }
     }
 
     #[inline]
@@ -610,13 +638,13 @@ impl<S: Storage> TensorMap<S> {
         pred: &mut impl FnMut(Pred),
     ) {
         let writes = io.writes();
+        let exact = self.mode == MatchMode::Exact;
+        let bases = self.bases();
         let (ents, regions, words, marks) = self.mem.parts();
         let (w, r) = (words[head as usize], words[head as usize + 1]);
         if w == NIL && (!writes || r == NIL) {
             return;
         }
-        let exact = self.mode == MatchMode::Exact;
-        let tensor_base = self.layout.tensor_base() as u32;
         let mut visits = 0;
         let mut unlinked = 0;
         for (list, first) in [(0, w), (1, r)] {
@@ -656,7 +684,7 @@ impl<S: Storage> TensorMap<S> {
                         });
                     }
                     if covered {
-                        unlink(ents, words, e, tensor_base);
+                        unlink(ents, words, e, bases);
                         unlinked += 1;
                     }
                 }
@@ -673,7 +701,8 @@ impl<S: Storage> TensorMap<S> {
         let mut flags = LIVE | if io.writes() { WRITE } else { 0 };
         flags |= if key.p0.is_some() { HAS_P0 } else { 0 };
         flags |= if key.p1.is_some() { HAS_P1 } else { 0 };
-        let on = self.mem.parts().2[self.layout.level_base() + io.tensor as usize];
+        let at = self.layout.level_base() + 3 * io.tensor as usize;
+        let on = self.mem.parts().2[at];
         if let (Some(i), true) = (key.p0, on & ROW_ON != 0) {
             heads[ROW] = self.row_head(io.tensor, i) + kind;
         }
@@ -682,6 +711,11 @@ impl<S: Storage> TensorMap<S> {
             flags |= ON_TENSOR;
         }
         let (ents, regions, words, _) = self.mem.parts();
+        match (key.p0, key.p1) {
+            (None, _) => words[at + 1] += 1,
+            (Some(_), None) => words[at + 2] += 1,
+            _ => {}
+        }
         // The named dimensions only: the others are never read (`Io::dims`, `Io::range`).
         let r = &mut regions[e as usize];
         (r.tensor, r.dir, r.ndims) = (io.tensor, io.dir, io.ndims);
@@ -714,7 +748,7 @@ impl<S: Storage> TensorMap<S> {
     /// needs them for (most: tiles are found through their home lists) never pay for them.
     #[inline]
     fn keep(&mut self, tensor: u16, level: u32) {
-        let at = self.layout.level_base() + tensor as usize;
+        let at = self.layout.level_base() + 3 * tensor as usize;
         if self.mem.parts().2[at] & level == 0 {
             self.start_keeping(tensor, level);
         }
@@ -722,7 +756,7 @@ impl<S: Storage> TensorMap<S> {
 
     #[cold]
     fn start_keeping(&mut self, tensor: u16, level: u32) {
-        let at = self.layout.level_base() + tensor as usize;
+        let at = self.layout.level_base() + 3 * tensor as usize;
         let (rows, tensors) = (self.layout.row_buckets, self.tensor_head(tensor));
         let (ents, _, words, _) = self.mem.parts();
         words[at] |= level;
@@ -759,9 +793,23 @@ fn link(ents: &mut [Entry], words: &mut [u32], e: u32, level: usize, head: u32) 
     }
 }
 
-/// Takes entry `e` off every list it is on.
-fn unlink(ents: &mut [Entry], words: &mut [u32], e: u32, tensor_base: u32) {
+/// Where the per-tensor words start: list heads, then flags and counts.
+#[derive(Clone, Copy)]
+struct Bases {
+    tensor: u32,
+    level: u32,
+}
+
+/// Takes entry `e` off every list it is on, and out of its tensor's counts.
+fn unlink(ents: &mut [Entry], words: &mut [u32], e: u32, b: Bases) {
     let x = &ents[e as usize];
+    let at = (b.level + 3 * x.tensor as u32) as usize;
+    match (x.flags & HAS_P0 != 0, x.flags & HAS_P1 != 0) {
+        (false, _) => words[at + 1] -= 1,
+        (true, false) => words[at + 2] -= 1,
+        _ => {}
+    }
+    let tensor_base = b.tensor;
     let kind = if x.flags & WRITE != 0 { 0 } else { 1 };
     let tensor_head = if x.flags & ON_TENSOR != 0 {
         tensor_base + 2 * x.tensor as u32 + kind
