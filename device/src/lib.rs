@@ -286,13 +286,26 @@ impl Carve {
             off: 0,
         }
     }
+    /// `n` values of `T`, aligned (one copy of the arithmetic for every `T`).
+    #[inline]
     fn take<T>(&mut self, n: usize, what: &str) -> Result<*mut T, Fail> {
-        let a = align_of::<T>().max(1);
+        self.take_bytes(n, size_of::<T>(), align_of::<T>(), what)
+            .map(|p| p as *mut T)
+    }
+
+    fn take_bytes(
+        &mut self,
+        n: usize,
+        size: usize,
+        align: usize,
+        what: &str,
+    ) -> Result<usize, Fail> {
+        let a = align.max(1);
         let start = self
             .off
             .checked_add(a - 1)
             .map(|x| x & !(a - 1))
-            .and_then(|s| n.checked_mul(size_of::<T>()).map(|b| (s, b)))
+            .and_then(|s| n.checked_mul(size).map(|b| (s, b)))
             .and_then(|(s, b)| s.checked_add(b).map(|e| (s, e)));
         let Some((start, end)) = start else {
             return Err(fail!(
@@ -308,7 +321,7 @@ impl Carve {
             ));
         }
         self.off = end;
-        Ok((self.base + start) as *mut T)
+        Ok(self.base + start)
     }
 }
 
