@@ -38,6 +38,35 @@ fn c_params(p: &Params) -> Vec<PtovmParam> {
         .collect()
 }
 
+/// `ptovm_instance_init` on `inst` (`size` bytes of it) for AICPU `aicpu`.
+fn instance_init(
+    inst: &mut [Block],
+    size: u64,
+    shared: *mut std::ffi::c_void,
+    params: &[PtovmParam],
+    aicpu: u32,
+    err: &mut [u8; 256],
+) -> i32 {
+    // SAFETY: `inst` has at least `size` bytes, `params` and `err` are live for the call, and
+    // `shared` is a region the caller owns.
+    unsafe {
+        ptovm_instance_init(
+            inst.as_mut_ptr() as *mut _,
+            size as usize,
+            shared,
+            if params.is_empty() {
+                std::ptr::null()
+            } else {
+                params.as_ptr()
+            },
+            params.len() as u32,
+            aicpu,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    }
+}
+
 /// Launches `code` with `launch` on threads; gives what ran, or the first error message.
 fn launch(code: &[u8], params: &Params, launch: PtovmLaunch) -> Result<(Ran, u32), String> {
     let mut err = [0u8; 256];
@@ -76,18 +105,7 @@ fn launch(code: &[u8], params: &Params, launch: PtovmLaunch) -> Result<(Ran, u32
         .map(|_| region(sizes.instance_bytes))
         .collect();
     for (a, m) in instances.iter_mut().enumerate() {
-        let rc = unsafe {
-            ptovm_instance_init(
-                m.as_mut_ptr() as *mut _,
-                sizes.instance_bytes as usize,
-                sh,
-                cp.as_ptr(),
-                cp.len() as u32,
-                a as u32,
-                err.as_mut_ptr(),
-                err.len(),
-            )
-        };
+        let rc = instance_init(m, sizes.instance_bytes, sh, &cp, a as u32, &mut err);
         if rc != PTOVM_OK {
             return Err(format!("instance init {rc}: {}", text(&err)));
         }
@@ -326,18 +344,14 @@ fn bad_arguments_are_codes_with_messages() {
     assert_eq!(rc, PTOVM_E_MEMORY);
     // An instance over memory that is not a shared region.
     let mut inst = region(sizes.instance_bytes);
-    let rc = unsafe {
-        ptovm_instance_init(
-            inst.as_mut_ptr() as *mut _,
-            sizes.instance_bytes as usize,
-            shared.as_mut_ptr() as *mut _,
-            std::ptr::null(),
-            0,
-            0,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    };
+    let rc = instance_init(
+        &mut inst,
+        sizes.instance_bytes,
+        shared.as_mut_ptr() as *mut _,
+        &[],
+        0,
+        &mut err,
+    );
     assert_eq!(rc, PTOVM_E_STATE, "{}", text(&err));
     // Wrong runtime parameters, AICPU id out of range.
     let sh = shared.as_mut_ptr() as *mut std::ffi::c_void;
@@ -355,62 +369,25 @@ fn bad_arguments_are_codes_with_messages() {
         },
         PTOVM_OK
     );
-    let rc = unsafe {
-        ptovm_instance_init(
-            inst.as_mut_ptr() as *mut _,
-            sizes.instance_bytes as usize,
-            sh,
-            std::ptr::null(),
-            0,
-            0,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    };
+    let rc = instance_init(&mut inst, sizes.instance_bytes, sh, &[], 0, &mut err);
     assert_eq!(rc, PTOVM_E_PARAMS, "{}", text(&err));
     let p = c_params(&vec![(ParamKind::Scalar, 8, vec![])]);
-    let rc = unsafe {
-        ptovm_instance_init(
-            inst.as_mut_ptr() as *mut _,
-            sizes.instance_bytes as usize,
-            sh,
-            p.as_ptr(),
-            1,
-            2,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    };
+    let rc = instance_init(&mut inst, sizes.instance_bytes, sh, &p, 2, &mut err);
     assert_eq!(rc, PTOVM_E_ARGUMENT, "{}", text(&err));
-    let rc = unsafe {
-        ptovm_instance_init(
-            inst.as_mut_ptr() as *mut _,
-            (sizes.instance_bytes - 1) as usize,
-            sh,
-            p.as_ptr(),
-            1,
-            0,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    };
+    let rc = instance_init(&mut inst, sizes.instance_bytes - 1, sh, &p, 0, &mut err);
     assert_eq!(rc, PTOVM_E_MEMORY, "{}", text(&err));
     // The failed attempts claimed nothing: AICPU 0's instance builds now, and only once.
-    let init = |inst: &mut Vec<Block>, err: &mut [u8; 256]| unsafe {
-        ptovm_instance_init(
-            inst.as_mut_ptr() as *mut _,
-            sizes.instance_bytes as usize,
-            sh,
-            p.as_ptr(),
-            1,
-            0,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    };
-    assert_eq!(init(&mut inst, &mut err), PTOVM_OK, "{}", text(&err));
+    assert_eq!(
+        instance_init(&mut inst, sizes.instance_bytes, sh, &p, 0, &mut err),
+        PTOVM_OK,
+        "{}",
+        text(&err)
+    );
     let mut again = region(sizes.instance_bytes);
-    assert_eq!(init(&mut again, &mut err), PTOVM_E_STATE);
+    assert_eq!(
+        instance_init(&mut again, sizes.instance_bytes, sh, &p, 0, &mut err),
+        PTOVM_E_STATE
+    );
     assert!(
         text(&err).contains("already has an instance"),
         "{}",
