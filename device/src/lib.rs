@@ -29,13 +29,14 @@ use core::ffi::c_void;
 use core::fmt::Write as _;
 use core::mem::{align_of, size_of};
 use core::ptr;
-use core::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
     Aicpu, Busy, Config, Env, Local, MapLock, Node, Padded, Pred, SchedError, Shared, Slot, NODES,
 };
+use ptovm_vm::share::Sharing;
 use ptovm_vm::spin::SpinLock;
 use ptovm_vm::tmap::{Entry, MapLayout, MatchMode, Slices, TensorMap};
 use ptovm_vm::{verify, Interpreter, Io, RuntimeParams, Value, Verified, WindowMode};
@@ -357,7 +358,10 @@ struct Plan {
     cfg: Config,
     mode: MatchMode,
     layout: MapLayout,
+    /// Each AICPU's own map (§3.5 of spec/runtime.md): handles are its slots.
+    local: MapLayout,
     params: u32,
+    tensors: usize,
 }
 
 fn plan(v: &Verified<'_>, l: &PtovmLaunch) -> Result<Plan, Fail> {
@@ -412,6 +416,8 @@ fn plan(v: &Verified<'_>, l: &PtovmLaunch) -> Result<Plan, Fail> {
         };
     let layout = MapLayout::for_program(v, n * cap)
         .map_err(|e| fail!(PTOVM_E_ARGUMENT, "TensorMap: {e}"))?;
+    let local =
+        MapLayout::for_program(v, cap).map_err(|e| fail!(PTOVM_E_ARGUMENT, "TensorMap: {e}"))?;
     Ok(Plan {
         n,
         cap,
@@ -420,8 +426,50 @@ fn plan(v: &Verified<'_>, l: &PtovmLaunch) -> Result<Plan, Fail> {
         cfg,
         mode,
         layout,
+        local,
         params: v.params().len() as u32,
+        tensors: v.tensors().len(),
     })
+}
+
+/// The memory of a TensorMap, carved.
+struct MapMem {
+    entries: *mut Entry,
+    ios: *mut Io,
+    words: *mut u32,
+    marks: *mut u64,
+}
+
+impl MapMem {
+    fn carve(c: &mut Carve, l: &MapLayout) -> Result<MapMem, Fail> {
+        Ok(MapMem {
+            entries: c.take(l.entries as usize, "TensorMap entries")?,
+            ios: c.take(l.entries as usize, "TensorMap regions")?,
+            words: c.take(l.words(), "TensorMap words")?,
+            marks: c.take(l.handles as usize, "TensorMap marks")?,
+        })
+    }
+
+    /// The map over this memory.
+    ///
+    /// # Safety
+    /// The memory was carved from a real region with layout `l`, and lives for the launch.
+    unsafe fn build(
+        self,
+        l: &MapLayout,
+        mode: MatchMode,
+    ) -> Result<TensorMap<Slices<'static>>, Fail> {
+        // SAFETY: the caller's contract.
+        let mem = unsafe {
+            Slices {
+                entries: fill(self.entries, l.entries as usize, |_| Entry::default()),
+                ios: fill(self.ios, l.entries as usize, |_| Io::default()),
+                words: fill(self.words, l.words(), |_| 0),
+                marks: fill(self.marks, l.handles as usize, |_| 0),
+            }
+        };
+        TensorMap::new(*l, mode, mem).map_err(|e| fail!(PTOVM_E_STATE, "TensorMap: {e}"))
+    }
 }
 
 /// The ring capacity for a window of `cap` slots.
@@ -453,11 +501,8 @@ unsafe fn shared_layout(
     let core_slots: *mut CoreSlot = c.take(cores, "handshake slots")?;
     let core_aicpu: *mut u32 = c.take(cores, "core owners")?;
     let map: *mut DevMap = c.take(1, "TensorMap")?;
-    let l = &p.layout;
-    let entries: *mut Entry = c.take(l.entries as usize, "TensorMap entries")?;
-    let ios: *mut Io = c.take(l.entries as usize, "TensorMap regions")?;
-    let words: *mut u32 = c.take(l.words(), "TensorMap words")?;
-    let marks: *mut u64 = c.take(l.handles as usize, "TensorMap marks")?;
+    let writers: *mut AtomicU32 = c.take(p.tensors, "live-writer counts")?;
+    let mem = MapMem::carve(c, &p.layout)?;
     if c.base == 0 {
         return Ok(header);
     }
@@ -491,15 +536,8 @@ unsafe fn shared_layout(
         let core_aicpu = fill(core_aicpu, cores, |c| {
             ((if c < cube { c } else { c - cube }) % n) as u32
         });
-        let mem = Slices {
-            entries: fill(entries, l.entries as usize, |_| Entry::default()),
-            ios: fill(ios, l.entries as usize, |_| Io::default()),
-            words: fill(words, l.words(), |_| 0),
-            marks: fill(marks, l.handles as usize, |_| 0),
-        };
-        let tmap =
-            TensorMap::new(*l, p.mode, mem).map_err(|e| fail!(PTOVM_E_STATE, "TensorMap: {e}"))?;
-        map.write(DevMap(SpinLock::new(tmap)));
+        let writers = fill(writers, p.tensors, |_| AtomicU32::new(0));
+        map.write(DevMap(SpinLock::new(mem.build(&p.layout, p.mode)?)));
         header.write(SharedHeader {
             magic: AtomicU64::new(0),
             failed: AtomicI32::new(0),
@@ -521,6 +559,7 @@ unsafe fn shared_layout(
                 cores: core_slots,
                 core_aicpu,
                 map: &*map,
+                writers,
             },
         });
         (*header).magic.store(SHARED_MAGIC, Ordering::Release);
@@ -561,6 +600,8 @@ unsafe fn instance_layout(
     let cores: *mut u32 = c.take(own, "cores")?;
     let busy: *mut Busy = c.take(own, "busy cores")?;
     let preds: *mut Pred = c.take(n * cap, "predecessor scratch")?;
+    let shares: *mut Sharing = c.take(p.tensors, "tensor classes")?;
+    let map = MapMem::carve(c, &p.local)?;
     let aicpu: *mut Aicpu<'static, 'static, 'static> = c.take(1, "scheduler")?;
     if c.base == 0 {
         return Ok(header);
@@ -608,6 +649,8 @@ unsafe fn instance_layout(
             cores: fill(cores, own, |_| own_list.next().unwrap_or(0)),
             busy: fill(busy, own, |_| Busy::default()),
             preds: fill(preds, n * cap, |_| Pred::default()),
+            shares: fill(shares, p.tensors, |_| Sharing::default()),
+            map: map.build(&p.local, p.mode)?,
         };
         let sched = Aicpu::new(a, interp, local, &(*shared).sched)
             .map_err(|e| fail!(PTOVM_E_STATE, "scheduler: {e}"))?;

@@ -4,8 +4,8 @@
 //! device library runs. The AICPU loops are non-blocking steps, multiplexed over a few OS
 //! threads (`Options::threads`, by default the host's 2 cores) that also run the AICores' tasks:
 //! concurrency is real (several threads), but a waiting AICPU costs no context switch, and an
-//! idle thread parks instead of spinning. Cores are handshake slots (§3.4), rung through a
-//! doorbell queue.
+//! idle thread parks instead of spinning. Cores are handshake slots (§3.4); the thread that
+//! hands a core a task runs it after its round.
 //!
 //! Kernels are no-ops that only record their execution; `Options::check` verifies a run against
 //! the reference expander.
@@ -15,13 +15,13 @@ use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
     Aicpu, Busy, Config, Env, Local, MapLock, Node, Padded, Pred, SchedError, Shared, Slot, NODES,
 };
+use ptovm_vm::share::Sharing;
 use ptovm_vm::spin::SpinLock;
 use ptovm_vm::tmap::MapLayout;
 use ptovm_vm::{Interpreter, LaunchError, Pool, RunError, RuntimeParams, Task, Verified};
@@ -215,6 +215,7 @@ struct Region {
     cores: Vec<CoreSlot>,
     core_aicpu: Vec<u32>,
     map: CachePadded<MapLockHost>,
+    writers: Vec<AtomicU32>,
 }
 
 /// One AICPU's private buffers (`vm::sched::Local` borrows them).
@@ -225,6 +226,7 @@ struct Buffers {
     cores: Vec<u32>,
     busy: Vec<Busy>,
     preds: Vec<Pred>,
+    shares: Vec<Sharing>,
 }
 
 /// A ring for `cap` slot indices (a power of two of at least 2 cells).
@@ -245,9 +247,6 @@ fn vec_of<T>(n: usize, f: impl FnMut() -> T) -> Option<Vec<T>> {
 struct Drivers<'r> {
     n: u32,
     threads: usize,
-    /// Cores that were just handed a task: the simulated cores are multiplexed on the driver
-    /// threads, which take a core from here instead of polling all of them.
-    doorbell: ArrayQueue<u32>,
     core_aicpu: &'r [u32],
     /// Driver threads and whether each is parked (or about to).
     handles: Vec<OnceLock<thread::Thread>>,
@@ -291,6 +290,8 @@ struct StepEnv<'x, 'r> {
     jitter: &'x mut Jitter,
     events: &'x mut Vec<Event>,
     staged_at: &'x mut u64,
+    /// The cores this driver rang and has yet to run.
+    doorbell: &'x mut Vec<u32>,
 }
 
 impl Env for StepEnv<'_, '_> {
@@ -302,16 +303,9 @@ impl Env for StepEnv<'_, '_> {
         }
     }
     fn ring(&mut self, core: u32) {
-        let mut core = core;
-        while let Err(c) = self.dr.doorbell.push(core) {
-            core = c;
-            thread::yield_now();
-        }
-        // This driver runs the cores it rang after its round; a sleeping one is woken to help
-        // only when they pile up (a wake-up is a context switch on a small machine).
-        if self.dr.doorbell.len() >= 64 {
-            self.dr.wake_all();
-        }
+        // This driver runs the cores it rang after its round: the cores of its AICPUs, so
+        // nothing crosses threads but the completions of stolen tasks.
+        self.doorbell.push(core);
     }
     fn jitter(&mut self) {
         self.jitter.maybe_yield();
@@ -359,7 +353,7 @@ impl Jitter {
 
 /// One simulated AICPU: the shared scheduler and what the simulator keeps beside it.
 struct Cpu<'a, 'p, 'm> {
-    sched: Aicpu<'a, 'p, 'm>,
+    sched: Aicpu<'a, 'p, 'm, HeapStorage>,
     /// Counted in `Drivers::finished`.
     counted: bool,
     events: Vec<Event>,
@@ -494,6 +488,8 @@ pub fn run_with_progress(
     };
     let layout = MapLayout::for_program(&v, n * cap as u32)
         .map_err(|e| SimError::Options(format!("TensorMap: {e}")))?;
+    let local_layout = MapLayout::for_program(&v, cap as u32)
+        .map_err(|e| SimError::Options(format!("TensorMap: {e}")))?;
     let region = Region {
         published: (0..n).map(|_| Padded::new(0)).collect(),
         waiting_for: (0..n).map(|_| Padded::new(u64::MAX)).collect(),
@@ -524,6 +520,7 @@ pub fn run_with_progress(
         map: CachePadded::new(MapLockHost(SpinLock::new(
             heap_map(layout, o.deps).ok_or_else(|| too_big("the TensorMap"))?,
         ))),
+        writers: (0..v.tensors().len()).map(|_| AtomicU32::new(0)).collect(),
     };
     let sh: Sched<'_> = Shared {
         n,
@@ -537,6 +534,7 @@ pub fn run_with_progress(
         cores: &region.cores,
         core_aicpu: &region.core_aicpu,
         map: &*region.map,
+        writers: &region.writers,
     };
     let cfg = Config {
         window: o.window as u32,
@@ -560,6 +558,7 @@ pub fn run_with_progress(
             cores: own,
             preds: vec_of(n as usize * cap, Pred::default)
                 .ok_or_else(|| too_big("the predecessor scratch"))?,
+            shares: vec![Sharing::default(); v.tensors().len()],
         });
     }
     let mut cpus: Vec<Cpu> = Vec::new();
@@ -572,6 +571,8 @@ pub fn run_with_progress(
             cores: &mut b.cores,
             busy: &mut b.busy,
             preds: &mut b.preds,
+            shares: &mut b.shares,
+            map: heap_map(local_layout, o.deps).ok_or_else(|| too_big("the local TensorMaps"))?,
         };
         cpus.push(Cpu {
             sched: Aicpu::new(i, Interpreter::new(v, p, i, n)?, local, &sh)?,
@@ -584,7 +585,6 @@ pub fn run_with_progress(
     let dr = Drivers {
         n,
         threads,
-        doorbell: ArrayQueue::new(cores + 1),
         core_aicpu: &core_aicpu,
         handles: (0..threads).map(|_| OnceLock::new()).collect(),
         sleeping: (0..threads)
@@ -645,6 +645,15 @@ pub fn run_with_progress(
                     rep.overflows += k.overflows;
                     rep.stolen += k.stolen;
                     rep.dep_batches += k.batches;
+                    let m = c.sched.local_map();
+                    if o.check && (m.used() != 0 || m.live() != 0) {
+                        errors.push(SimError::Check(format!(
+                            "{} accesses ({} live) left in AICPU {}'s TensorMap after every task retired",
+                            m.used(),
+                            m.live(),
+                            c.sched.index()
+                        )));
+                    }
                 }
             }
             Err(e) => errors.push(e),
@@ -699,6 +708,7 @@ fn drive<'a, 'p, 'm>(
 ) -> DriverResult<'a, 'p, 'm> {
     let _ = dr.handles[d].set(thread::current());
     let mut events = Vec::new();
+    let mut doorbell = Vec::new();
     let idle = crossbeam_utils::Backoff::new();
     loop {
         if dr.failed.load(Ordering::Relaxed) {
@@ -712,6 +722,7 @@ fn drive<'a, 'p, 'm>(
                 jitter: &mut c.jitter,
                 events: &mut c.events,
                 staged_at: &mut c.staged_at,
+                doorbell: &mut doorbell,
             };
             match c.sched.step(sh, cfg, &mut env) {
                 Ok(p) => progress |= p,
@@ -727,9 +738,8 @@ fn drive<'a, 'p, 'm>(
                 dr.wake_all();
             }
         }
-        // Run the cores that were handed a task (any driver may run any core).
-        for _ in 0..256 {
-            let Some(core) = dr.doorbell.pop() else { break };
+        // Run the cores that were handed a task.
+        for core in doorbell.drain(..) {
             if let Err(e) = execute(dr, sh, core, &mut events, d) {
                 dr.failed.store(true, Ordering::SeqCst);
                 dr.wake_all();
@@ -737,7 +747,7 @@ fn drive<'a, 'p, 'm>(
             }
             progress = true;
         }
-        if dr.finished.load(Ordering::Acquire) == dr.n && dr.doorbell.is_empty() {
+        if dr.finished.load(Ordering::Acquire) == dr.n {
             return Ok((group, events));
         }
         if progress {
@@ -750,8 +760,7 @@ fn drive<'a, 'p, 'm>(
         } else {
             dr.sleeping[d].store(true, Ordering::SeqCst);
             fence(Ordering::SeqCst);
-            let work = !dr.doorbell.is_empty()
-                || group.iter().any(|c| c.sched.has_work(sh, cfg))
+            let work = group.iter().any(|c| c.sched.has_work(sh, cfg))
                 || dr.failed.load(Ordering::Relaxed)
                 || dr.finished.load(Ordering::Acquire) == dr.n;
             if !work {

@@ -16,8 +16,10 @@ use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
     Aicpu, Busy, Config, Env, Local, MapLock, Node, Padded, Pred, Shared, Slot, Start, NODES,
 };
+use ptovm_vm::share::Sharing;
 use ptovm_vm::tmap::MapLayout;
 use ptovm_vm::{verify, Interpreter, Pool, RuntimeParams, WindowMode};
+use std::sync::atomic::AtomicU32;
 
 struct Lock(RefCell<HeapMap>);
 impl MapLock for Lock {
@@ -58,6 +60,7 @@ struct Region {
     cores: Vec<CoreSlot>,
     core_aicpu: Vec<u32>,
     lock: Lock,
+    writers: Vec<AtomicU32>,
 }
 
 impl Region {
@@ -91,6 +94,7 @@ impl Region {
                 .collect(),
             core_aicpu: owners,
             lock: Lock(RefCell::new(heap_map(layout, DepMode::Overlap).unwrap())),
+            writers: (0..v.tensors().len()).map(|_| AtomicU32::new(0)).collect(),
         }
     }
 
@@ -107,8 +111,18 @@ impl Region {
             cores: &self.cores,
             core_aicpu: &self.core_aicpu,
             map: &self.lock,
+            writers: &self.writers,
         }
     }
+}
+
+/// An AICPU's own TensorMap for windows of `cap` slots.
+fn local_map(v: &ptovm_vm::Verified<'_>, cap: usize) -> HeapMap {
+    heap_map(
+        MapLayout::for_program(v, cap as u32).unwrap(),
+        DepMode::Overlap,
+    )
+    .unwrap()
 }
 
 /// What a run did: per task, (start, end, pool, owner AICPU), and the step count.
@@ -153,7 +167,15 @@ fn run(
     let region = Region::new(&v, n, cap, &types, core_aicpu);
     let sh = region.shared();
     let (slots, cores) = (&region.slots, &region.cores);
-    type Bufs = (Vec<u32>, Vec<u32>, Vec<u32>, Vec<u32>, Vec<Busy>, Vec<Pred>);
+    type Bufs = (
+        Vec<u32>,
+        Vec<u32>,
+        Vec<u32>,
+        Vec<u32>,
+        Vec<Busy>,
+        Vec<Pred>,
+        Vec<Sharing>,
+    );
     let mut bufs: Vec<Bufs> = (0..n)
         .map(|i| {
             let own: Vec<u32> = (0..ncores as u32).filter(|&c| c % n == i).collect();
@@ -165,6 +187,7 @@ fn run(
                 own,
                 vec![Busy::default(); k],
                 vec![Pred::default(); n as usize * cap],
+                vec![Sharing::default(); v.tensors().len()],
             )
         })
         .collect();
@@ -177,6 +200,8 @@ fn run(
             cores: &mut b.3,
             busy: &mut b.4,
             preds: &mut b.5,
+            shares: &mut b.6,
+            map: local_map(&v, cap),
         };
         let it = Interpreter::new(v, p, i as u32, n).map_err(|e| e.to_string())?;
         cpus.push(Aicpu::new(i as u32, it, local, &sh).map_err(|e| e.to_string())?);
@@ -189,6 +214,22 @@ fn run(
     let mut running: Vec<u32> = Vec::new();
     for _ in 0..5_000_000u32 {
         if cpus.iter().all(|c| c.finished()) {
+            // Every task retired: nothing is left in any map.
+            for c in &cpus {
+                if c.local_map().used() != 0 {
+                    return Err(format!("AICPU {}'s own map kept entries", c.index()));
+                }
+            }
+            if region.lock.0.borrow().used() != 0 {
+                return Err("the global map kept entries".into());
+            }
+            if region
+                .writers
+                .iter()
+                .any(|w| w.load(std::sync::atomic::Ordering::Relaxed) != 0)
+            {
+                return Err("a live-writer count stayed above zero".into());
+            }
             let edges = cpus.iter().map(|c| c.counts().edges).sum();
             return Ok(Run { ran, edges });
         }
@@ -365,6 +406,7 @@ fn memory_that_does_not_fit_is_an_error() {
         let (mut f, mut r, mut u, mut c) = (vec![0; free], vec![0; cap], vec![0; cap], own);
         let mut b = vec![Busy::default(); c.len()];
         let mut pr = vec![Pred::default(); preds];
+        let mut shares = vec![Sharing::default(); v.tensors().len()];
         let local = Local {
             free: &mut f,
             retiring: &mut r,
@@ -372,6 +414,8 @@ fn memory_that_does_not_fit_is_an_error() {
             cores: &mut c,
             busy: &mut b,
             preds: &mut pr,
+            shares: &mut shares,
+            map: local_map(&v, cap),
         };
         Aicpu::new(0, Interpreter::new(v, p, 0, n).unwrap(), local, &sh).err()
     };

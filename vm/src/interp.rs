@@ -517,6 +517,16 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         self.done
     }
 
+    /// The program it runs.
+    pub fn program(&self) -> Verified<'a> {
+        self.v
+    }
+
+    /// The AICPU count of the launch.
+    pub fn aicpus(&self) -> u32 {
+        self.n as u32
+    }
+
     /// The dispatch policy in force at the top level (a threshold policy's selected level).
     pub fn module_policy(&self) -> PolicySpec {
         self.frames[0].policy
@@ -850,9 +860,14 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     /// The number of tasks the whole program generates with these runtime parameters: the
     /// bound on work that is known before running.
     pub fn count_tasks(&mut self) -> R<u64> {
+        self.count_top(0, self.v.code().len() as u32 - 1)
+    }
+
+    /// The number of tasks the top-level statements `[start, end)` generate.
+    pub fn count_top(&mut self, start: u32, end: u32) -> R<u64> {
         let saved = self.loops;
         self.loops = 0;
-        let n = self.count_range(0, self.v.code().len() as u32 - 1);
+        let n = self.count_range(start, end);
         self.loops = saved;
         n
     }

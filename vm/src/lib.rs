@@ -27,6 +27,7 @@ pub mod opcodes;
 pub mod params;
 pub mod ring;
 pub mod sched;
+pub mod share;
 #[allow(unsafe_code)]
 pub mod spin;
 #[allow(unsafe_code)]

@@ -15,8 +15,9 @@
 use crate::handshake::{self, CoreSlot};
 use crate::interp::{Interpreter, RunError, Sink, Task};
 use crate::ring::{Cell, Ring};
+use crate::share::{self, Class, ShareError, Sharing};
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
-use crate::tmap::{MapError, Storage, TensorMap};
+use crate::tmap::{MapError, Slices, Storage, TensorMap, Use};
 use crate::waitlist::{self, tag_of, NIL};
 use crate::{Pool, WindowMode};
 
@@ -40,6 +41,8 @@ pub struct Slot {
     pub kernel: AtomicU32,
     /// The task's successor list (`waitlist`).
     pub waiters: AtomicU64,
+    /// Whether the task has entries in the global map (only its AICPU reads this).
+    pub global: AtomicU32,
 }
 
 impl Default for Slot {
@@ -50,6 +53,7 @@ impl Default for Slot {
             pool: AtomicU32::new(0),
             kernel: AtomicU32::new(0),
             waiters: AtomicU64::new(waitlist::pack(0, NIL)),
+            global: AtomicU32::new(0),
         }
     }
 }
@@ -181,7 +185,8 @@ pub struct Shared<'m, C, L> {
     pub waiting_for: &'m [Padded],
     /// `slots[a * cap + s]`.
     pub slots: &'m [Slot],
-    /// `nodes[(a * cap + s) * NODES + k]`: the registrations of the task in slot `s` of `a`.
+    /// `nodes[k * n * cap + a * cap + s]`: registration `k` of the task in slot `s` of `a`
+    /// (the first registrations of all slots together: most tasks use few).
     pub nodes: &'m [Node],
     /// `ready[a * 2 + p]`: slots of `a`'s ready tasks of pool `p`.
     pub ready: &'m [Ring<C>],
@@ -193,6 +198,9 @@ pub struct Shared<'m, C, L> {
     pub core_aicpu: &'m [u32],
     /// The global TensorMap, its handles `a * cap + s`.
     pub map: &'m L,
+    /// `writers[x]`: writes of tensor `x` in the global map whose task has not retired (a
+    /// read that no write can follow skips the map when there are none, §3.5).
+    pub writers: &'m [AtomicU32],
 }
 
 /// Why a step failed.
@@ -212,6 +220,9 @@ pub enum SchedError {
     /// The TensorMap refused an operation (its memory does not fit the program).
     #[error("TensorMap: {0}")]
     Map(#[from] MapError),
+    /// The tensor analysis failed (spec/runtime.md §3.5).
+    #[error("tensor classes: {0}")]
+    Share(#[from] ShareError),
     /// The shared region or the AICPU's buffers are smaller than their layout says.
     #[error("scheduler memory: {0}")]
     Memory(&'static str),
@@ -265,8 +276,11 @@ pub struct Busy {
 }
 
 /// One AICPU's private buffers: `cap` words for each of `free`, `retiring` and `unreleased`;
-/// its cores in `cores` (any order); a [`Busy`] per core; and `n * cap` predecessors of scratch.
-pub struct Local<'m> {
+/// its cores in `cores` (any order); a [`Busy`] per core; `n * cap` predecessors of scratch;
+/// a [`Sharing`] per tensor of the program; and its own TensorMap for the tensors that never
+/// cross AICPUs (§3.5): handles are its slots (`MapLayout::for_program(program, cap)`), its
+/// match mode that of the global map.
+pub struct Local<'m, S = Slices<'m>> {
     /// Free window slots (stack).
     pub free: &'m mut [u32],
     /// Completed tasks' slots not yet retired from the map.
@@ -280,6 +294,10 @@ pub struct Local<'m> {
     /// The predecessors of the task being recorded; those beyond its waiter nodes stay here
     /// until they complete.
     pub preds: &'m mut [Pred],
+    /// The classes of the program's tensors (written by [`Aicpu::new`]).
+    pub shares: &'m mut [Sharing],
+    /// The AICPU's own map.
+    pub map: TensorMap<S>,
 }
 
 /// A stack in a fixed buffer.
@@ -330,7 +348,7 @@ pub fn pool_index(p: Pool) -> usize {
 }
 
 /// One AICPU's scheduler.
-pub struct Aicpu<'a, 'p, 'm> {
+pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     me: u32,
     interp: Interpreter<'a, 'p>,
     /// The interpreter holds a staged task (paused right after emitting it).
@@ -353,6 +371,12 @@ pub struct Aicpu<'a, 'p, 'm> {
     free_cube: usize,
     free_vector: usize,
     preds: &'m mut [Pred],
+    shares: &'m [Sharing],
+    /// The map of its local tensors.
+    map: TensorMap<S>,
+    /// The watermark the staged task needs every other AICPU to have passed before it records
+    /// (0: it touches no shared tensor).
+    need: u64,
     /// The task waiting for predecessors beyond its waiter nodes: its slot and how many of
     /// `preds` it still waits for.
     deferred: Option<(u32, usize)>,
@@ -363,15 +387,15 @@ pub struct Aicpu<'a, 'p, 'm> {
     counts: Counts,
 }
 
-impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
+impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     /// The scheduler of AICPU `me` over `interp` (which generates this AICPU's tasks), its
     /// buffers `local`, for a shared region with `n` AICPUs of `cap` slots and the given cores.
     pub fn new<C: AsRef<[Cell]>, L: MapLock>(
         me: u32,
         interp: Interpreter<'a, 'p>,
-        local: Local<'m>,
+        local: Local<'m, S>,
         sh: &Shared<'_, C, L>,
-    ) -> Result<Aicpu<'a, 'p, 'm>, SchedError> {
+    ) -> Result<Aicpu<'a, 'p, 'm, S>, SchedError> {
         let (n, cap) = (sh.n as usize, sh.cap as usize);
         let need = |ok: bool, what| {
             if ok {
@@ -403,11 +427,28 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
             "queue capacity below the window",
         )?;
         need(sh.core_aicpu.len() >= sh.cores.len(), "core owners")?;
+        need(
+            sh.writers.len() >= interp.program().tensors().len(),
+            "live-writer counts",
+        )?;
         need(local.free.len() >= cap, "free slots")?;
         need(local.retiring.len() >= cap, "retiring slots")?;
         need(local.unreleased.len() >= cap, "unreleased slots")?;
         need(local.busy.len() >= local.cores.len(), "busy cores")?;
         need(local.preds.len() >= n * cap, "predecessor scratch")?;
+        need(interp.aicpus() == sh.n, "the interpreter's AICPU count")?;
+        let layout = local.map.layout();
+        need(
+            layout.handles as usize >= cap
+                && layout.max_task_io >= interp.program().max_task_io()
+                && layout.tensors as usize >= interp.program().tensors().len(),
+            "the local TensorMap is smaller than the window and the program",
+        )?;
+        need(
+            sh.map.with_map(|m| m.mode()) == local.map.mode(),
+            "the local TensorMap's match mode differs from the global one's",
+        )?;
+        share::analyze(&interp, local.shares)?;
         need(
             local.cores.iter().all(|&c| (c as usize) < sh.cores.len()),
             "core index past the handshake slots",
@@ -450,6 +491,9 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
             free_cube: ncube,
             free_vector,
             preds: local.preds,
+            shares: local.shares,
+            map: local.map,
+            need: 0,
             deferred: None,
             others_min: 0,
             running: [0, 0],
@@ -477,6 +521,37 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
     /// Its interpreter (for its work counters).
     pub fn interpreter(&self) -> &Interpreter<'a, 'p> {
         &self.interp
+    }
+
+    /// Its own TensorMap (the accesses of local tensors).
+    pub fn local_map(&self) -> &TensorMap<S> {
+        &self.map
+    }
+
+    /// The classes of the program's tensors.
+    pub fn shares(&self) -> &[Sharing] {
+        self.shares
+    }
+
+    /// The watermark task `t` waits for (§4.1, §3.5): every other AICPU must have recorded
+    /// its tasks below it that may conflict with `t`'s shared accesses.
+    fn need_of(&self, t: &Task) -> u64 {
+        let mut need = 0;
+        for io in t.ios() {
+            if let Some(s) = self.shares.get(io.tensor as usize) {
+                if s.class == Class::Shared {
+                    let end = if io.writes() {
+                        s.accesses_end
+                    } else {
+                        s.writes_end
+                    };
+                    need = need.max(end.min(t.id));
+                }
+            } else {
+                need = t.id;
+            }
+        }
+        need
     }
 
     /// One round of the scheduler loop (§4.3): completions, dispatch, deferred registrations,
@@ -595,6 +670,7 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
                 let mark = if self.interp.stats().emitted > before {
                     self.staged = true;
                     let id = self.interp.current_task().id;
+                    self.need = self.need_of(self.interp.current_task());
                     env.staged(self.me, id);
                     id
                 } else {
@@ -633,7 +709,9 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
                     }
                 }
                 if self.free.is_empty() && !self.retiring.is_empty() {
-                    sh.map.with_map(|map| self.flush(sh, map))?;
+                    sh.map.with_map(|map| {
+                        Self::flush(self.me, &mut self.retiring, &mut self.free, sh, map)
+                    })?;
                 }
                 let Some(k) = self.free.pop() else {
                     self.counts.stalls += 1;
@@ -656,15 +734,15 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
             if self.deferred.is_some() {
                 break;
             }
-            let id = self.interp.current_task().id;
-            if !cfg.naive && self.others_min < id {
+            let need = self.need;
+            if !cfg.naive && self.others_min < need {
                 self.others_min = self.others_min(sh);
             }
-            if !cfg.naive && self.others_min < id {
-                sh.waiting_for[me].0.store(id, Ordering::SeqCst);
+            if !cfg.naive && self.others_min < need {
+                sh.waiting_for[me].0.store(need, Ordering::SeqCst);
                 // Re-check after announcing: a watermark published in between woke nobody.
                 self.others_min = self.others_min(sh);
-                if self.others_min < id {
+                if self.others_min < need {
                     // Blocked on another AICPU: holding ready tasks back now could deadlock
                     // (that AICPU may wait for them), so the start policy gives way.
                     self.started = true;
@@ -694,7 +772,11 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
             && self.busy.is_empty()
             && !self.finished
         {
-            sh.map.with_map(|map| self.flush(sh, map))?;
+            if !self.retiring.is_empty() {
+                sh.map.with_map(|map| {
+                    Self::flush(self.me, &mut self.retiring, &mut self.free, sh, map)
+                })?;
+            }
             self.finished = true;
             progress = true;
         }
@@ -708,11 +790,11 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
         cfg: &Config,
     ) -> bool {
         let me = self.me as usize;
-        let watermarks = self.pending.is_some() && self.deferred.is_none() && {
-            let id = self.interp.current_task().id;
-            (0..sh.n)
-                .all(|a| a == self.me || sh.published[a as usize].0.load(Ordering::Acquire) >= id)
-        };
+        let watermarks = self.pending.is_some()
+            && self.deferred.is_none()
+            && (0..sh.n).all(|a| {
+                a == self.me || sh.published[a as usize].0.load(Ordering::Acquire) >= self.need
+            });
         let ready = |pl: usize| {
             !sh.ready[me * 2 + pl].is_empty()
                 || (cfg.work_steal && (0..sh.n as usize).any(|v| !sh.ready[v * 2 + pl].is_empty()))
@@ -802,7 +884,7 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
                 self.counts.cube += 1;
             }
             // Close the successor list and release the successors. Node numbers are global:
-            // `(a * cap + s) * NODES + k`.
+            // `k * n * cap + a * cap + s`.
             let mut cur = waitlist::close(&s.waiters, tag_of(id));
             while cur != NIL {
                 let nd = sh
@@ -815,9 +897,15 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
                 release_guard(sh, sa, ss, env)?;
                 cur = next;
             }
-            // Its accesses leave the map, and the slot becomes free, at the next flush
-            // (batched under the map lock this AICPU takes to record anyway).
-            self.retiring.push(slot)?;
+            // Its accesses leave its own map now; those in the global map, and the slot,
+            // at the next flush (batched under the lock this AICPU takes to record anyway).
+            self.map.retire(slot)?;
+            if s.global.load(Ordering::Relaxed) != 0 {
+                self.retiring.push(slot)?;
+            } else {
+                s.task.store(EMPTY, Ordering::Release);
+                self.free.push(slot)?;
+            }
             self.in_window -= 1;
             self.counts.tasks += 1;
             env.completed();
@@ -825,27 +913,37 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
         Ok(())
     }
 
-    /// §4.2 step 3 for the slots of `retiring`: their accesses leave the map and the slots
-    /// become free. Called with the map locked.
-    fn flush<C, L, S: Storage>(
-        &mut self,
+    /// §4.2 step 3 for the slots of `retiring`: their accesses leave the global map and the
+    /// slots become free. Called with the map locked.
+    fn flush<C, L, M: Storage>(
+        me: u32,
+        retiring: &mut Stack<'m, u32>,
+        free: &mut Stack<'m, u32>,
         sh: &Shared<'_, C, L>,
-        map: &mut TensorMap<S>,
+        map: &mut TensorMap<M>,
     ) -> Result<(), SchedError> {
-        let base = self.me * sh.cap;
-        while let Some(slot) = self.retiring.pop() {
-            map.retire(base + slot)?;
-            sh.slots[(base + slot) as usize]
-                .task
-                .store(EMPTY, Ordering::Release);
-            self.free.push(slot)?;
+        let base = me * sh.cap;
+        while let Some(slot) = retiring.pop() {
+            map.retire_with(base + slot, |io| {
+                if io.writes() {
+                    if let Some(w) = sh.writers.get(io.tensor as usize) {
+                        w.fetch_sub(1, Ordering::Release);
+                    }
+                }
+            })?;
+            let s = &sh.slots[(base + slot) as usize];
+            s.global.store(0, Ordering::Relaxed);
+            s.task.store(EMPTY, Ordering::Release);
+            free.push(slot)?;
         }
         Ok(())
     }
 
-    /// §4.1 steps 5–7 for the placed task in slot `k`: under the map lock, retires what
-    /// completed and looks up and records the task; then registers it on its predecessors and
-    /// releases its guard (or keeps it while it waits for predecessors beyond its nodes).
+    /// §4.1 steps 5–7 for the placed task in slot `k`: looks it up and records it in its own
+    /// map (local tensors, §3.5) and, if it touches shared tensors, under the global map's
+    /// lock — which also retires what completed — in the global one; then registers it on its
+    /// predecessors and releases its guard (or keeps it while it waits for predecessors
+    /// beyond its nodes).
     fn record<C: AsRef<[Cell]>, L: MapLock>(
         &mut self,
         sh: &Shared<'_, C, L>,
@@ -853,43 +951,98 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
         env: &mut impl Env,
     ) -> Result<(), SchedError> {
         let cap = sh.cap;
-        let base = self.me * cap;
+        let me = self.me;
+        let base = me * cap;
         let handle = base + k;
         let mut found = 0usize;
-        {
-            let Aicpu {
-                interp,
-                preds,
-                retiring,
-                free,
-                ..
-            } = self;
-            let t = interp.current_task();
-            sh.map.with_map(|map| -> Result<(), SchedError> {
-                while let Some(slot) = retiring.pop() {
-                    map.retire(base + slot)?;
-                    sh.slots[(base + slot) as usize]
-                        .task
-                        .store(EMPTY, Ordering::Release);
-                    free.push(slot)?;
+        let mut overflow = false;
+        let Aicpu {
+            interp,
+            preds,
+            retiring,
+            free,
+            shares,
+            map,
+            ..
+        } = self;
+        let t = interp.current_task();
+        let shares: &[Sharing] = shares;
+        // Local tensors first: only this AICPU's own tasks can be found there.
+        map.add_some(
+            t.id,
+            k,
+            t.ios(),
+            |io| match use_of(shares, t.id, io) {
+                (how, false) => how,
+                _ => Use::Skip,
+            },
+            &mut |p| match preds.get_mut(found) {
+                Some(d) => {
+                    *d = Pred {
+                        aicpu: me,
+                        slot: p.handle,
+                        id: p.id,
+                    };
+                    found += 1;
                 }
-                let mut overflow = false;
-                map.add(t.id, handle, t.ios(), &mut |p| match preds.get_mut(found) {
-                    Some(d) => {
-                        *d = Pred {
+                None => overflow = true,
+            },
+        )?;
+        // Shared tensors under the lock — unless all this task does there is read tensors
+        // whose writes are all recorded (the watermark says so) and have all retired.
+        let global = |io: &crate::Io| use_of(shares, t.id, io);
+        let needs_map = t.ios().iter().any(|io| match global(io) {
+            (Use::Lookup, true) => sh
+                .writers
+                .get(io.tensor as usize)
+                .is_none_or(|w| w.load(Ordering::Acquire) != 0),
+            (_, g) => g,
+        });
+        if needs_map {
+            let local = found;
+            let recorded = sh.map.with_map(|gm| -> Result<u32, SchedError> {
+                Self::flush(me, retiring, free, sh, gm)?;
+                Ok(gm.add_some(
+                    t.id,
+                    handle,
+                    t.ios(),
+                    |io| match use_of(shares, t.id, io) {
+                        (how, true) => how,
+                        _ => Use::Skip,
+                    },
+                    &mut |p| {
+                        let q = Pred {
                             aicpu: p.handle / cap,
                             slot: p.handle % cap,
                             id: p.id,
                         };
-                        found += 1;
-                    }
-                    None => overflow = true,
-                })?;
-                if overflow {
-                    return Err(SchedError::Memory("predecessor scratch"));
-                }
-                Ok(())
+                        // A task of this AICPU may be found in both maps: register once.
+                        if q.aicpu == me && preds[..local].contains(&q) {
+                            return;
+                        }
+                        match preds.get_mut(found) {
+                            Some(d) => {
+                                *d = q;
+                                found += 1;
+                            }
+                            None => overflow = true,
+                        }
+                    },
+                )?)
             })?;
+            if recorded > 0 {
+                sh.slots[handle as usize].global.store(1, Ordering::Relaxed);
+                for io in t.ios() {
+                    if io.writes() && global(io) == (Use::Record, true) {
+                        if let Some(w) = sh.writers.get(io.tensor as usize) {
+                            w.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+        }
+        if overflow {
+            return Err(SchedError::Memory("predecessor scratch"));
         }
         env.recorded(self.me, self.interp.current_task());
         let s = &sh.slots[handle as usize];
@@ -903,7 +1056,7 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
                 continue;
             }
             let target = &sh.slots[(p.aicpu * cap + p.slot) as usize];
-            let node = handle as usize * NODES + used;
+            let node = used * (sh.n * cap) as usize + handle as usize;
             let nd = &sh.nodes[node];
             nd.succ_aicpu.store(self.me, Ordering::Relaxed);
             nd.succ_slot.store(k, Ordering::Relaxed);
@@ -927,6 +1080,24 @@ impl<'a, 'p, 'm> Aicpu<'a, 'p, 'm> {
             self.deferred = Some((k, rest));
         }
         Ok(())
+    }
+}
+
+/// How a task `id`'s region is recorded (§3.5), and in which map (true: the global one): not
+/// at all for a read-only tensor; looked up only for a read no later write can follow.
+fn use_of(shares: &[Sharing], id: u64, io: &crate::Io) -> (Use, bool) {
+    let Some(s) = shares.get(io.tensor as usize) else {
+        return (Use::Record, true);
+    };
+    let how = if !io.writes() && id >= s.writes_end {
+        Use::Lookup
+    } else {
+        Use::Record
+    };
+    match s.class {
+        Class::ReadOnly => (Use::Skip, false),
+        Class::Local => (how, false),
+        Class::Shared => (how, true),
     }
 }
 

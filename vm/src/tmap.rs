@@ -204,6 +204,17 @@ impl Entry {
     }
 }
 
+/// What [`TensorMap::add_some`] does with a region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Use {
+    /// Look it up and record it.
+    Record,
+    /// Look it up only (a read no later write needs to find); a write is recorded anyway.
+    Lookup,
+    /// Ignore it.
+    Skip,
+}
+
 /// The sizes of a map: everything it will ever hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MapLayout {
@@ -446,8 +457,9 @@ impl<S: Storage> TensorMap<S> {
 
     /// Adds task `id`, held by `handle`, with its regions `ios`: reports each earlier task it
     /// depends on once to `pred` (RAW, WAW or WAR, by the reference graph's rules), records the
-    /// regions, and unlinks the entries its writes cover. Tasks are added in increasing id
-    /// order. On error nothing has changed.
+    /// regions, and unlinks the entries its writes cover. Accesses that conflict (overlap, one
+    /// of them a write) are added in increasing id order; others may come in any order. On
+    /// error nothing has changed.
     pub fn add(
         &mut self,
         id: u64,
@@ -455,6 +467,22 @@ impl<S: Storage> TensorMap<S> {
         ios: &[Io],
         pred: &mut impl FnMut(Pred),
     ) -> Result<(), MapError> {
+        self.add_some(id, handle, ios, |_| Use::Record, pred)
+            .map(|_| ())
+    }
+
+    /// [`TensorMap::add`] for the regions `how` chooses: [`Use::Record`] ones are looked up
+    /// and recorded, [`Use::Lookup`] reads only looked up (no later write will need them: a
+    /// write is always recorded), [`Use::Skip`] ones ignored. Returns how many were recorded;
+    /// with none, the handle stays free (nothing to retire).
+    pub fn add_some(
+        &mut self,
+        id: u64,
+        handle: u32,
+        ios: &[Io],
+        how: impl Fn(&Io) -> Use,
+        pred: &mut impl FnMut(Pred),
+    ) -> Result<u32, MapError> {
         if handle >= self.layout.handles {
             return Err(MapError::Handle {
                 handle,
@@ -485,7 +513,13 @@ impl<S: Storage> TensorMap<S> {
         }
         let mark = id.wrapping_add(1);
         let first = handle * self.layout.max_task_io;
-        for (k, io) in ios.iter().enumerate() {
+        let mut recorded = 0u32;
+        for io in ios {
+            let record = match how(io) {
+                Use::Skip => continue,
+                Use::Lookup if !io.writes() => false,
+                _ => true,
+            };
             let key = Key::of(io);
             let home = self.home_head(io.tensor, key);
             let at = self.layout.level_base() + 3 * io.tensor as usize;
@@ -530,16 +564,25 @@ impl<S: Storage> TensorMap<S> {
                     self.scan::<TENSOR>(t, io, id, mark, &[key], pred);
                 }
             }
-            self.insert(first + k as u32, id, handle, io, key, home);
+            if record {
+                self.insert(first + recorded, id, handle, io, key, home);
+                recorded += 1;
+            }
         }
-        self.mem.parts().2[count] = ios.len() as u32;
-        self.used += ios.len() as u32;
-        Ok(())
+        self.mem.parts().2[count] = recorded;
+        self.used += recorded;
+        Ok(recorded)
     }
 
     /// Retires the task held by `handle` (it completed): its entries are dropped and the handle
     /// is free for another task. Retiring a free handle does nothing.
     pub fn retire(&mut self, handle: u32) -> Result<(), MapError> {
+        self.retire_with(handle, |_| {})
+    }
+
+    /// [`TensorMap::retire`], showing `each` every region the task had recorded (covered ones
+    /// too).
+    pub fn retire_with(&mut self, handle: u32, mut each: impl FnMut(&Io)) -> Result<(), MapError> {
         if handle >= self.layout.handles {
             return Err(MapError::Handle {
                 handle,
@@ -549,10 +592,11 @@ impl<S: Storage> TensorMap<S> {
         let count = self.layout.handle_base() + handle as usize;
         let bases = self.bases();
         let first = handle * self.layout.max_task_io;
-        let (ents, _, words, _) = self.mem.parts();
+        let (ents, ios, words, _) = self.mem.parts();
         let n = core::mem::replace(&mut words[count], 0);
         let mut unlinked = 0;
         for e in first..first + n {
+            each(&ios[e as usize]);
             if ents[e as usize].flags & LIVE != 0 {
                 unlink(ents, words, e, bases);
                 unlinked += 1;

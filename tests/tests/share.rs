@@ -1,0 +1,209 @@
+//! The tensor classes of spec/runtime.md §3.5 (`ptovm_vm::share`) against the reference
+//! expander: a read-only tensor is written by no task; two overlapping accesses of a local
+//! tensor always belong to one AICPU; no task at or past a shared tensor's `writes_end` writes
+//! it, none at or past `accesses_end` accesses it. The scheduler relies on all three to record
+//! without waiting, so each is checked on random programs and on the bundled examples.
+
+use proptest::prelude::*;
+use ptovm_assembler::{assemble, Options};
+use ptovm_host_sim::{reference_expand, RefTask};
+use ptovm_tests::{example, gen_params, values, Gen};
+
+use ptovm_vm::share::{analyze, Class, Sharing};
+use ptovm_vm::{verify, Interpreter, RuntimeParams};
+
+/// The classes of a program on `n` AICPUs.
+fn classes(bytes: &[u8], params: &ptovm_tests::Params, n: u32) -> Vec<Sharing> {
+    let v = verify(bytes).unwrap();
+    let vals = values(params);
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    let it = Interpreter::new(v, p, 0, n).unwrap();
+    let mut out = vec![Sharing::default(); v.tensors().len()];
+    analyze(&it, &mut out).unwrap();
+    out
+}
+
+/// Checks the three facts against the reference tasks; returns the violations.
+fn violations(shares: &[Sharing], tasks: &[RefTask]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (x, s) in shares.iter().enumerate() {
+        let accesses: Vec<(&RefTask, &ptovm_vm::Io)> = tasks
+            .iter()
+            .flat_map(|t| t.io.iter().map(move |io| (t, io)))
+            .filter(|(_, io)| io.tensor as usize == x)
+            .collect();
+        for (t, io) in &accesses {
+            if io.writes() && (s.class == Class::ReadOnly || t.id >= s.writes_end) {
+                bad.push(format!(
+                    "tensor {x} ({s:?}) is written by task {} at or past its bound",
+                    t.id
+                ));
+            }
+            if t.id >= s.accesses_end {
+                bad.push(format!(
+                    "tensor {x} ({s:?}) is accessed by task {} past its bound",
+                    t.id
+                ));
+            }
+        }
+        if s.class == Class::Local {
+            for (i, (a, ia)) in accesses.iter().enumerate() {
+                for (b, ib) in &accesses[i + 1..] {
+                    if a.owner != b.owner && ia.overlaps(ib) && (ia.writes() || ib.writes()) {
+                        bad.push(format!(
+                            "local tensor {x}: tasks {} (AICPU {}) and {} (AICPU {}) conflict",
+                            a.id, a.owner, b.id, b.owner
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    bad
+}
+
+/// Random programs whose dispatch key is used as a region index at some sites, so that
+/// local, shared and read-only tensors all occur.
+fn keyed_program(seed: u64) -> String {
+    let mut g = Gen::new(seed);
+    let policy = [
+        "affinity(i)",
+        "hash(i)",
+        "round_robin(4)",
+        "affinity(i + 1)",
+    ][g.below(4) as usize];
+    let mut body = String::new();
+    let index = |g: &mut Gen| match g.below(5) {
+        0 => "i",
+        1 => "j",
+        2 => "i + 1",
+        3 => "i, j",
+        _ => "0:2",
+    };
+    for _ in 0..1 + g.below(4) {
+        let (a, b) = (g.below(3), g.below(3));
+        let (ia, ib) = (index(&mut g), index(&mut g));
+        let kernel = ["r", "w", "rw"][g.below(3) as usize];
+        let inner = format!("task @{kernel}(i) resources(T{a}[{ia}], T{b}[{ib}])");
+        body += &if g.below(2) == 0 {
+            format!("  parallel_for i in dense[6] {{ for_each j in dense[3] {{ {inner} }} }}\n")
+        } else {
+            format!(
+                "  parallel_for i in dense[6] {{ for_each j in dense[3] {{ {inner} }} }}\n  parallel_for i in dense[6] {{ task @r(i) resources(T{a}[{ia}], T{b}[i]) }}\n",
+                ia = ia.replace('j', "0")
+            )
+        };
+    }
+    format!(
+        "@tensor T0: f16[8, 8]\n@tensor T1: f16[8, 8]\n@tensor T2: f16[8, 8]\n\
+         @kernel r(i): vector(in a, in b)\n@kernel w(i): vector(in a, out b)\n\
+         @kernel rw(i): vector(inout a, inout b)\n\
+         @workload k() {{\n{body}}}\n@schedule s for k {{ dispatch = {policy} }}"
+    )
+}
+
+fn check_program(src: &str, params: &ptovm_tests::Params, n: u32) -> Option<Vec<Sharing>> {
+    let out =
+        assemble("gen.pto", src, &Options::default()).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let v = verify(&out.bytes).unwrap();
+    let vals = values(params);
+    let p = RuntimeParams::new(&v, &vals).ok()?;
+    let tasks = reference_expand(&v, &p, n, 100_000).ok()?;
+    let it = Interpreter::new(v, p, 0, n).ok()?;
+    let mut shares = vec![Sharing::default(); v.tensors().len()];
+    analyze(&it, &mut shares).ok()?;
+    let bad = violations(&shares, &tasks);
+    assert!(bad.is_empty(), "{}\n{src}", bad.join("\n"));
+    Some(shares)
+}
+
+#[test]
+fn keyed_programs_have_every_class_and_no_violation() {
+    let mut seen = [0usize; 3];
+    for seed in 0..400u64 {
+        let src = keyed_program(seed);
+        for n in [1u32, 2, 3, 6] {
+            if let Some(shares) = check_program(&src, &Vec::new(), n) {
+                for s in &shares {
+                    if n > 1 {
+                        seen[s.class as usize] += 1;
+                    }
+                }
+            }
+        }
+    }
+    // The generator reaches every class on several AICPUs, so the checks above had work.
+    assert!(seen.iter().all(|&k| k > 50), "classes seen: {seen:?}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_programs_break_no_class(seed in any::<u64>(), n in 1u32..=6) {
+        let src = Gen::runnable(seed).module();
+        let out = assemble("gen.pto", &src, &Options::default()).unwrap();
+        let params = gen_params(&out.module, seed);
+        check_program(&src, &params, n);
+    }
+}
+
+#[test]
+fn the_llama_layer_shares_only_k_and_v() {
+    let (bytes, params) = example("llama_layer.pto", &[("N", 8, vec![])]);
+    let s = classes(&bytes, &params, 6);
+    let names = [
+        "X", "Xn", "Wqkv", "Wo", "Wffn", "Q", "K", "V", "S", "P", "Stat", "Acc", "A", "H", "Hn",
+        "G", "U", "Y",
+    ];
+    for (name, s) in names.iter().zip(&s) {
+        let want = match *name {
+            "X" | "Wqkv" | "Wo" | "Wffn" => Class::ReadOnly,
+            "K" | "V" => Class::Shared,
+            _ => Class::Local,
+        };
+        assert_eq!(s.class, want, "{name}");
+    }
+    // K and V are written in the first loop only (7 tasks per tile) and read to the end.
+    assert_eq!(
+        (s[6].writes_end, s[6].accesses_end),
+        (7 * 8, 3 * 64 + 16 * 8)
+    );
+    // On one AICPU nothing is shared.
+    let one = classes(&bytes, &params, 1);
+    assert!(one.iter().all(|s| s.class != Class::Shared));
+    let v = verify(&bytes).unwrap();
+    let vals = values(&params);
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    let reference = reference_expand(&v, &p, 6, u64::MAX).unwrap();
+    assert!(violations(&s, &reference).is_empty());
+}
+
+#[test]
+fn the_examples_break_no_class() {
+    for (name, bytes, params) in ptovm_tests::examples() {
+        let v = verify(&bytes).unwrap();
+        let vals = values(&params);
+        let p = RuntimeParams::new(&v, &vals).unwrap();
+        for n in [1, 2, 4, 6] {
+            let s = classes(&bytes, &params, n);
+            let reference = reference_expand(&v, &p, n, u64::MAX).unwrap();
+            let bad = violations(&s, &reference);
+            assert!(bad.is_empty(), "{name} on {n}: {}", bad.join("\n"));
+        }
+    }
+}
+
+#[test]
+fn a_short_class_buffer_is_an_error() {
+    let (bytes, params) = example("llama_layer.pto", &[("N", 2, vec![])]);
+    let v = verify(&bytes).unwrap();
+    let vals = values(&params);
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    let it = Interpreter::new(v, p, 0, 2).unwrap();
+    let mut out = vec![Sharing::default(); 3];
+    assert_eq!(
+        analyze(&it, &mut out),
+        Err(ptovm_vm::share::ShareError::Short { need: 18, got: 3 })
+    );
+}

@@ -1,0 +1,192 @@
+//! Which tensors cross AICPUs (spec/runtime.md §3.5): a launch-time analysis of the verified
+//! program, its runtime parameters and the AICPU count, that every AICPU computes alike and
+//! the scheduler uses to record most accesses without waiting for the others.
+//!
+//! Each tensor gets a [`Class`]:
+//!
+//! - **read-only**: no task site writes it. Its accesses make no dependency (every edge needs a
+//!   write), so they are not recorded at all (weights).
+//! - **local**: every site that accesses it names dimension 0 by a single index whose
+//!   expression is the site's dispatch key (`affinity(key)`, or `hash(key)`, the same kind at
+//!   every site), or there is one AICPU. Two accesses that overlap have the same index there,
+//!   so the same key value and the same owner: the tensor's dependencies never cross AICPUs,
+//!   and each AICPU keeps its accesses in a map of its own, in its own id order.
+//! - **shared**: anything else, in the global map. With it come two task-id bounds: no task
+//!   with id ≥ `writes_end` writes the tensor, none with id ≥ `accesses_end` accesses it. They
+//!   are the ends of the top-level statements holding its last writing and last accessing site
+//!   (top-level statements run one after another, so their tasks' ids are contiguous ranges).
+//!
+//! `tests/tests/share.rs` checks the classes of the bundled examples and, over random programs,
+//! that no reference edge joins two AICPUs' accesses of a local tensor and that the bounds hold.
+
+use crate::format::{limits, PolicySpec, COND_HAS_ELSE, NONE16};
+use crate::interp::{Interpreter, RunError};
+use crate::opcodes::{Dir, OpClass, Opcode, Policy};
+
+/// How the scheduler records a tensor's accesses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Class {
+    /// Never written: not recorded.
+    #[default]
+    ReadOnly,
+    /// Never crosses AICPUs: the AICPU's own map, no waiting.
+    Local,
+    /// The global map, after the other AICPUs have recorded what may conflict.
+    Shared,
+}
+
+/// What the analysis found for one tensor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sharing {
+    /// Its class.
+    pub class: Class,
+    /// No task with this id or above writes it (0 when nothing does).
+    pub writes_end: u64,
+    /// No task with this id or above accesses it.
+    pub accesses_end: u64,
+    /// During the walk: the dispatch kind every access was keyed by so far (0: none yet);
+    /// `UNKEYED` once one access was not.
+    keyed: u8,
+}
+
+const UNKEYED: u8 = 0xFF;
+
+/// Whether two expressions of the pool are the same node for node (so they have the same
+/// value wherever both are evaluated).
+fn same_expr(v: &crate::Verified<'_>, a: u16, b: u16) -> bool {
+    let e = v.exprs();
+    let (a, b) = (a as usize, b as usize);
+    for k in 0..limits::MAX_EXPR_LEN {
+        match (e.get(a + k), e.get(b + k)) {
+            (Some(x), Some(y)) if x == y => {
+                if x.opcode == crate::ExprOp::END as u8 {
+                    return true;
+                }
+            }
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// The end (exclusive instruction index) of the statement at `pc`.
+fn statement_end(v: &crate::Verified<'_>, pc: u32) -> u32 {
+    let code = v.code();
+    let r = code[pc as usize];
+    match Opcode::from_u8(r.opcode).map(|o| o.class()) {
+        Some(OpClass::Task) => pc + 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16),
+        Some(OpClass::Loop) => r.op2(),
+        Some(OpClass::Block) if r.opcode == Opcode::COND as u8 && r.flags & COND_HAS_ELSE != 0 => {
+            code.get(r.op2() as usize).map_or(r.op2(), |e| e.op2())
+        }
+        Some(OpClass::Block) => r.op2(),
+        _ => pc + 1,
+    }
+}
+
+/// Why the analysis failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ShareError {
+    /// Counting a statement's tasks failed (the run would fail the same way).
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// `out` has fewer entries than the program has tensors.
+    #[error("{got} tensor classes for {need} tensors")]
+    Short {
+        /// Tensors of the program.
+        need: usize,
+        /// Entries given.
+        got: usize,
+    },
+}
+
+/// Classifies every tensor of `interp`'s program into `out` (one entry per tensor, at least
+/// as many as the program has). `interp` gives the program, its runtime parameters (task
+/// counts), the AICPU count and the module's dispatch policy (a threshold's selected level);
+/// it is not advanced. Every AICPU of a launch computes the same result.
+pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), ShareError> {
+    let v = interp.program();
+    let tensors = v.tensors().len();
+    let got = out.len();
+    let out = out
+        .get_mut(..tensors)
+        .ok_or(ShareError::Short { need: tensors, got })?;
+    out.fill(Sharing::default());
+    let module = interp.module_policy();
+    let mut counter = interp.clone();
+    let code = v.code();
+    let last = code.len() as u32 - 1; // the HALT
+    let regions = v.regions();
+    let mut filters = [(0u32, PolicySpec::default()); limits::MAX_NESTING + 1];
+    let mut nf = 0;
+    let (mut top_end, mut ids_end) = (0u32, 0u64);
+    let mut pc = 0u32;
+    while pc < last {
+        while nf > 0 && filters[nf - 1].0 <= pc {
+            nf -= 1;
+        }
+        if pc >= top_end {
+            // A top-level statement: its tasks are the next contiguous range of ids.
+            top_end = statement_end(&v, pc).min(last);
+            let n = counter.count_top(pc, top_end)?;
+            ids_end = ids_end.checked_add(n).ok_or(RunError::TooManyTasks)?;
+        }
+        let r = code[pc as usize];
+        if r.opcode == Opcode::DISPATCH_FILTER as u8 && nf < filters.len() {
+            let kind = r.flags;
+            let keyed = kind == Policy::Affinity as u8 || kind == Policy::Hash as u8;
+            filters[nf] = (
+                r.op2(),
+                PolicySpec {
+                    kind,
+                    depth: 0,
+                    key: if keyed { r.operand1 } else { NONE16.into() },
+                },
+            );
+            nf += 1;
+        }
+        if r.opcode != Opcode::TASK as u8 {
+            pc += 1;
+            continue;
+        }
+        let (params, ios) = (r.op2() & 0xFFFF, r.op2() >> 16);
+        let policy = if nf > 0 { filters[nf - 1].1 } else { module };
+        let keyed = policy.kind == Policy::Affinity as u8 || policy.kind == Policy::Hash as u8;
+        for k in 0..ios {
+            let io = code[(pc + 1 + params + k) as usize];
+            let Some(dir) = Opcode::from_u8(io.opcode).and_then(Dir::of_io) else {
+                continue;
+            };
+            let Some(s) = out.get_mut(io.op1() as usize) else {
+                continue;
+            };
+            s.accesses_end = ids_end;
+            if dir != Dir::In {
+                s.writes_end = ids_end;
+            }
+            let by_key = keyed
+                && io.flags >= 1
+                && regions.get(io.op2() as usize).is_some_and(|d| {
+                    d.end.get() == NONE16 && same_expr(&v, d.start.get(), policy.key.get())
+                });
+            s.keyed = match (by_key, s.keyed) {
+                (true, 0) => policy.kind,
+                (true, k) if k == policy.kind => k,
+                _ => UNKEYED,
+            };
+        }
+        pc += 1 + params + ios;
+    }
+    let one = interp.aicpus() == 1;
+    for s in out.iter_mut() {
+        // `writes_end == 0`: no task writes it (not even a site whose statement runs no task).
+        s.class = if s.writes_end == 0 {
+            Class::ReadOnly
+        } else if one || s.keyed != UNKEYED {
+            Class::Local
+        } else {
+            Class::Shared
+        };
+    }
+    Ok(())
+}
