@@ -599,19 +599,14 @@ pub fn run_with_progress(
         start: Instant::now(),
         progress,
     };
-    // AICPU i runs on driver thread i mod threads.
-    let mut groups: Vec<Vec<Cpu>> = (0..threads).map(|_| Vec::new()).collect();
-    for c in cpus {
-        groups[c.sched.index() as usize % threads].push(c);
-    }
+    // AICPU i runs on driver thread i mod threads (and on another one that has finished its own).
+    let cpus: Vec<Mutex<Cpu>> = cpus.into_iter().map(Mutex::new).collect();
     let start = Instant::now();
     let results: Vec<DriverResult> = thread::scope(|s| {
-        let handles: Vec<_> = groups
-            .into_iter()
-            .enumerate()
-            .map(|(d, group)| {
-                let (dr, sh, cfg) = (&dr, &sh, &cfg);
-                s.spawn(move || drive(dr, sh, cfg, d, group))
+        let handles: Vec<_> = (0..threads)
+            .map(|d| {
+                let (dr, sh, cfg, cpus) = (&dr, &sh, &cfg, &cpus);
+                s.spawn(move || drive(dr, sh, cfg, d, cpus))
             })
             .collect();
         handles
@@ -631,32 +626,31 @@ pub fn run_with_progress(
     let mut errors = Vec::new();
     for r in results {
         match r {
-            Ok((group, events)) => {
-                rep.events.extend(events);
-                for c in group {
-                    rep.events.extend(c.events.iter().copied());
-                    let k = c.sched.counts();
-                    rep.per_aicpu[c.sched.index() as usize] = k.tasks;
-                    rep.cube_tasks += k.cube;
-                    rep.vector_tasks += k.tasks - k.cube;
-                    rep.edges += k.edges;
-                    rep.cross_aicpu_edges += k.cross;
-                    rep.window_stalls += k.stalls;
-                    rep.overflows += k.overflows;
-                    rep.stolen += k.stolen;
-                    rep.dep_batches += k.batches;
-                    let m = c.sched.local_map();
-                    if o.check && (m.used() != 0 || m.live() != 0) {
-                        errors.push(SimError::Check(format!(
-                            "{} accesses ({} live) left in AICPU {}'s TensorMap after every task retired",
-                            m.used(),
-                            m.live(),
-                            c.sched.index()
-                        )));
-                    }
-                }
-            }
+            Ok(events) => rep.events.extend(events),
             Err(e) => errors.push(e),
+        }
+    }
+    for c in cpus {
+        let c = c.into_inner().unwrap_or_else(|e| e.into_inner());
+        rep.events.extend(c.events.iter().copied());
+        let k = c.sched.counts();
+        rep.per_aicpu[c.sched.index() as usize] = k.tasks;
+        rep.cube_tasks += k.cube;
+        rep.vector_tasks += k.tasks - k.cube;
+        rep.edges += k.edges;
+        rep.cross_aicpu_edges += k.cross;
+        rep.window_stalls += k.stalls;
+        rep.overflows += k.overflows;
+        rep.stolen += k.stolen;
+        rep.dep_batches += k.batches;
+        let m = c.sched.local_map();
+        if o.check && (m.used() != 0 || m.live() != 0) {
+            errors.push(SimError::Check(format!(
+                "{} accesses ({} live) left in AICPU {}'s TensorMap after every task retired",
+                m.used(),
+                m.live(),
+                c.sched.index()
+            )));
         }
     }
     // Report the cause, not the "stopped because another failed" of the other threads.
@@ -695,27 +689,44 @@ pub fn run_with_progress(
     Ok(rep)
 }
 
-/// What a driver thread hands back: its AICPUs (with their counters) and the core runs it traced.
-type DriverResult<'a, 'p, 'm> = Result<(Vec<Cpu<'a, 'p, 'm>>, Vec<Event>), SimError>;
+/// What a driver thread hands back: the core runs it traced.
+type DriverResult = Result<Vec<Event>, SimError>;
 
-/// A driver thread: steps its AICPUs and runs the cores' tasks until every AICPU has finished.
-fn drive<'a, 'p, 'm>(
+/// A driver thread: steps its AICPUs (`i mod threads == d`) and runs the cores' tasks until
+/// every AICPU has finished; once its own have, it helps with the others' (whichever no other
+/// driver is stepping at the moment), so one slow thread does not leave the other idle.
+fn drive(
     dr: &Drivers<'_>,
     sh: &Sched<'_>,
     cfg: &Config,
     d: usize,
-    mut group: Vec<Cpu<'a, 'p, 'm>>,
-) -> DriverResult<'a, 'p, 'm> {
+    cpus: &[Mutex<Cpu>],
+) -> DriverResult {
     let _ = dr.handles[d].set(thread::current());
     let mut events = Vec::new();
     let mut doorbell = Vec::new();
     let idle = crossbeam_utils::Backoff::new();
+    let own = |i: usize| i % dr.threads == d;
+    let mut helping = false;
     loop {
         if dr.failed.load(Ordering::Relaxed) {
             return Err(SimError::Check("stopped: another AICPU failed".into()));
         }
         let mut progress = false;
-        for c in group.iter_mut() {
+        let mut own_left = false;
+        for (i, m) in cpus.iter().enumerate() {
+            if !own(i) && !helping {
+                continue;
+            }
+            let Ok(mut c) = m.try_lock() else {
+                own_left |= own(i);
+                continue;
+            };
+            if c.counted {
+                continue;
+            }
+            own_left |= own(i);
+            let c = &mut *c;
             let mut env = StepEnv {
                 dr,
                 driver: d,
@@ -738,6 +749,7 @@ fn drive<'a, 'p, 'm>(
                 dr.wake_all();
             }
         }
+        helping = !own_left;
         // Run the cores that were handed a task.
         for core in doorbell.drain(..) {
             if let Err(e) = execute(dr, sh, core, &mut events, d) {
@@ -748,7 +760,7 @@ fn drive<'a, 'p, 'm>(
             progress = true;
         }
         if dr.finished.load(Ordering::Acquire) == dr.n {
-            return Ok((group, events));
+            return Ok(events);
         }
         if progress {
             idle.reset();
@@ -760,8 +772,11 @@ fn drive<'a, 'p, 'm>(
         } else {
             dr.sleeping[d].store(true, Ordering::SeqCst);
             fence(Ordering::SeqCst);
-            let work = group.iter().any(|c| c.sched.has_work(sh, cfg))
-                || dr.failed.load(Ordering::Relaxed)
+            let work = cpus.iter().enumerate().any(|(i, m)| {
+                (own(i) || helping)
+                    && m.try_lock()
+                        .is_ok_and(|c| !c.counted && c.sched.has_work(sh, cfg))
+            }) || dr.failed.load(Ordering::Relaxed)
                 || dr.finished.load(Ordering::Acquire) == dr.n;
             if !work {
                 thread::park_timeout(Duration::from_micros(500));

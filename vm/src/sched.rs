@@ -924,9 +924,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     ) -> Result<(), SchedError> {
         let base = me * sh.cap;
         while let Some(slot) = retiring.pop() {
-            map.retire_with(base + slot, |io| {
-                if io.writes() {
-                    if let Some(w) = sh.writers.get(io.tensor as usize) {
+            map.retire_with(base + slot, |tensor, writes| {
+                if writes {
+                    if let Some(w) = sh.writers.get(tensor as usize) {
                         w.fetch_sub(1, Ordering::Release);
                     }
                 }

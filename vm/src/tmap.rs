@@ -157,8 +157,10 @@ pub struct Entry {
     p1: i64,
     handle: u32,
     tensor: u16,
-    /// `LIVE`, `WRITE`, `HAS_P0`, `HAS_P1`, `ON_TENSOR`.
+    /// `LIVE`, `WRITE`, `HAS_P0`, `HAS_P1`, `ON_TENSOR`, `KEYED`.
     flags: u8,
+    /// The region's named dimension count.
+    ndims: u8,
     /// The home list's head (word index).
     head_home: u32,
     /// The row list's head (word index), `NIL` when not on that level.
@@ -172,6 +174,9 @@ const WRITE: u8 = 2;
 const HAS_P0: u8 = 4;
 const HAS_P1: u8 = 8;
 const ON_TENSOR: u8 = 16;
+/// The key is the whole region (every named dimension is a point of the key): the region is
+/// not stored, and two such entries with equal keys have equal regions.
+const KEYED: u8 = 32;
 
 /// A tensor's row lists are kept (it has had a lookup one element wide in dimension 0 only).
 const ROW_ON: u32 = 1;
@@ -187,6 +192,7 @@ impl Default for Entry {
             handle: NIL,
             tensor: 0,
             flags: 0,
+            ndims: 0,
             head_home: NIL,
             head_row: NIL,
             prev: [NIL; LEVELS],
@@ -356,6 +362,32 @@ impl Key {
             p1: p0.and(point(io, 1)),
         }
     }
+
+    /// Whether the key is the whole of `io`'s region.
+    fn is_whole(&self, io: &Io) -> bool {
+        match (self.p0, self.p1) {
+            (Some(_), Some(_)) => io.ndims == 2,
+            (Some(_), None) => io.ndims == 1,
+            _ => false,
+        }
+    }
+}
+
+/// The region of entry `x` (at index `e`): stored, or rebuilt from a whole key.
+#[inline]
+fn region_of(x: &Entry, regions: &[Io], e: u32) -> Io {
+    if x.flags & KEYED == 0 {
+        return regions[e as usize];
+    }
+    let mut r = Io {
+        tensor: x.tensor,
+        dir: if x.flags & WRITE != 0 { 2 } else { 1 },
+        ndims: x.ndims,
+        ranges: [(0, 0); crate::limits::MAX_RANK],
+    };
+    r.ranges[0] = (x.p0, x.p0 + 1);
+    r.ranges[1] = (x.p1, x.p1 + 1);
+    r
 }
 
 const WIDE: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -577,12 +609,16 @@ impl<S: Storage> TensorMap<S> {
     /// Retires the task held by `handle` (it completed): its entries are dropped and the handle
     /// is free for another task. Retiring a free handle does nothing.
     pub fn retire(&mut self, handle: u32) -> Result<(), MapError> {
-        self.retire_with(handle, |_| {})
+        self.retire_with(handle, |_, _| {})
     }
 
-    /// [`TensorMap::retire`], showing `each` every region the task had recorded (covered ones
-    /// too).
-    pub fn retire_with(&mut self, handle: u32, mut each: impl FnMut(&Io)) -> Result<(), MapError> {
+    /// [`TensorMap::retire`], telling `each` the tensor of every region the task had recorded
+    /// (covered ones too) and whether it was a write.
+    pub fn retire_with(
+        &mut self,
+        handle: u32,
+        mut each: impl FnMut(u16, bool),
+    ) -> Result<(), MapError> {
         if handle >= self.layout.handles {
             return Err(MapError::Handle {
                 handle,
@@ -592,11 +628,12 @@ impl<S: Storage> TensorMap<S> {
         let count = self.layout.handle_base() + handle as usize;
         let bases = self.bases();
         let first = handle * self.layout.max_task_io;
-        let (ents, ios, words, _) = self.mem.parts();
+        let (ents, _, words, _) = self.mem.parts();
         let n = core::mem::replace(&mut words[count], 0);
         let mut unlinked = 0;
         for e in first..first + n {
-            each(&ios[e as usize]);
+            let x = &ents[e as usize];
+            each(x.tensor, x.flags & WRITE != 0);
             if ents[e as usize].flags & LIVE != 0 {
                 unlink(ents, words, e, bases);
                 unlinked += 1;
@@ -683,6 +720,8 @@ impl<S: Storage> TensorMap<S> {
     ) {
         let writes = io.writes();
         let exact = self.mode == MatchMode::Exact;
+        let io_key = Key::of(io);
+        let io_whole = io_key.is_whole(io);
         let bases = self.bases();
         let (ents, regions, words, marks) = self.mem.parts();
         let (w, r) = (words[head as usize], words[head as usize + 1]);
@@ -712,12 +751,21 @@ impl<S: Storage> TensorMap<S> {
                         _ => true,
                     };
                 if ours {
-                    let r = &regions[e as usize];
-                    let (hit, covered) = if exact {
-                        let s = same_key(r, io);
-                        (s, s && writes)
+                    let (hit, covered) = if io_whole
+                        && x.flags & KEYED != 0
+                        && x.ndims == io.ndims
+                        && x.key() == io_key
+                    {
+                        // Both regions are their keys, and the keys are equal.
+                        (true, writes)
                     } else {
-                        (r.overlaps(io), writes && io.covers(r))
+                        let r = region_of(x, regions, e);
+                        if exact {
+                            let s = same_key(&r, io);
+                            (s, s && writes)
+                        } else {
+                            (r.overlaps(io), writes && io.covers(&r))
+                        }
                     };
                     if hit && x.id != id && marks[x.handle as usize] != mark {
                         marks[x.handle as usize] = mark;
@@ -760,11 +808,16 @@ impl<S: Storage> TensorMap<S> {
             (Some(_), None) => words[at + 2] += 1,
             _ => {}
         }
-        // The named dimensions only: the others are never read (`Io::dims`, `Io::range`).
-        let r = &mut regions[e as usize];
-        (r.tensor, r.dir, r.ndims) = (io.tensor, io.dir, io.ndims);
-        for (d, x) in r.ranges.iter_mut().zip(io.dims()) {
-            *d = *x;
+        // The named dimensions only: the others are never read (`Io::dims`, `Io::range`); none
+        // when the key is the whole region.
+        if key.is_whole(io) {
+            flags |= KEYED;
+        } else {
+            let r = &mut regions[e as usize];
+            (r.tensor, r.dir, r.ndims) = (io.tensor, io.dir, io.ndims);
+            for (d, x) in r.ranges.iter_mut().zip(io.dims()) {
+                *d = *x;
+            }
         }
         ents[e as usize] = Entry {
             id,
@@ -773,6 +826,7 @@ impl<S: Storage> TensorMap<S> {
             handle,
             tensor: io.tensor,
             flags,
+            ndims: io.ndims,
             head_home: heads[HOME],
             head_row: heads[ROW],
             prev: [NIL; LEVELS],
