@@ -135,10 +135,13 @@ fn with_deps(b: divan::Bencher, mode: &str) {
 }
 
 /// Generation plus dependency building in the scheduler's fixed-capacity TensorMap
-/// (`ptovm_vm::tmap`), a window of 1024 tasks completing in order (`InOrderWindow`).
-#[divan::bench(args = ["overlap", "exact"])]
+/// (`ptovm_vm::tmap`), a window of 1024 tasks completing in order (`InOrderWindow`): every
+/// region recorded (`overlap`, `exact`), or as the scheduler records them (`classes`:
+/// overlap mode, read-only tensors skipped, reads no write follows only looked up).
+#[divan::bench(args = ["overlap", "exact", "classes"])]
 fn with_window_deps(b: divan::Bencher, mode: &str) {
     let bytes = llama("affinity(t)");
+    let classes = mode == "classes";
     let mode = if mode == "exact" {
         DepMode::Exact
     } else {
@@ -148,6 +151,14 @@ fn with_window_deps(b: divan::Bencher, mode: &str) {
     let layout = ptovm_vm::tmap::MapLayout::for_program(&v, 1024).unwrap();
     let owned = expand(&bytes, 1, &mut Count(0));
     let mut d = ptovm_host_sim::InOrderWindow::new(layout, mode).unwrap();
+    if classes {
+        // What the scheduler records (spec/runtime.md §3.5): read-only tensors not at all,
+        // reads that no later write follows only looked up. Every edge is still found.
+        let vals = [Value::Scalar(N)];
+        let p = RuntimeParams::new(&v, &vals).unwrap();
+        d.shares = vec![Default::default(); v.tensors().len()];
+        ptovm_vm::share::analyze(&Interpreter::new(v, p, 0, 1).unwrap(), &mut d.shares).unwrap();
+    }
     b.counter(divan::counter::ItemsCount::new(owned))
         .bench_local(|| {
             d.map.reset();

@@ -1,6 +1,7 @@
 //! Generation plus dependency building in the scheduler's fixed-capacity TensorMap, a window
 //! completing in order (for profiling and work counts):
-//! `cargo run --release -p ptovm-host-sim --example deps_llama -- N WINDOW REPEAT [exact]`.
+//! `cargo run --release -p ptovm-host-sim --example deps_llama -- N WINDOW REPEAT [exact|classes]`
+//! (`classes`: overlap mode, recording only what the scheduler records, spec/runtime.md §3.5).
 use ptovm_assembler::{assemble, Options};
 use ptovm_host_sim::{DepMode, InOrderWindow};
 use ptovm_vm::tmap::MapLayout;
@@ -23,6 +24,10 @@ fn main() {
     let rp = RuntimeParams::new(&v, &vals).unwrap();
     let layout = MapLayout::for_program(&v, window).unwrap();
     let mut d = InOrderWindow::new(layout, mode).unwrap();
+    if a.get(3).map(String::as_str) == Some("classes") {
+        d.shares = vec![Default::default(); v.tensors().len()];
+        ptovm_vm::share::analyze(&Interpreter::new(v, rp, 0, 1).unwrap(), &mut d.shares).unwrap();
+    }
     let (mut total, mut visits) = (0, 0);
     let t0 = std::time::Instant::now();
     for _ in 0..repeat {

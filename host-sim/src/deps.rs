@@ -373,6 +373,10 @@ pub struct InOrderWindow {
     pub edges: u64,
     /// Why the map refused a task, if it did (generation then pauses there).
     pub error: Option<tmap::MapError>,
+    /// The tensor classes (spec/runtime.md §3.5) the scheduler would use: read-only tensors
+    /// are not recorded, reads no later write follows only looked up. Empty: every region is
+    /// recorded.
+    pub shares: Vec<ptovm_vm::share::Sharing>,
 }
 
 impl InOrderWindow {
@@ -383,6 +387,7 @@ impl InOrderWindow {
             window: layout.handles as u64,
             edges: 0,
             error: None,
+            shares: Vec::new(),
         })
     }
 }
@@ -397,7 +402,22 @@ impl ptovm_vm::Sink for InOrderWindow {
         } else {
             Ok(())
         }
-        .and_then(|()| self.map.add(t.id, h, t.ios(), &mut |_| *edges += 1));
+        .and_then(|()| {
+            if self.shares.is_empty() {
+                self.map.add(t.id, h, t.ios(), &mut |_| *edges += 1)
+            } else {
+                let shares = &self.shares;
+                self.map
+                    .add_some(
+                        t.id,
+                        h,
+                        t.ios(),
+                        |io| ptovm_vm::share::use_of(shares, t.id, io).0,
+                        &mut |_| *edges += 1,
+                    )
+                    .map(|_| ())
+            }
+        });
         match r {
             Ok(()) => true,
             Err(e) => {

@@ -179,6 +179,38 @@ fn watermark_publish_and_lookup() {
     });
 }
 
+/// The live-writer shortcut (§3.2, §4.1 step 5, §5): AICPU A records a write of tensor `x`
+/// (its count goes up), publishes past it, its core writes the data, and A retires the writer
+/// (the count goes down, Release). AICPU B, whose read of `x` is look-up-only, skips the map
+/// when it sees the watermark and a count of 0 — and must then see the data (loom's cell
+/// tracking fails the model on a read that could race with the write).
+#[test]
+fn live_writer_count_orders_the_skip_after_the_write() {
+    loom::model(|| {
+        let writers = Arc::new(AtomicU32::new(0));
+        let published = Arc::new(AtomicU64::new(0));
+        let data = Arc::new(loom::cell::UnsafeCell::new(0u32));
+        let a = {
+            let (writers, published, data) = (writers.clone(), published.clone(), data.clone());
+            thread::spawn(move || {
+                writers.fetch_add(1, Ordering::Relaxed); // record the write of task 4
+                published.store(9, Ordering::Release); // stage the next own task
+                data.with_mut(|p| unsafe { *p = 1 }); // the kernel runs
+                writers.fetch_sub(1, Ordering::Release); // the writer retires
+            })
+        };
+        // B's task 6 reads x, which nothing at or past id 5 writes (need = 5).
+        if published.load(Ordering::Acquire) >= 5 && writers.load(Ordering::Acquire) == 0 {
+            let seen = data.with(|p| unsafe { *p });
+            assert_eq!(
+                seen, 1,
+                "a count of 0 past the watermark means the write is done"
+            );
+        }
+        a.join().unwrap();
+    });
+}
+
 /// The shards' spin lock (§3.2): two threads each do a read-modify-write of a plain value under
 /// the lock; loom's cell tracking fails the model if the two accesses could overlap, and the
 /// total shows that neither update was lost (which a Relaxed take or release would allow).

@@ -15,7 +15,7 @@
 use crate::handshake::{self, CoreSlot};
 use crate::interp::{Interpreter, RunError, Sink, Task};
 use crate::ring::{Cell, Ring};
-use crate::share::{self, Class, ShareError, Sharing};
+use crate::share::{self, use_of, Class, ShareError, Sharing};
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::tmap::{MapError, Slices, Storage, TensorMap, Use};
 use crate::waitlist::{self, tag_of, NIL};
@@ -1080,24 +1080,6 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             self.deferred = Some((k, rest));
         }
         Ok(())
-    }
-}
-
-/// How a task `id`'s region is recorded (§3.5), and in which map (true: the global one): not
-/// at all for a read-only tensor; looked up only for a read no later write can follow.
-fn use_of(shares: &[Sharing], id: u64, io: &crate::Io) -> (Use, bool) {
-    let Some(s) = shares.get(io.tensor as usize) else {
-        return (Use::Record, true);
-    };
-    let how = if !io.writes() && id >= s.writes_end {
-        Use::Lookup
-    } else {
-        Use::Record
-    };
-    match s.class {
-        Class::ReadOnly => (Use::Skip, false),
-        Class::Local => (how, false),
-        Class::Shared => (how, true),
     }
 }
 

@@ -22,6 +22,7 @@
 use crate::format::{limits, PolicySpec, COND_HAS_ELSE, NONE16};
 use crate::interp::{Interpreter, RunError};
 use crate::opcodes::{Dir, OpClass, Opcode, Policy};
+use crate::tmap::Use;
 
 /// How the scheduler records a tensor's accesses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -189,4 +190,23 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
         };
     }
     Ok(())
+}
+
+/// How task `id`'s region `io` is recorded (§3.5), and in which map (true: the global one):
+/// not at all for a read-only tensor; looked up only for a read that no later write can
+/// follow; recorded otherwise. A tensor past `shares` is treated as shared.
+pub fn use_of(shares: &[Sharing], id: u64, io: &crate::Io) -> (Use, bool) {
+    let Some(s) = shares.get(io.tensor as usize) else {
+        return (Use::Record, true);
+    };
+    let how = if !io.writes() && id >= s.writes_end {
+        Use::Lookup
+    } else {
+        Use::Record
+    };
+    match s.class {
+        Class::ReadOnly => (Use::Skip, false),
+        Class::Local => (how, false),
+        Class::Shared => (how, true),
+    }
 }
