@@ -71,7 +71,8 @@ fn keyed_program(seed: u64) -> String {
         "hash(i)",
         "round_robin(4)",
         "affinity(i + 1)",
-    ][g.below(4) as usize];
+        "static(i)",
+    ][g.below(5) as usize];
     let mut body = String::new();
     let index = |g: &mut Gen| match g.below(5) {
         0 => "i",
@@ -89,8 +90,10 @@ fn keyed_program(seed: u64) -> String {
             format!("  parallel_for i in dense[6] {{ for_each j in dense[3] {{ {inner} }} }}\n")
         } else {
             format!(
-                "  parallel_for i in dense[6] {{ for_each j in dense[3] {{ {inner} }} }}\n  parallel_for i in dense[6] {{ task @r(i) resources(T{a}[{ia}], T{b}[i]) }}\n",
-                ia = ia.replace('j', "0")
+                "  parallel_for i in dense[6] {{ for_each j in dense[3] {{ {inner} }} }}\n  parallel_for i in dense[{e}] {{ task @r(i) resources(T{a}[{ia}], T{b}[i]) }}\n",
+                ia = ia.replace('j', "0"),
+                // Another extent cuts a static partition's blocks elsewhere.
+                e = [6, 3][g.below(2) as usize]
             )
         };
     }

@@ -8,9 +8,10 @@
 //!   write), so they are not recorded at all (weights).
 //! - **local**: every site that accesses it names dimension 0 by a single index whose
 //!   expression is the site's dispatch key (`affinity(key)`, or `hash(key)`, the same kind at
-//!   every site), or there is one AICPU. Two accesses that overlap have the same index there,
-//!   so the same key value and the same owner: the tensor's dependencies never cross AICPUs,
-//!   and each AICPU keeps its accesses in a map of its own, in its own id order.
+//!   every site) — or, under `static(v)`, is `v` itself, with every site's `v` looping over the
+//!   same dense axis — or there is one AICPU. Two accesses that overlap have the same index
+//!   there, so the same owner: the tensor's dependencies never cross AICPUs, and each AICPU
+//!   keeps its accesses in a map of its own, in its own id order.
 //! - **shared**: anything else, in the global map. With it come two task-id bounds: no task
 //!   with id ≥ `writes_end` writes the tensor, none with id ≥ `accesses_end` accesses it. They
 //!   are the ends of the top-level statements holding its last writing and last accessing site
@@ -45,12 +46,12 @@ pub struct Sharing {
     pub writes_end: u64,
     /// No task with this id or above accesses it.
     pub accesses_end: u64,
-    /// During the walk: the dispatch kind every access was keyed by so far (0: none yet);
-    /// `UNKEYED` once one access was not.
-    keyed: u8,
+    /// During the walk: how every access was keyed so far (0: none yet; the policy kind, and
+    /// for `static` its loop's axis); `UNKEYED` once one access was not.
+    keyed: u32,
 }
 
-const UNKEYED: u8 = 0xFF;
+const UNKEYED: u32 = u32::MAX;
 
 /// Whether two expressions of the pool are the same node for node (so they have the same
 /// value wherever both are evaluated).
@@ -68,6 +69,26 @@ fn same_expr(v: &crate::Verified<'_>, a: u16, b: u16) -> bool {
         }
     }
     false
+}
+
+/// Whether expression `e` is exactly the loop variable at `depth`.
+fn is_var(v: &crate::Verified<'_>, e: u16, depth: u8) -> bool {
+    let x = v.exprs();
+    let (a, b) = (x.get(e as usize), x.get(e as usize + 1));
+    a.is_some_and(|r| r.opcode == crate::ExprOp::VAR as u8 && r.op1() == depth as u16)
+        && b.is_some_and(|r| r.opcode == crate::ExprOp::END as u8)
+}
+
+/// For a dense or dynamic axis (whose values are the iteration indices and whose extent does
+/// not depend on loop variables): the first axis of the table equal to it, so two loops over
+/// equal axes compare equal.
+fn dense_axis(v: &crate::Verified<'_>, axis: u16) -> Option<u16> {
+    let axes = v.axes();
+    let a = axes.get(axis as usize)?;
+    if a.opcode != Opcode::AXIS_DENSE as u8 && a.opcode != Opcode::AXIS_DENSE_DYN as u8 {
+        return None;
+    }
+    axes.iter().position(|b| b == a).map(|i| i as u16)
 }
 
 /// The end (exclusive instruction index) of the statement at `pc`.
@@ -120,11 +141,17 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
     let regions = v.regions();
     let mut filters = [(0u32, PolicySpec::default()); limits::MAX_NESTING + 1];
     let mut nf = 0;
+    // The enclosing loops: their ends and axes.
+    let mut loops = [(0u32, 0u16); limits::MAX_LOOP_DEPTH];
+    let mut nl = 0;
     let (mut top_end, mut ids_end) = (0u32, 0u64);
     let mut pc = 0u32;
     while pc < last {
         while nf > 0 && filters[nf - 1].0 <= pc {
             nf -= 1;
+        }
+        while nl > 0 && loops[nl - 1].0 <= pc {
+            nl -= 1;
         }
         if pc >= top_end {
             // A top-level statement: its tasks are the next contiguous range of ids.
@@ -133,6 +160,10 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
             ids_end = ids_end.checked_add(n).ok_or(RunError::TooManyTasks)?;
         }
         let r = code[pc as usize];
+        if Opcode::from_u8(r.opcode).map(|o| o.class()) == Some(OpClass::Loop) && nl < loops.len() {
+            loops[nl] = (r.op2(), r.op1());
+            nl += 1;
+        }
         if r.opcode == Opcode::DISPATCH_FILTER as u8 && nf < filters.len() {
             let kind = r.flags;
             let keyed = kind == Policy::Affinity as u8 || kind == Policy::Hash as u8;
@@ -140,7 +171,11 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
                 r.op2(),
                 PolicySpec {
                     kind,
-                    depth: 0,
+                    depth: if kind == Policy::StaticPartition as u8 {
+                        r.op1() as u8
+                    } else {
+                        0
+                    },
                     key: if keyed { r.operand1 } else { NONE16.into() },
                 },
             );
@@ -152,7 +187,25 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
         }
         let (params, ios) = (r.op2() & 0xFFFF, r.op2() >> 16);
         let policy = if nf > 0 { filters[nf - 1].1 } else { module };
-        let keyed = policy.kind == Policy::Affinity as u8 || policy.kind == Policy::Hash as u8;
+        // How this site's owner follows from a region's dimension-0 index, if it does: the key
+        // itself (affinity, hash), or, for a static partition, the index of the deciding loop
+        // over a dense axis (the same axis everywhere, so the same blocks).
+        let key = if policy.kind == Policy::Affinity as u8 || policy.kind == Policy::Hash as u8 {
+            Some((policy.kind as u32, policy.key.get(), None))
+        } else if policy.kind == Policy::StaticPartition as u8 {
+            loops[..nl]
+                .get(policy.depth as usize)
+                .and_then(|&(_, axis)| dense_axis(&v, axis))
+                .map(|a| {
+                    (
+                        policy.kind as u32 | (a as u32 + 1) << 8,
+                        NONE16,
+                        Some(policy.depth),
+                    )
+                })
+        } else {
+            None
+        };
         for k in 0..ios {
             let io = code[(pc + 1 + params + k) as usize];
             let Some(dir) = Opcode::from_u8(io.opcode).and_then(Dir::of_io) else {
@@ -165,14 +218,19 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
             if dir != Dir::In {
                 s.writes_end = ids_end;
             }
-            let by_key = keyed
-                && io.flags >= 1
-                && regions.get(io.op2() as usize).is_some_and(|d| {
-                    d.end.get() == NONE16 && same_expr(&v, d.start.get(), policy.key.get())
-                });
+            let by_key = key.filter(|(_, expr, depth)| {
+                io.flags >= 1
+                    && regions.get(io.op2() as usize).is_some_and(|d| {
+                        d.end.get() == NONE16
+                            && match depth {
+                                None => same_expr(&v, d.start.get(), *expr),
+                                Some(depth) => is_var(&v, d.start.get(), *depth),
+                            }
+                    })
+            });
             s.keyed = match (by_key, s.keyed) {
-                (true, 0) => policy.kind,
-                (true, k) if k == policy.kind => k,
+                (Some((k, _, _)), 0) => k,
+                (Some((k, _, _)), was) if was == k => k,
                 _ => UNKEYED,
             };
         }
