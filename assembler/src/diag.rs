@@ -104,6 +104,10 @@ impl Diagnostic {
         let col = src[line_start..start].chars().count() + 1;
         let end = floor_char(src, span.end.min(line_end).max(start));
         let width = src[start..end].chars().count().max(1);
+        // A CRLF line is shown without its CR; a position on or past the CR (the end of the
+        // input, say) is shown just past the line's last character.
+        let source_line = src[line_start..line_end].trim_end_matches('\r').to_string();
+        let col = col.min(source_line.chars().count() + 1);
         Diagnostic {
             severity,
             kind,
@@ -111,7 +115,7 @@ impl Diagnostic {
             file: file.to_string(),
             line,
             col,
-            source_line: src[line_start..line_end].trim_end_matches('\r').to_string(),
+            source_line,
             width,
         }
     }

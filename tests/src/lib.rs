@@ -5,9 +5,15 @@
 use ptovm_assembler::Module;
 use ptovm_vm::{ParamKind, Value};
 
-/// A small deterministic generator (SplitMix64), so a failing case prints as its seed.
+pub mod fuzz;
+
+/// A small deterministic generator (SplitMix64), so a failing case prints as its seed — or,
+/// for fuzzing, driven by the fuzzer's bytes ([`Gen::from_bytes`]), so that its mutations steer
+/// the choices.
 pub struct Gen {
     s: u64,
+    /// Byte-driven mode: the input and the position in it.
+    bytes: Option<(Vec<u8>, usize)>,
     vars: Vec<String>,
     next_var: usize,
     depth: usize,
@@ -21,6 +27,7 @@ impl Gen {
     pub fn new(seed: u64) -> Gen {
         Gen {
             s: seed,
+            bytes: None,
             vars: vec![],
             next_var: 0,
             depth: 0,
@@ -36,8 +43,24 @@ impl Gen {
             ..Gen::new(seed)
         }
     }
+    /// A generator whose every choice is the next byte of `data` (0 once it is used up, which
+    /// picks the first alternative: the simplest, so generation always ends). `runnable` as in
+    /// [`Gen::runnable`].
+    pub fn from_bytes(data: &[u8], runnable: bool) -> Gen {
+        Gen {
+            bytes: Some((data.to_vec(), 0)),
+            runnable,
+            ..Gen::new(0)
+        }
+    }
+
     /// The next pseudo-random number.
     pub fn next_u64(&mut self) -> u64 {
+        if let Some((data, at)) = &mut self.bytes {
+            let b = data.get(*at).copied().unwrap_or(0);
+            *at += 1;
+            return b as u64;
+        }
         self.s = self.s.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.s;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

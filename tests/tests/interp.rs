@@ -679,3 +679,43 @@ fn task_sites_with_many_region_dimensions() {
         got[0][0]
     );
 }
+
+/// `Interpreter::work_bound`, computed from the code and the parameters without walking,
+/// bounds what the walk does: the reference expansion's tasks, and every instance's loop
+/// iterations (walked and counted) on 1 to 4 AICPUs; the LLaMA layer's tasks are bounded by
+/// exactly its task count (every loop at its full extent, no COND).
+#[test]
+fn the_work_bound_bounds_the_walk() {
+    let mut checked = 0;
+    for seed in 0..300u64 {
+        let src = ptovm_tests::Gen::runnable(seed).module();
+        let out = assemble("gen.pto", &src, &Options::default()).unwrap();
+        let owned = ptovm_tests::gen_params(&out.module, seed);
+        let vals = ptovm_tests::values(&owned);
+        let v = verify(&out.bytes).unwrap();
+        let Ok(p) = RuntimeParams::new(&v, &vals) else {
+            continue;
+        };
+        let Ok(reference) = reference_expand(&v, &p, 1, 100_000) else {
+            continue;
+        };
+        for n in 1..=4u32 {
+            let bound = Interpreter::new(v, p, 0, n).unwrap().work_bound();
+            assert!(reference.len() as u64 <= bound.tasks, "{bound:?}\n{src}");
+            for i in 0..n {
+                let e = expand_aicpu(v, p, i, n, 0, u64::MAX).unwrap();
+                let walked = e.stats.visits + e.stats.count_visits;
+                assert!(walked <= bound.iterations, "{walked} > {bound:?}\n{src}");
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked > 150, "only {checked} programs ran");
+    let (bytes, params) = ptovm_tests::example("llama_layer.pto", &[("N", 16, vec![])]);
+    let v = verify(&bytes).unwrap();
+    let vals = ptovm_tests::values(&params);
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    let b = Interpreter::new(v, p, 0, 6).unwrap().work_bound();
+    assert_eq!(b.tasks, 3 * 16 * 16 + 16 * 16);
+    assert_eq!(b.iterations, 16 + 16 + 16 * 16);
+}

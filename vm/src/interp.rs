@@ -419,6 +419,15 @@ fn operand(
     }
 }
 
+/// An upper bound on a program's walk ([`Interpreter::work_bound`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkBound {
+    /// Loop iterations all instances together can start.
+    pub iterations: u64,
+    /// Tasks the program can emit.
+    pub tasks: u64,
+}
+
 /// One AICPU's interpreter over a verified program.
 #[derive(Clone, Debug)]
 pub struct Interpreter<'a, 'p> {
@@ -854,6 +863,77 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 }
                 _ => pc += 1,
             }
+        }
+    }
+
+    /// An upper bound on the walk, from the code and the runtime parameters alone, in one pass
+    /// over the code (no loop is entered): the loop iterations a walk of the whole program can
+    /// start (an instance, which skips what it does not own, starts no more, counting included),
+    /// and the tasks it can emit, with every loop at the largest extent its axis can
+    /// have (a ragged axis its longest row, a sparse axis its longest row of the indptr) and
+    /// every COND branch taken. Saturates at `u64::MAX`. A host or device can refuse a program
+    /// whose bound is over its budget before running or counting anything
+    /// (`count_tasks` walks the loops whose task count depends on their variable, so its own
+    /// cost is up to `iterations`).
+    pub fn work_bound(&self) -> WorkBound {
+        let code = self.v.code();
+        let last = code.len().saturating_sub(1) as u32;
+        // The enclosing loops: their ends and the iterations each of their bodies runs.
+        let mut stack = [(0u32, 1u64); limits::MAX_NESTING + 1];
+        let mut sp = 0usize;
+        let mut b = WorkBound::default();
+        let mut pc = 0u32;
+        while pc < last {
+            while sp > 0 && stack[sp].0 <= pc {
+                sp -= 1;
+            }
+            let mult = stack[sp].1;
+            let r = self.rec(pc);
+            match Opcode::from_u8(r.opcode).map(|o| o.class()) {
+                Some(OpClass::Loop) => {
+                    let runs = mult.saturating_mul(self.max_extent(r.op1()));
+                    b.iterations = b.iterations.saturating_add(runs);
+                    if sp + 1 < stack.len() {
+                        sp += 1;
+                        stack[sp] = (r.op2(), runs);
+                    }
+                    pc += 1;
+                }
+                Some(OpClass::Task) => {
+                    b.tasks = b.tasks.saturating_add(mult);
+                    pc += 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
+                }
+                _ => pc += 1,
+            }
+        }
+        b
+    }
+
+    /// The largest extent axis `axis` can have with these runtime parameters.
+    fn max_extent(&self, axis: u16) -> u64 {
+        let a = self
+            .v
+            .axes()
+            .get(axis as usize)
+            .copied()
+            .unwrap_or_default();
+        match Opcode::from_u8(a.opcode) {
+            Some(Opcode::AXIS_DENSE) => a.op2() as u64,
+            Some(Opcode::AXIS_DENSE_DYN) => self.p.scalar(a.op1() as usize) as u64,
+            Some(Opcode::AXIS_RAGGED) => self
+                .p
+                .array(a.op1() as usize)
+                .iter()
+                .max()
+                .map_or(0, |&l| l as u64),
+            Some(Opcode::AXIS_SPARSE) => self
+                .p
+                .array(a.op1() as usize)
+                .windows(2)
+                .map(|w| w[1].saturating_sub(w[0]) as u64)
+                .max()
+                .unwrap_or(0),
+            _ => 0,
         }
     }
 

@@ -38,7 +38,7 @@ pub mod waitlist;
 
 pub use error::{ErrorKind, ExprProblem, Location, VerifyError};
 pub use format::{limits, Layout, Record, Section, MAGIC, VERSION};
-pub use interp::{Interpreter, Io, LaunchError, RunError, Sink, Stats, Status, Task};
+pub use interp::{Interpreter, Io, LaunchError, RunError, Sink, Stats, Status, Task, WorkBound};
 pub use opcodes::{
     DType, Dir, ExprKind, ExprOp, Field, OpClass, Opcode, ParamKind, Policy, Pool, ReadyPolicy,
     Slot, StartPolicy, Timing, WindowMode,
