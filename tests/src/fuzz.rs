@@ -17,7 +17,7 @@ use ptovm_vm::{
 use crate::{gen_params, values, Gen};
 
 /// The names of the targets, for the corpus test and the scripts.
-pub const TARGETS: [&str; 4] = ["bytes", "text", "roundtrip", "partition"];
+pub const TARGETS: [&str; 5] = ["bytes", "text", "roundtrip", "partition", "schedule"];
 
 /// Runs target `name` on `data`.
 pub fn check(name: &str, data: &[u8]) -> Result<(), String> {
@@ -26,6 +26,7 @@ pub fn check(name: &str, data: &[u8]) -> Result<(), String> {
         "text" => text(data),
         "roundtrip" => roundtrip(data),
         "partition" => partition(data),
+        "schedule" => schedule(data),
         _ => Err(format!("no fuzz target {name}")),
     }
 }
@@ -255,4 +256,50 @@ pub fn partition(data: &[u8]) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// `schedule`: a small runnable module generated from the input after its first four bytes,
+/// which pick the AICPU count (1 to 4), the window (1 to 64 slots), the scheduling settings and
+/// the interleaving, run through the shared scheduler (`vm::sched`) on one thread with AICPU
+/// steps and core starts and ends in that interleaving (`crate::sched`, the driver of
+/// `tests/tests/sched.rs`): it ends, and passes the check against the reference expander —
+/// every task once, on a core of its pool, after all its predecessors.
+pub fn schedule(data: &[u8]) -> Result<(), String> {
+    if data.len() < 4 {
+        return Ok(());
+    }
+    let (head, rest) = data.split_at(4);
+    let n = 1 + head[0] as u32 % 4;
+    let window = [1u32, 2, 3, 8, 64][head[1] as usize % 5];
+    let seed = rest.iter().fold(
+        u64::from(u16::from_le_bytes([head[2], head[3]])),
+        |h, &b| h.rotate_left(7) ^ b as u64,
+    );
+    let cfg = crate::sched::config(seed, window);
+    let src = Gen::from_bytes(rest, true).module();
+    let out = assemble("gen.pto", &src, &Options::default())
+        .map_err(|e| format!("a generated module does not assemble: {e}\n{src}"))?;
+    let params = gen_params(&out.module, seed);
+    {
+        let v = verify(&out.bytes).map_err(|e| format!("{e}\n{src}"))?;
+        let vals = values(&params);
+        let Ok(p) = RuntimeParams::new(&v, &vals) else {
+            return Ok(());
+        };
+        let Ok(it) = Interpreter::new(v, p, 0, n) else {
+            return Ok(());
+        };
+        // Small cases: every run is checked against the reference graph.
+        let b = it.work_bound();
+        if b.tasks > 2_000 || b.iterations > 20_000 {
+            return Ok(());
+        }
+    }
+    match crate::sched::run(&out.bytes, &params, n, window, cfg, seed) {
+        Ok(r) => crate::sched::check(&out.bytes, &params, n, &r)
+            .map_err(|e| format!("{e} ({n} AICPUs, {cfg:?}, seed {seed})\n{src}")),
+        // Runtime errors of the program are the interpreter's tests.
+        Err(e) if e.contains("parameter") || e.contains("instruction") => Ok(()),
+        Err(e) => Err(format!("{e} ({n} AICPUs, {cfg:?}, seed {seed})\n{src}")),
+    }
 }

@@ -6,6 +6,7 @@ use ptovm_assembler::Module;
 use ptovm_vm::{ParamKind, Value};
 
 pub mod fuzz;
+pub mod sched;
 
 /// A small deterministic generator (SplitMix64), so a failing case prints as its seed — or,
 /// for fuzzing, driven by the fuzzer's bytes ([`Gen::from_bytes`]), so that its mutations steer

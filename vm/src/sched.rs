@@ -117,8 +117,8 @@ pub trait Env {
 }
 
 /// When an AICPU starts handing tasks to its cores (seed 003 §7). An AICPU whose generation is
-/// blocked — a full window, or a watermark wait — starts in any case: holding its ready tasks
-/// back then could deadlock.
+/// blocked — a full window, a watermark wait, or a task waiting for predecessors beyond its
+/// waiter nodes — starts in any case: holding its ready tasks back then could deadlock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Start {
     /// As soon as a task is ready.
@@ -731,7 +731,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             }
             let Some(k) = self.pending else { break };
             // One task at a time waits for extra predecessors (its scratch holds them).
+            // Generation is blocked until they complete, so the start policy gives way: under
+            // `after_orchestration` they would otherwise never be dispatched.
             if self.deferred.is_some() {
+                self.started = true;
                 break;
             }
             let need = self.need;

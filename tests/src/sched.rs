@@ -1,0 +1,317 @@
+//! The shared scheduler (`ptovm_vm::sched`) driven on one thread in seeded random
+//! interleavings of AICPU steps and core starts and ends, as the device's AICPUs and AICores may
+//! produce them: the driver of `tests/tests/sched.rs` and of the `schedule` fuzz target.
+
+use std::cell::RefCell;
+use std::sync::atomic::AtomicU32;
+
+use ptovm_host_sim::{heap_map, DepMode, HeapMap, HeapStorage};
+use ptovm_vm::handshake::{CoreSlot, CUBE, VECTOR};
+use ptovm_vm::ring::{Cell, Ring};
+use ptovm_vm::sched::{
+    Aicpu, Busy, Config, Env, Local, MapLock, Node, Padded, Pred, Shared, Slot, Start, NODES,
+};
+use ptovm_vm::share::Sharing;
+use ptovm_vm::tmap::MapLayout;
+use ptovm_vm::{verify, Interpreter, Pool, RuntimeParams, WindowMode};
+
+use crate::{values, Gen};
+
+/// The global map behind a `RefCell` (one thread: no lock needed).
+pub struct Lock(pub RefCell<HeapMap>);
+impl MapLock for Lock {
+    type Mem = HeapStorage;
+    fn with_map<R>(&self, f: impl FnOnce(&mut HeapMap) -> R) -> R {
+        f(&mut self.0.borrow_mut())
+    }
+}
+
+/// The cores rung and not yet started.
+#[derive(Default)]
+pub struct Rung(pub Vec<u32>);
+impl Env for Rung {
+    fn wake(&mut self, _: u32) {}
+    fn ring(&mut self, core: u32) {
+        self.0.push(core);
+    }
+}
+
+/// A ready or completion ring for `cap` slots.
+pub fn ring(cap: usize) -> Ring<Box<[Cell]>> {
+    Ring::new(
+        (0..cap.max(2).next_power_of_two())
+            .map(|_| Cell::default())
+            .collect(),
+    )
+    .unwrap()
+}
+
+/// The shared region of a launch (`Shared` borrows it).
+pub struct Region {
+    pub n: u32,
+    pub cap: usize,
+    pub published: Vec<Padded>,
+    pub waiting: Vec<Padded>,
+    pub slots: Vec<Slot>,
+    pub nodes: Vec<Node>,
+    pub ready: Vec<Ring<Box<[Cell]>>>,
+    pub passed: Vec<Ring<Box<[Cell]>>>,
+    pub cores: Vec<CoreSlot>,
+    pub core_aicpu: Vec<u32>,
+    pub lock: Lock,
+    pub writers: Vec<AtomicU32>,
+}
+
+impl Region {
+    /// For `n` AICPUs with `cap` slots each and cores of the given types and owners.
+    pub fn new(
+        v: &ptovm_vm::Verified<'_>,
+        n: u32,
+        cap: usize,
+        types: &[u32],
+        owners: Vec<u32>,
+    ) -> Region {
+        let layout = MapLayout::for_program(v, n * cap as u32).unwrap();
+        Region {
+            n,
+            cap,
+            published: (0..n).map(|_| Padded::new(0)).collect(),
+            waiting: (0..n).map(|_| Padded::new(u64::MAX)).collect(),
+            slots: (0..n as usize * cap).map(|_| Slot::default()).collect(),
+            nodes: (0..n as usize * cap * NODES)
+                .map(|_| Node::default())
+                .collect(),
+            ready: (0..2 * n).map(|_| ring(cap)).collect(),
+            passed: (0..n).map(|_| ring(cap)).collect(),
+            cores: types
+                .iter()
+                .map(|&t| {
+                    let s = CoreSlot::default();
+                    s.set_up(t);
+                    s
+                })
+                .collect(),
+            core_aicpu: owners,
+            lock: Lock(RefCell::new(heap_map(layout, DepMode::Overlap).unwrap())),
+            writers: (0..v.tensors().len()).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+
+    pub fn shared(&self) -> Shared<'_, Box<[Cell]>, Lock> {
+        Shared {
+            n: self.n,
+            cap: self.cap as u32,
+            published: &self.published,
+            waiting_for: &self.waiting,
+            slots: &self.slots,
+            nodes: &self.nodes,
+            ready: &self.ready,
+            passed: &self.passed,
+            cores: &self.cores,
+            core_aicpu: &self.core_aicpu,
+            map: &self.lock,
+            writers: &self.writers,
+        }
+    }
+}
+
+/// An AICPU's own TensorMap for windows of `cap` slots.
+pub fn local_map(v: &ptovm_vm::Verified<'_>, cap: usize) -> HeapMap {
+    heap_map(
+        MapLayout::for_program(v, cap as u32).unwrap(),
+        DepMode::Overlap,
+    )
+    .unwrap()
+}
+
+/// What a run did: per task, (start, end, pool, owner AICPU), and the step count.
+pub struct Run {
+    pub ran: Vec<(u64, u64, Pool, u32)>,
+    pub edges: u64,
+}
+
+/// Runs the program on `n` AICPUs with `cores` cube and `cores` vector cores, windows of
+/// `window`, interleaving steps and core completions by `seed`.
+pub fn run(
+    bytes: &[u8],
+    params: &[(ptovm_vm::ParamKind, u32, Vec<u32>)],
+    n: u32,
+    window: u32,
+    cfg: Config,
+    seed: u64,
+) -> Result<Run, String> {
+    let v = verify(bytes).unwrap();
+    let vals = values(params);
+    let p = RuntimeParams::new(&v, &vals).map_err(|e| e.to_string())?;
+    let cap = window as usize
+        * if cfg.mode == WindowMode::Benchmark {
+            4
+        } else {
+            1
+        };
+    let cores_per = 2u32;
+    let ncores = (2 * cores_per * n) as usize;
+    // Cores c go to AICPU c mod n; the first n are cube, the next n vector, and so on, so every
+    // AICPU gets both.
+    let types: Vec<u32> = (0..ncores)
+        .map(|c| {
+            if (c / n as usize).is_multiple_of(2) {
+                CUBE
+            } else {
+                VECTOR
+            }
+        })
+        .collect();
+    let core_aicpu: Vec<u32> = (0..ncores as u32).map(|c| c % n).collect();
+    let region = Region::new(&v, n, cap, &types, core_aicpu);
+    let sh = region.shared();
+    let (slots, cores) = (&region.slots, &region.cores);
+    type Bufs = (
+        Vec<u32>,
+        Vec<u32>,
+        Vec<u32>,
+        Vec<u32>,
+        Vec<Busy>,
+        Vec<Pred>,
+        Vec<Sharing>,
+    );
+    let mut bufs: Vec<Bufs> = (0..n)
+        .map(|i| {
+            let own: Vec<u32> = (0..ncores as u32).filter(|&c| c % n == i).collect();
+            let k = own.len();
+            (
+                vec![0; cap],
+                vec![0; cap],
+                vec![0; cap],
+                own,
+                vec![Busy::default(); k],
+                vec![Pred::default(); n as usize * cap],
+                vec![Sharing::default(); v.tensors().len()],
+            )
+        })
+        .collect();
+    let mut cpus = Vec::new();
+    for (i, b) in bufs.iter_mut().enumerate() {
+        let local = Local {
+            free: &mut b.0,
+            retiring: &mut b.1,
+            unreleased: &mut b.2,
+            cores: &mut b.3,
+            busy: &mut b.4,
+            preds: &mut b.5,
+            shares: &mut b.6,
+            map: local_map(&v, cap),
+        };
+        let it = Interpreter::new(v, p, i as u32, n).map_err(|e| e.to_string())?;
+        cpus.push(Aicpu::new(i as u32, it, local, &sh).map_err(|e| e.to_string())?);
+    }
+    let mut rng = Gen::new(seed);
+    let mut env = Rung::default();
+    let mut clock = 1u64;
+    let mut ran: Vec<(u64, u64, Pool, u32)> = Vec::new();
+    // Cores that took their task and have not finished yet.
+    let mut running: Vec<u32> = Vec::new();
+    for _ in 0..5_000_000u32 {
+        if cpus.iter().all(|c| c.finished()) {
+            // Every task retired: nothing is left in any map.
+            for c in &cpus {
+                if c.local_map().used() != 0 {
+                    return Err(format!("AICPU {}'s own map kept entries", c.index()));
+                }
+            }
+            if region.lock.0.borrow().used() != 0 {
+                return Err("the global map kept entries".into());
+            }
+            if region
+                .writers
+                .iter()
+                .any(|w| w.load(std::sync::atomic::Ordering::Relaxed) != 0)
+            {
+                return Err("a live-writer count stayed above zero".into());
+            }
+            let edges = cpus.iter().map(|c| c.counts().edges).sum();
+            return Ok(Run { ran, edges });
+        }
+        match rng.below(4) {
+            // A core takes a rung task (its start).
+            0 if !env.0.is_empty() => {
+                let core = env.0.swap_remove(rng.below(env.0.len() as u64) as usize);
+                let word = cores[core as usize]
+                    .take()
+                    .ok_or("rung core without a task")?;
+                let (a, s) = ((word >> 32) as u32, word as u32);
+                let id = slots[(a * cap as u32 + s) as usize]
+                    .task
+                    .load(std::sync::atomic::Ordering::Acquire);
+                if ran.len() <= id as usize {
+                    ran.resize(id as usize + 1, (0, 0, Pool::Vector, u32::MAX));
+                }
+                if ran[id as usize].0 != 0 {
+                    return Err(format!("task {id} ran twice"));
+                }
+                let pool = if cores[core as usize]
+                    .core_type
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    == CUBE
+                {
+                    Pool::Cube
+                } else {
+                    Pool::Vector
+                };
+                ran[id as usize] = (clock, 0, pool, a);
+                clock += 1;
+                running.push(core);
+            }
+            // A running core finishes (its end).
+            1 if !running.is_empty() => {
+                let core = running.swap_remove(rng.below(running.len() as u64) as usize);
+                let word = cores[core as usize]
+                    .task
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                let (a, s) = ((word >> 32) as u32, word as u32);
+                let id = slots[(a * cap as u32 + s) as usize]
+                    .task
+                    .load(std::sync::atomic::Ordering::Acquire);
+                ran[id as usize].1 = clock;
+                clock += 1;
+                cores[core as usize].finish();
+            }
+            _ => {
+                let i = rng.below(n as u64) as usize;
+                cpus[i]
+                    .step(&sh, &cfg, &mut env)
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    Err("no end within 5,000,000 steps (deadlock?)".into())
+}
+
+/// Checks a run against the reference expander (each task once, on its pool, after its
+/// predecessors).
+pub fn check(
+    bytes: &[u8],
+    params: &[(ptovm_vm::ParamKind, u32, Vec<u32>)],
+    n: u32,
+    r: &Run,
+) -> Result<(), String> {
+    crate::check_run(bytes, &params.to_vec(), n, &r.ran)
+}
+
+/// Scheduling settings picked by `seed`: window mode, start policy, pipeline depth, work
+/// stealing, `batch_deps`.
+pub fn config(seed: u64, window: u32) -> Config {
+    Config {
+        window,
+        mode: [WindowMode::Stall, WindowMode::Benchmark][(seed >> 9) as usize % 2],
+        start: match seed % 3 {
+            0 => Start::Immediate,
+            1 => Start::AfterOrchestration,
+            _ => Start::Threshold(1 + seed % 7),
+        },
+        pipeline_depth: (seed >> 3) as u32 % 3,
+        work_steal: (seed >> 5) & 1 == 1,
+        batch_deps: [0, 1, 3, 64][(seed >> 7) as usize % 4],
+        naive: false,
+    }
+}
