@@ -658,12 +658,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             match Opcode::from_u8(r.opcode) {
                 Some(Opcode::COND) => self.expr_reads(r.op1() as u32, d),
                 Some(Opcode::PARALLEL_FOR | Opcode::FOR_EACH | Opcode::SELECT) => {
-                    let a = self
-                        .v
-                        .axes()
-                        .get(r.op1() as usize)
-                        .copied()
-                        .unwrap_or_default();
+                    let a = self.axis_rec(r.op1());
                     match Opcode::from_u8(a.opcode) {
                         Some(Opcode::AXIS_RAGGED) => self.expr_reads(a.op2(), d),
                         Some(Opcode::AXIS_SPARSE) => self.expr_reads(a.op2() & 0xFFFF, d),
@@ -679,14 +674,18 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         (start..end).any(|pc| self.rec(pc).opcode == Opcode::DISPATCH_FILTER as u8)
     }
 
-    /// Evaluates a loop's axis: (extent, sparse base, indices slot or NONE16).
-    fn axis(&self, axis: u16, pc: u32) -> R<(u64, u32, u16)> {
-        let a = self
-            .v
+    /// Axis record `axis` (verified to exist).
+    fn axis_rec(&self, axis: u16) -> Record {
+        self.v
             .axes()
             .get(axis as usize)
             .copied()
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    /// Evaluates a loop's axis: (extent, sparse base, indices slot or NONE16).
+    fn axis(&self, axis: u16, pc: u32) -> R<(u64, u32, u16)> {
+        let a = self.axis_rec(axis);
         match Opcode::from_u8(a.opcode) {
             Some(Opcode::AXIS_DENSE) => Ok((a.op2() as u64, 0, NONE16)),
             Some(Opcode::AXIS_DENSE_DYN) => Ok((self.p.scalar(a.op1() as usize) as u64, 0, NONE16)),
@@ -911,12 +910,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
 
     /// The largest extent axis `axis` can have with these runtime parameters.
     fn max_extent(&self, axis: u16) -> u64 {
-        let a = self
-            .v
-            .axes()
-            .get(axis as usize)
-            .copied()
-            .unwrap_or_default();
+        let a = self.axis_rec(axis);
         match Opcode::from_u8(a.opcode) {
             Some(Opcode::AXIS_DENSE) => a.op2() as u64,
             Some(Opcode::AXIS_DENSE_DYN) => self.p.scalar(a.op1() as usize) as u64,
