@@ -733,3 +733,60 @@ fn run_writes_a_chrome_trace() {
     let names = ev.iter().filter(|e| e["name"] == "thread_name").count();
     assert_eq!(names, 2 + 6, "a named track per AICPU and per core");
 }
+
+/// Bytecode cut at every section boundary (and inside every section), as transferred (the
+/// length and checksum then disagree) and resealed (length and checksum fixed, so the verifier
+/// reaches the counts and the sections): `verify`, `disasm -o`, `inspect`, `run` and `expand`
+/// each fail with a one-line error, exit code 1, nothing on stdout and no file left behind.
+#[test]
+fn bytecode_cut_at_every_section_boundary() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for example in ["llama_layer.pto", "moe.pto"] {
+        let good = std::fs::read(asm_example(d, example)).unwrap();
+        let layout = *ptovm_vm::verify(&good).unwrap().layout();
+        let mut cuts: Vec<usize> = layout
+            .ranges
+            .iter()
+            .flat_map(|&(off, len)| [off, off + len / 2, off + len])
+            .filter(|&c| c < good.len())
+            .collect();
+        cuts.sort();
+        cuts.dedup();
+        for cut in cuts {
+            let raw = good[..cut].to_vec();
+            let mut sealed = raw.clone();
+            if sealed.len() >= 64 {
+                let len = sealed.len() as u32;
+                sealed[24..28].copy_from_slice(&len.to_le_bytes());
+                let sum = ptovm_vm::format::checksum(&sealed);
+                sealed[28..32].copy_from_slice(&sum.to_le_bytes());
+            }
+            for (kind, bytes) in [("raw", raw), ("sealed", sealed)] {
+                let name = format!("cut-{kind}-{cut}.ptow");
+                std::fs::write(d.join(&name), &bytes).unwrap();
+                for args in [
+                    vec!["verify", name.as_str()],
+                    vec!["disasm", name.as_str(), "-o", "out.txt"],
+                    vec!["inspect", name.as_str()],
+                    vec!["run", name.as_str()],
+                    vec!["expand", name.as_str()],
+                ] {
+                    let before = files(d);
+                    let o = ptovm(&args, d);
+                    let err = stderr(&o);
+                    assert_eq!(o.status.code(), Some(1), "{example} {args:?}: {err}");
+                    assert_eq!(
+                        err.lines().count(),
+                        1,
+                        "{example} {args:?}: one line: {err}"
+                    );
+                    assert!(err.starts_with("error: "), "{example} {args:?}: {err}");
+                    assert!(o.stdout.is_empty(), "{example} {args:?}: nothing on stdout");
+                    assert_eq!(files(d), before, "{example} {args:?}: no file left behind");
+                }
+                std::fs::remove_file(d.join(&name)).unwrap();
+            }
+        }
+    }
+}
