@@ -3,7 +3,7 @@
 //! types directly, so the layout is defined once (in `ptovm_vm::format`).
 
 use ptovm_vm::format::{
-    checksum, padded_strtab, sizes, Config, Header, KernelEntry, ParamEntry, PolicySpec, RegionDim,
+    padded_strtab, seal, sizes, Config, Header, KernelEntry, ParamEntry, PolicySpec, RegionDim,
     TensorEntry, MAGIC, NONE16, VERSION,
 };
 use ptovm_vm::{ParamKind, Policy, Record, Verified};
@@ -181,10 +181,7 @@ impl Module {
         let slen = strtab.len();
         out.extend_from_slice(&strtab);
         out.resize(out.len() + padded_strtab(slen) - slen, 0);
-        let total = out.len() as u32;
-        out[24..28].copy_from_slice(&total.to_le_bytes());
-        let sum = checksum(&out);
-        out[28..32].copy_from_slice(&sum.to_le_bytes());
+        seal(&mut out);
         out
     }
 

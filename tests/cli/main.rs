@@ -756,12 +756,7 @@ fn bytecode_cut_at_every_section_boundary() {
         for cut in cuts {
             let raw = good[..cut].to_vec();
             let mut sealed = raw.clone();
-            if sealed.len() >= 64 {
-                let len = sealed.len() as u32;
-                sealed[24..28].copy_from_slice(&len.to_le_bytes());
-                let sum = ptovm_vm::format::checksum(&sealed);
-                sealed[28..32].copy_from_slice(&sum.to_le_bytes());
-            }
+            ptovm_vm::format::seal(&mut sealed);
             for (kind, bytes) in [("raw", raw), ("sealed", sealed)] {
                 let name = format!("cut-{kind}-{cut}.ptow");
                 std::fs::write(d.join(&name), &bytes).unwrap();

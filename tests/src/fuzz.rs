@@ -9,7 +9,6 @@
 
 use ptovm_assembler::{assemble, disassemble, Module, Options};
 use ptovm_host_sim::{expand_aicpu, reference_expand};
-use ptovm_vm::format::CHECKSUM_OFFSET;
 use ptovm_vm::{
     verify, Interpreter, ParamKind, RuntimeParams, Sink, Status, Task, Value, Verified,
 };
@@ -55,12 +54,7 @@ impl Sink for Count {
 pub fn bytes(data: &[u8]) -> Result<(), String> {
     let _ = verify(data);
     let mut sealed = data.to_vec();
-    if sealed.len() >= 64 {
-        let len = sealed.len() as u32;
-        sealed[24..28].copy_from_slice(&len.to_le_bytes());
-        let sum = ptovm_vm::format::checksum(&sealed);
-        sealed[CHECKSUM_OFFSET..CHECKSUM_OFFSET + 4].copy_from_slice(&sum.to_le_bytes());
-    }
+    ptovm_vm::format::seal(&mut sealed);
     let Ok(v) = verify(&sealed) else {
         return Ok(());
     };

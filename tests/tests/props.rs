@@ -47,10 +47,7 @@ proptest! {
             b[off..off + 4].copy_from_slice(&c.to_le_bytes());
         }
         b.extend_from_slice(&body);
-        let n = b.len() as u32;
-        b[24..28].copy_from_slice(&n.to_le_bytes());
-        let sum = ptovm_vm::format::checksum(&b);
-        b[28..32].copy_from_slice(&sum.to_le_bytes());
+        ptovm_vm::format::seal(&mut b);
         roundtrips_if_valid(&b);
     }
 

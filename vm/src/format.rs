@@ -557,6 +557,21 @@ pub const fn padded_strtab(len: usize) -> usize {
     (len + 7) & !7
 }
 
+/// Byte offset of the `total_len` field in the header.
+pub const TOTAL_LEN_OFFSET: usize = 24;
+
+/// Sets a file's `total_len` to its length and its checksum to match (what an encoder does
+/// last). Bytes shorter than the header are left as they are.
+pub fn seal(bytes: &mut [u8]) {
+    if bytes.len() < sizes::HEADER {
+        return;
+    }
+    let len = bytes.len() as u32;
+    bytes[TOTAL_LEN_OFFSET..TOTAL_LEN_OFFSET + 4].copy_from_slice(&len.to_le_bytes());
+    let sum = checksum(bytes);
+    bytes[CHECKSUM_OFFSET..CHECKSUM_OFFSET + 4].copy_from_slice(&sum.to_le_bytes());
+}
+
 /// CRC-32 (ISO-HDLC, the zlib/PNG CRC) of `bytes` with the checksum field read as zero.
 pub fn checksum(bytes: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
