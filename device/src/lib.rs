@@ -39,7 +39,7 @@ use ptovm_vm::sched::{
 use ptovm_vm::share::Sharing;
 use ptovm_vm::spin::SpinLock;
 use ptovm_vm::tmap::{Entry, MapLayout, MatchMode, Slices, TensorMap};
-use ptovm_vm::{verify, Interpreter, Io, RuntimeParams, Value, Verified, WindowMode};
+use ptovm_vm::{verify, Interpreter, Io, LaunchError, RuntimeParams, Value, Verified, WindowMode};
 
 /// Version of this ABI; [`ptovm_abi_version`] returns it and `PTOVM_ABI_VERSION` in the header
 /// must equal it.
@@ -639,8 +639,10 @@ unsafe fn instance_layout(
         let values: &'static [Value<'static>] = values;
         let rp = RuntimeParams::new(&v, values)
             .map_err(|e| fail!(PTOVM_E_PARAMS, "runtime parameters: {e}"))?;
-        let interp =
-            Interpreter::new(v, rp, a, p.n).map_err(|e| fail!(PTOVM_E_PARAMS, "launch: {e}"))?;
+        let interp = Interpreter::new(v, rp, a, p.n).map_err(|e| match e {
+            LaunchError::Params(e) => fail!(PTOVM_E_PARAMS, "launch: {e}"),
+            LaunchError::Run(e) => fail!(PTOVM_E_RUN, "launch: {e}"),
+        })?;
         let mut own_list = own_cores(p, a);
         let local = Local {
             free: fill(free, cap, |_| 0),
@@ -653,7 +655,7 @@ unsafe fn instance_layout(
             map: map.build(&p.local, p.mode)?,
         };
         let sched = Aicpu::new(a, interp, local, &(*shared).sched)
-            .map_err(|e| fail!(PTOVM_E_STATE, "scheduler: {e}"))?;
+            .map_err(|e| fail!(code_of(&e), "scheduler: {e}"))?;
         aicpu.write(sched);
         header.write(InstanceHeader {
             magic: INSTANCE_MAGIC,

@@ -428,6 +428,25 @@ fn a_runtime_error_is_reported_by_the_instance() {
 }
 
 #[test]
+fn a_runtime_error_in_the_launch_analysis_is_a_run_error() {
+    // moe.pto's indptr has one entry per expert plus one; with two entries the launch-time
+    // tensor analysis, which counts each statement's tasks, reads past it. That is the
+    // program's runtime error (the walk would meet it too), not a broken instance.
+    let code = example("moe.pto");
+    let params: Params = vec![
+        (ParamKind::Scalar, 2, vec![]),
+        (ParamKind::Array, 0, vec![0, 1]),
+        (ParamKind::Array, 0, vec![1, 0]),
+    ];
+    let e = launch(&code, &params, settings(2, 8)).unwrap_err();
+    assert!(
+        e.starts_with(&format!("instance init {PTOVM_E_RUN}: ")),
+        "{e}"
+    );
+    assert!(e.contains("is outside runtime array"), "{e}");
+}
+
+#[test]
 fn a_window_abort_stops_every_aicpu() {
     // control.pto's schedule says `window_mode = abort`; with 2 slots its window overflows. The
     // AICPU that overflows reports it; the others stop instead of waiting for it forever.

@@ -448,7 +448,12 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             sh.map.with_map(|m| m.mode()) == local.map.mode(),
             "the local TensorMap's match mode differs from the global one's",
         )?;
-        share::analyze(&interp, local.shares)?;
+        share::analyze(&interp, local.shares).map_err(|e| match e {
+            // The analysis counts statements' tasks: an error there is the program's, the one
+            // its walk would meet.
+            ShareError::Run(e) => SchedError::Run(e),
+            other => SchedError::Share(other),
+        })?;
         need(
             local.cores.iter().all(|&c| (c as usize) < sh.cores.len()),
             "core index past the handshake slots",
