@@ -8,6 +8,8 @@ use ptovm_host_sim::{edges, reference_expand, DepMode, Edge, RefTask};
 use ptovm_vm::{Dir, Interpreter, ParamKind, RuntimeParams, Sink, Status, Task, Value, Verified};
 use serde_json::json;
 
+use crate::{launch_err, run_err, Exit, Fail};
+
 /// Most tasks `expand` holds in memory (the reference expansion keeps every task: ~1 KB each
 /// with its regions, so 4 M tasks is about 4 GB).
 pub const MAX_TASKS: u64 = 4_000_000;
@@ -125,40 +127,36 @@ impl Sink for Check<'_> {
 }
 
 /// Runs the expansion and renders it.
-pub fn run(
-    v: &Verified<'_>,
-    m: &Module,
-    vals: &[Value<'_>],
-    o: &Opts,
-) -> Result<String, (u8, String)> {
-    let p =
-        RuntimeParams::new(v, vals).map_err(|e| (1, format!("error: runtime parameters: {e}")))?;
+pub fn run(v: &Verified<'_>, m: &Module, vals: &[Value<'_>], o: &Opts) -> Result<String, Fail> {
+    let p = RuntimeParams::new(v, vals)
+        .map_err(|e| Fail(Exit::Params, format!("error: runtime parameters: {e}")))?;
     let n = o.aicpus.unwrap_or(v.config().num_aicpus.get() as u32);
     if n == 0 || n > 64 {
-        return Err((2, format!("error: --aicpus {n} is outside 1..=64")));
+        return Err(Fail(
+            Exit::Usage,
+            format!("error: --aicpus {n} is outside 1..=64"),
+        ));
     }
     if let Some(i) = o.aicpu {
         if i >= n {
-            return Err((
-                2,
+            return Err(Fail(
+                Exit::Usage,
                 format!("error: --aicpu {i} is not below the AICPU count {n}"),
             ));
         }
     }
-    let run_err = |e: ptovm_vm::RunError| (1, format!("error: {e}"));
     // The bound on work, known before anything is expanded.
-    let total = Interpreter::new(*v, p, 0, 1)
-        .map_err(|e| (1, format!("error: {e}")))?
-        .count_tasks()
-        .map_err(run_err)?;
-    if total > MAX_TASKS {
-        return Err((1, format!("error: the program generates {total} tasks; `expand` holds at most {MAX_TASKS} in memory")));
-    }
+    crate::budget::check(
+        v,
+        &p,
+        MAX_TASKS,
+        &format!("the {MAX_TASKS} `expand` holds in memory"),
+    )?;
     let reference = reference_expand(v, &p, n, MAX_TASKS).map_err(run_err)?;
     let mut per = vec![0u64; n as usize];
     let mut visits = vec![0u64; n as usize];
     for i in 0..n {
-        let mut it = Interpreter::new(*v, p, i, n).map_err(|e| (1, format!("error: {e}")))?;
+        let mut it = Interpreter::new(*v, p, i, n).map_err(launch_err)?;
         let mut c = Check {
             aicpu: i,
             reference: &reference,
@@ -166,7 +164,7 @@ pub fn run(
         };
         while it.run(&mut c, u64::MAX).map_err(run_err)? == Status::Paused {}
         if let Some(b) = c.bad {
-            return Err((4, format!("internal error: {b}")));
+            return Err(Fail(Exit::Internal, format!("internal error: {b}")));
         }
         per[i as usize] = it.stats().emitted;
         visits[i as usize] = it.stats().visits;
@@ -174,8 +172,8 @@ pub fn run(
     for (i, c) in per.iter().enumerate() {
         let want = reference.iter().filter(|t| t.owner == i as u32).count() as u64;
         if *c != want {
-            return Err((
-                4,
+            return Err(Fail(
+                Exit::Internal,
                 format!(
                     "internal error: AICPU {i} emitted {c} tasks, the reference gives it {want}"
                 ),

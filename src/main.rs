@@ -1,8 +1,9 @@
-//! `ptovm`: assemble, disassemble, verify and inspect PTOW workload bytecode.
+//! `ptovm`: assemble, disassemble, verify and inspect PTOW workload bytecode, expand it, and run
+//! it on the threaded simulator.
 //!
-//! Exit codes: 0 success; 1 the input is invalid (assembly, verification, runtime-parameter or
-//! expansion error); 2 bad command-line usage; 3 an I/O error (missing file, unwritable
-//! output); 4 an internal consistency check failed (a bug: please report it).
+//! Every failure exits with the code of its kind ([`Exit`]), prints one line starting with
+//! `error:` (text errors add the source line and a caret), writes nothing to standard output and
+//! leaves no file behind.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use ptovm_assembler::{assemble, disassemble, Options, Overrides, Select};
 use ptovm_vm::WindowMode;
 
+mod budget;
 mod expand;
 mod inspect;
 mod run;
@@ -23,7 +25,8 @@ const LLAMA: &str = include_str!("../examples/llama_layer.pto");
 #[command(
     name = "ptovm",
     version,
-    about = "PTOW workload bytecode: assemble, disassemble, verify, inspect"
+    about = "PTOW workload bytecode: assemble, disassemble, verify, inspect, expand, run",
+    after_help = EXIT_CODES
 )]
 struct Cli {
     #[command(subcommand)]
@@ -99,7 +102,8 @@ enum Cmd {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
-    /// Verify PTOW bytecode: prints `ok`, or the error and exits 1.
+    /// Verify PTOW bytecode: prints `ok`, or the error and exits 6 (damaged file) or 7 (invalid
+    /// program).
     Verify {
         /// Input bytecode; `-` reads standard input.
         input: PathBuf,
@@ -145,6 +149,10 @@ enum Cmd {
         /// `exact` (pto-isa's: equal regions only, so `--check` may catch a missed edge).
         #[arg(long, value_enum, default_value = "overlap")]
         deps: Deps,
+        /// Refuse, before running, a program that generates more tasks than this (or can start
+        /// more than 8 loop iterations a task of it).
+        #[arg(long, default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+        max_tasks: u64,
     },
     /// Expand a program into tasks on each AICPU, check them against the reference expander,
     /// and list them with their dependencies.
@@ -186,24 +194,70 @@ enum Cmd {
     },
 }
 
-/// A failure with its exit code.
-pub(crate) struct Fail(pub(crate) u8, pub(crate) String);
+/// The exit code of each kind of failure (0 is success). README.md and `ptovm --help` list them;
+/// `tests/cli/hostile.rs` checks each input kind against its code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// A verified program with valid parameters failed while it ran: an expression error (an
+    /// index outside a runtime array, overflow, division by zero, a region outside its tensor),
+    /// a full window in `abort` mode, or more tasks than `expand` holds.
+    Failed = 1,
+    /// Bad command-line usage: unknown command or option, a value out of range (`--window 0`,
+    /// `--aicpu` not below the AICPU count, too few cores for the AICPUs).
+    Usage = 2,
+    /// A file or stream could not be read or written.
+    Io = 3,
+    /// An internal consistency check failed (a bug: please report it).
+    Internal = 4,
+    /// `.pto` text or a listing was rejected by the assembler (or is not UTF-8).
+    Text = 5,
+    /// The bytecode file is damaged or foreign: too short, bad magic, unknown version, a length
+    /// or section sizes that disagree, a bad checksum (usually a broken transfer).
+    Damaged = 6,
+    /// The bytecode is well framed but its program breaks a rule of the verifier (unknown
+    /// opcode, an index outside a table, a body past the end, nesting too deep, ...).
+    Invalid = 7,
+    /// The runtime parameters were rejected: missing, unknown, given twice, not a number, of
+    /// the wrong kind or length, or a sparse indptr that is empty, decreasing or past its
+    /// indices.
+    Params = 8,
+}
+
+/// The exit-code table shown by `ptovm --help`.
+const EXIT_CODES: &str = "Exit codes:
+  0  success
+  1  the program failed while running (runtime error, full window in abort mode)
+  2  bad command-line usage
+  3  I/O error (cannot read the input or write the output)
+  4  internal error (a bug: please report it)
+  5  the .pto text or listing was rejected
+  6  the bytecode file is damaged or not PTOW (size, magic, version, length, checksum)
+  7  the bytecode's program was rejected by the verifier
+  8  the runtime parameters were rejected";
+
+/// A failure: its kind and the message (one line, or a text error with its caret).
+pub(crate) struct Fail(pub(crate) Exit, pub(crate) String);
 
 fn read(path: &Path) -> Result<Vec<u8>, Fail> {
     if path.as_os_str() == "-" {
         let mut v = Vec::new();
         std::io::stdin()
             .read_to_end(&mut v)
-            .map_err(|e| Fail(3, format!("error: cannot read standard input: {e}")))?;
+            .map_err(|e| Fail(Exit::Io, format!("error: cannot read standard input: {e}")))?;
         return Ok(v);
     }
-    std::fs::read(path).map_err(|e| Fail(3, format!("error: cannot read {}: {e}", path.display())))
+    std::fs::read(path).map_err(|e| {
+        Fail(
+            Exit::Io,
+            format!("error: cannot read {}: {e}", path.display()),
+        )
+    })
 }
 
 fn text(path: &Path, bytes: Vec<u8>) -> Result<String, Fail> {
     String::from_utf8(bytes).map_err(|e| {
         Fail(
-            1,
+            Exit::Text,
             format!(
                 "error: {} is not UTF-8 text (invalid byte at offset {})",
                 path.display(),
@@ -218,16 +272,23 @@ fn text(path: &Path, bytes: Vec<u8>) -> Result<String, Fail> {
 pub(crate) fn write_out(path: &Path, data: &[u8]) -> Result<(), Fail> {
     if path.as_os_str() == "-" {
         let mut out = std::io::stdout().lock();
-        return out
-            .write_all(data)
-            .and_then(|_| out.flush())
-            .map_err(|e| Fail(3, format!("error: cannot write standard output: {e}")));
+        return out.write_all(data).and_then(|_| out.flush()).map_err(|e| {
+            Fail(
+                Exit::Io,
+                format!("error: cannot write standard output: {e}"),
+            )
+        });
     }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let fail = |e: std::io::Error| Fail(3, format!("error: cannot write {}: {e}", path.display()));
+    let fail = |e: std::io::Error| {
+        Fail(
+            Exit::Io,
+            format!("error: cannot write {}: {e}", path.display()),
+        )
+    };
     let mut tmp = tempfile::Builder::new()
         .prefix(".ptovm-")
         .suffix(".tmp")
@@ -283,12 +344,32 @@ fn load_bytecode(path: &Path) -> Result<Vec<u8>, Fail> {
     }
     let src = text(path, bytes)?;
     let out = assemble(&path.display().to_string(), &src, &Options::default())
-        .map_err(|e| Fail(1, e.to_string()))?;
+        .map_err(|e| Fail(Exit::Text, e.to_string()))?;
     Ok(out.bytes)
 }
 
+/// A runtime error of a verified program.
+pub(crate) fn run_err(e: ptovm_vm::RunError) -> Fail {
+    Fail(Exit::Failed, format!("error: {e}"))
+}
+
+/// An interpreter that could not start: its parameters, or its launch-time evaluation.
+pub(crate) fn launch_err(e: ptovm_vm::LaunchError) -> Fail {
+    match e {
+        ptovm_vm::LaunchError::Params(e) => {
+            Fail(Exit::Params, format!("error: runtime parameters: {e}"))
+        }
+        ptovm_vm::LaunchError::Run(e) => run_err(e),
+    }
+}
+
 fn verify_err(path: &Path, e: ptovm_vm::VerifyError) -> Fail {
-    Fail(1, format!("error: {}: {e}", path.display()))
+    let kind = if e.is_framing() {
+        Exit::Damaged
+    } else {
+        Exit::Invalid
+    };
+    Fail(kind, format!("error: {}: {e}", path.display()))
 }
 
 fn run(cli: Cli) -> Result<(), Fail> {
@@ -319,7 +400,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 },
             };
             let name = input.display().to_string();
-            let out = assemble(&name, &src, &opts).map_err(|e| Fail(1, e.to_string()))?;
+            let out = assemble(&name, &src, &opts).map_err(|e| Fail(Exit::Text, e.to_string()))?;
             if !quiet {
                 for w in &out.warnings {
                     eprintln!("{w}");
@@ -358,12 +439,13 @@ fn run(cli: Cli) -> Result<(), Fail> {
             trace,
             start,
             deps,
+            max_tasks,
         } => {
             let (bytes, mut params) = match &input {
                 Some(path) => (load_bytecode(path)?, params),
                 None => {
                     let out = assemble("examples/llama_layer.pto", LLAMA, &Options::default())
-                        .map_err(|e| Fail(4, format!("internal error: {e}")))?;
+                        .map_err(|e| Fail(Exit::Internal, format!("internal error: {e}")))?;
                     let mut p = params;
                     if !p.iter().any(|x| x.starts_with("N=")) {
                         p.push("N=256".to_string());
@@ -379,8 +461,8 @@ fn run(cli: Cli) -> Result<(), Fail> {
             let v = ptovm_vm::verify(&bytes).map_err(|e| verify_err(Path::new(&name), e))?;
             let m = ptovm_assembler::Module::decode(&v);
             params.dedup();
-            let owned =
-                expand::parse_params(&m, &params).map_err(|e| Fail(1, format!("error: {e}")))?;
+            let owned = expand::parse_params(&m, &params)
+                .map_err(|e| Fail(Exit::Params, format!("error: {e}")))?;
             let vals = expand::values(&owned);
             let out = run::run(
                 &v,
@@ -400,8 +482,8 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 trace.as_deref(),
                 start,
                 deps.mode(),
-            )
-            .map_err(|(c, m)| Fail(c, m))?;
+                max_tasks,
+            )?;
             write_out(Path::new("-"), out.as_bytes())
         }
         Cmd::Expand {
@@ -418,8 +500,8 @@ fn run(cli: Cli) -> Result<(), Fail> {
             let bytes = load_bytecode(&input)?;
             let v = ptovm_vm::verify(&bytes).map_err(|e| verify_err(&input, e))?;
             let m = ptovm_assembler::Module::decode(&v);
-            let owned =
-                expand::parse_params(&m, &params).map_err(|e| Fail(1, format!("error: {e}")))?;
+            let owned = expand::parse_params(&m, &params)
+                .map_err(|e| Fail(Exit::Params, format!("error: {e}")))?;
             let vals = expand::values(&owned);
             let opts = expand::Opts {
                 aicpus,
@@ -429,7 +511,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 limit,
                 summary,
             };
-            let out = expand::run(&v, &m, &vals, &opts).map_err(|(c, m)| Fail(c, m))?;
+            let out = expand::run(&v, &m, &vals, &opts)?;
             write_out(Path::new("-"), out.as_bytes())
         }
         Cmd::Inspect { input, json } => {
@@ -458,7 +540,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(Fail(code, msg)) => {
             eprintln!("{msg}");
-            ExitCode::from(code)
+            ExitCode::from(code as u8)
         }
     }
 }

@@ -6,6 +6,8 @@ use ptovm_host_sim::sim::{self, SimError};
 use ptovm_vm::{RuntimeParams, Value, Verified};
 use serde_json::json;
 
+use crate::{Exit, Fail};
+
 /// Runs and renders. Errors carry their exit code.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
@@ -22,9 +24,11 @@ pub fn run(
     trace: Option<&std::path::Path>,
     start: Option<sim::Start>,
     deps: ptovm_host_sim::DepMode,
-) -> Result<String, (u8, String)> {
-    let p =
-        RuntimeParams::new(v, vals).map_err(|e| (1, format!("error: runtime parameters: {e}")))?;
+    max_tasks: u64,
+) -> Result<String, Fail> {
+    let p = RuntimeParams::new(v, vals)
+        .map_err(|e| Fail(Exit::Params, format!("error: runtime parameters: {e}")))?;
+    crate::budget::check(v, &p, max_tasks, &format!("--max-tasks {max_tasks}"))?;
     let c = v.config();
     let own = ptovm_vm::sched::Config::of_program(v);
     let o = sim::Options {
@@ -45,13 +49,16 @@ pub fn run(
         deps,
     };
     let r = with_progress(v, &p, o).map_err(|e| match e {
-        SimError::Options(msg) => (2, format!("error: {msg}")),
-        SimError::Check(msg) => (4, format!("error: check failed: {msg}")),
-        other => (1, format!("error: {other}")),
+        SimError::Options(msg) => Fail(Exit::Usage, format!("error: {msg}")),
+        SimError::Check(msg) => Fail(Exit::Internal, format!("error: check failed: {msg}")),
+        SimError::Launch(ptovm_vm::LaunchError::Params(e)) => {
+            Fail(Exit::Params, format!("error: runtime parameters: {e}"))
+        }
+        other => Fail(Exit::Failed, format!("error: {other}")),
     })?;
     if let Some(path) = trace {
         let text = chrome_trace(m, &r, o.aicpus, cube, vector);
-        crate::write_out(path, text.as_bytes()).map_err(|crate::Fail(c, msg)| (c, msg))?;
+        crate::write_out(path, text.as_bytes())?;
     }
     let ms = r.wall.as_secs_f64() * 1000.0;
     let rate = if ms > 0.0 {

@@ -110,7 +110,10 @@ pub fn lower(rep: &mut Reporter<'_>, ast: &ModuleAst, sel: &Select) -> R<Module>
                 return Err(rep.error(
                     DiagKind::UnknownName,
                     eof,
-                    format!("the module has no workload `{n}`"),
+                    format!(
+                        "the module has no workload `{n}` (it has: {})",
+                        names(ast.workloads.iter().map(|w| &w.name.name))
+                    ),
                 ))
             }
         },
@@ -136,7 +139,10 @@ pub fn lower(rep: &mut Reporter<'_>, ast: &ModuleAst, sel: &Select) -> R<Module>
                 return Err(rep.error(
                     DiagKind::UnknownName,
                     eof,
-                    format!("the module has no schedule `{n}`"),
+                    format!(
+                        "the module has no schedule `{n}` (it has: {})",
+                        names(ast.schedules.iter().map(|s| &s.name.name))
+                    ),
                 ))
             }
         },
@@ -219,6 +225,16 @@ pub fn lower(rep: &mut Reporter<'_>, ast: &ModuleAst, sel: &Select) -> R<Module>
         w.name.span,
     )?;
     Ok(l.m)
+}
+
+/// `a, b, c`, or `none` for no names.
+fn names<'a>(it: impl Iterator<Item = &'a String>) -> String {
+    let v: Vec<&str> = it.map(String::as_str).collect();
+    if v.is_empty() {
+        "none".to_string()
+    } else {
+        v.join(", ")
+    }
 }
 
 fn collect_vars(body: &[Stmt], depth: u32, out: &mut HashMap<String, Option<u32>>) {

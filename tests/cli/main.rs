@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod hostile;
+
 fn ptovm(args: &[&str], dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ptovm"))
         .args(args)
@@ -254,23 +256,23 @@ fn bad_bytecode_inputs() {
         fails(
             d,
             &[cmd, "empty.ptow"],
-            1,
+            6,
             "file is 0 bytes, shorter than the 64-byte header",
         );
         fails(
             d,
             &[cmd, "short.ptow"],
-            1,
+            6,
             "shorter than the 64-byte header",
         );
-        fails(d, &[cmd, "trunc.ptow"], 1, "(truncated or extended)");
-        fails(d, &[cmd, "magic.ptow"], 1, "bad magic");
-        fails(d, &[cmd, "version.ptow"], 1, "unsupported PTOW version 2");
-        fails(d, &[cmd, "corrupt.ptow"], 1, "checksum mismatch");
+        fails(d, &[cmd, "trunc.ptow"], 6, "(truncated or extended)");
+        fails(d, &[cmd, "magic.ptow"], 6, "bad magic");
+        fails(d, &[cmd, "version.ptow"], 6, "unsupported PTOW version 2");
+        fails(d, &[cmd, "corrupt.ptow"], 6, "checksum mismatch");
         fails(
             d,
             &[cmd, "opcode.ptow"],
-            1,
+            7,
             "instruction 0 (byte offset 192): unknown opcode 0x77",
         );
     }
@@ -289,7 +291,7 @@ fn bad_bytecode_inputs() {
     fails(
         d,
         &["disasm", "corrupt.ptow", "-o", "out.txt"],
-        1,
+        6,
         "checksum mismatch",
     );
 }
@@ -313,19 +315,19 @@ fn bad_text_inputs() {
     fails(
         d,
         &["asm", "syntax.pto", "-o", "out.ptow"],
-        1,
+        5,
         "syntax.pto:3:29: error: expected `,` or `]`, found `)`",
     );
     fails(
         d,
         &["asm", "empty.pto", "-o", "out.ptow"],
-        1,
+        5,
         "empty.pto:1:1: error: the module has no `@workload`",
     );
     fails(
         d,
         &["asm", "binary.pto", "-o", "out.ptow"],
-        1,
+        5,
         "is not UTF-8 text",
     );
     fails(
@@ -337,7 +339,7 @@ fn bad_text_inputs() {
     fails(
         d,
         &["asm", "listing.txt", "-o", "out.ptow"],
-        1,
+        5,
         "listing has no `.config` line",
     );
     // The caret line points at the offending token.
@@ -349,7 +351,7 @@ fn bad_text_inputs() {
     // An existing output file survives a failed assembly untouched.
     std::fs::write(d.join("keep.ptow"), b"precious").unwrap();
     let o = ptovm(&["asm", "syntax.pto", "-o", "keep.ptow"], d);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(5));
     assert_eq!(std::fs::read(d.join("keep.ptow")).unwrap(), b"precious");
 }
 
@@ -374,7 +376,7 @@ fn bad_arguments() {
         &["asm", "-q", s, "--workload", "nope", "-o", "x.ptow"],
         dir.path(),
     );
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(5));
     assert!(stderr(&o).contains("the module has no workload `nope`"));
 }
 
@@ -505,20 +507,20 @@ fn expand_rejects_bad_parameters() {
     fails(
         d,
         &with(&[], Some("T=")),
-        1,
+        8,
         "error: missing runtime parameter `T` (scalar): pass --param T=4",
     );
-    fails(d, &with(&["--param", "Q=1"], None), 1, "error: --param Q: the program has no runtime parameter `Q` (it has: T, expert_ptr, expert_tokens)");
+    fails(d, &with(&["--param", "Q=1"], None), 8, "error: --param Q: the program has no runtime parameter `Q` (it has: T, expert_ptr, expert_tokens)");
     fails(
         d,
         &with(&["--param", "T=3"], None),
-        1,
+        8,
         "error: --param T: given twice",
     );
     fails(
         d,
         &["expand", m, "--param", "T=x"],
-        1,
+        8,
         "error: --param T: \"x\" is not an unsigned 32-bit integer",
     );
     fails(
@@ -533,7 +535,7 @@ fn expand_rejects_bad_parameters() {
             "--param",
             "expert_tokens=1",
         ],
-        1,
+        8,
         "decreases at index 2",
     );
     fails(
@@ -548,7 +550,7 @@ fn expand_rejects_bad_parameters() {
             "--param",
             "expert_tokens=1",
         ],
-        1,
+        8,
         "must have at least one entry",
     );
     fails(
@@ -563,7 +565,7 @@ fn expand_rejects_bad_parameters() {
             "--param",
             "expert_tokens=1",
         ],
-        1,
+        8,
         "ends at 5 but its indices array",
     );
     fails(
@@ -692,7 +694,7 @@ fn run_errors() {
     fails(
         d,
         &["run", "--param", "Q=1"],
-        1,
+        8,
         "the program has no runtime parameter `Q`",
     );
     fails(d, &["run", "missing.pto"], 3, "cannot read missing.pto");
@@ -770,7 +772,8 @@ fn bytecode_cut_at_every_section_boundary() {
                     let before = files(d);
                     let o = ptovm(&args, d);
                     let err = stderr(&o);
-                    assert_eq!(o.status.code(), Some(1), "{example} {args:?}: {err}");
+                    // A cut file is damaged (exit 6) whether or not its header was resealed.
+                    assert_eq!(o.status.code(), Some(6), "{example} {args:?}: {err}");
                     assert_eq!(
                         err.lines().count(),
                         1,

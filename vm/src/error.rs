@@ -326,8 +326,24 @@ pub struct VerifyError {
 }
 
 impl VerifyError {
-    /// A distinct small number per error variant, used as the CLI exit code family and by
-    /// tests that want to match kinds without comparing messages.
+    /// Whether the file itself is damaged or foreign (too short, bad magic, unknown version,
+    /// length or section sizes that disagree, bad checksum) rather than a well-framed file whose
+    /// program breaks a rule. The CLI gives the two different exit codes: the first usually
+    /// means a broken transfer, the second a broken producer.
+    pub fn is_framing(&self) -> bool {
+        matches!(
+            self.kind,
+            ErrorKind::TooShort { .. }
+                | ErrorKind::BadMagic { .. }
+                | ErrorKind::UnsupportedVersion { .. }
+                | ErrorKind::LengthMismatch { .. }
+                | ErrorKind::SectionSizeMismatch { .. }
+                | ErrorKind::BadChecksum { .. }
+        )
+    }
+
+    /// A distinct small number per error variant, used by tests that want to match kinds
+    /// without comparing messages.
     pub fn code(&self) -> u8 {
         match self.kind {
             ErrorKind::TooShort { .. } => 1,
