@@ -101,7 +101,7 @@ fn unknown_name() {
     };
     assert_eq!(
         fail_with("@workload w() { }", &o).message,
-        "the module has no workload `x`"
+        "the module has no workload `x` (it has: w)"
     );
 }
 
