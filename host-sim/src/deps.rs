@@ -194,17 +194,13 @@ impl DepBuilder {
     }
 
     /// Adds task `id` (larger than every id added before) with its accesses, and appends its
-    /// incoming edges to `out`, one per predecessor, of the first kind in RAW, WAW, WAR order
-    /// that holds between the two.
+    /// incoming edges to `out`, one per predecessor (in the order of their ids), of the first
+    /// kind in RAW, WAW, WAR order that holds between the two.
     pub fn add(&mut self, id: u64, ios: &[Io], out: &mut Vec<Edge>) {
         let start = out.len();
         let mut add = |from: u64, kind| {
-            if from == id {
-                return;
-            }
-            match out[start..].iter_mut().find(|e| e.from == from) {
-                Some(e) => e.kind = e.kind.min(kind),
-                None => out.push(Edge { from, to: id, kind }),
+            if from != id {
+                out.push(Edge { from, to: id, kind });
             }
         };
         match self.mode {
@@ -286,6 +282,19 @@ impl DepBuilder {
                 }
             }
         }
+        // One edge per predecessor, of the first kind that holds (RAW, WAW, WAR): sorted by
+        // source then kind, keep each source's first (a task that writes after thousands of
+        // readers has thousands of predecessors: finding duplicates one by one was quadratic).
+        let tail = &mut out[start..];
+        tail.sort_unstable_by_key(|e| (e.from, e.kind));
+        let mut kept = 0;
+        for r in 0..tail.len() {
+            if kept == 0 || tail[kept - 1].from != tail[r].from {
+                tail[kept] = tail[r];
+                kept += 1;
+            }
+        }
+        out.truncate(start + kept);
     }
 
     /// The number of accesses the map holds (its memory follows this, not the task count).

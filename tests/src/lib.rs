@@ -360,6 +360,20 @@ pub fn gen_params(m: &Module, seed: u64) -> Vec<(ParamKind, u32, Vec<u32>)> {
         .collect()
 }
 
+/// The number of tasks `code` generates with `params`, or `None` when the parameters fail.
+/// Random-program tests skip programs above a few thousand tasks: their checks compare with
+/// the whole reference graph, whose edges can number tasks² (a write after every earlier read
+/// of a whole tensor), and the big runs are the examples' tests.
+pub fn task_count(code: &[u8], params: &[(ParamKind, u32, Vec<u32>)]) -> Option<u64> {
+    let v = ptovm_vm::verify(code).ok()?;
+    let vals = values(params);
+    let p = ptovm_vm::RuntimeParams::new(&v, &vals).ok()?;
+    ptovm_vm::Interpreter::new(v, p, 0, 1)
+        .ok()?
+        .count_tasks()
+        .ok()
+}
+
 /// Borrows generated parameters as a value block.
 pub fn values(p: &[(ParamKind, u32, Vec<u32>)]) -> Vec<Value<'_>> {
     p.iter()

@@ -130,16 +130,7 @@ proptest! {
         let src = Gen::runnable(seed).module();
         let out = assemble("gen.pto", &src, &Options::default()).unwrap();
         let params = gen_params(&out.module, seed);
-        // The check's reference graph is quadratic in the tasks touching a whole tensor: keep
-        // the programs small enough for it (the examples and tests/sched.rs cover big runs).
-        let tasks = {
-            let v = verify(&out.bytes).unwrap();
-            let vals = values(&params);
-            RuntimeParams::new(&v, &vals)
-                .ok()
-                .and_then(|p| ptovm_vm::Interpreter::new(v, p, 0, 1).ok())
-                .and_then(|mut i| i.count_tasks().ok())
-        };
+        let tasks = ptovm_tests::task_count(&out.bytes, &params);
         if tasks.is_none_or(|t| t > 4_000) {
             return Ok(());
         }
