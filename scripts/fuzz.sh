@@ -3,7 +3,7 @@
 # starting from the checked-in seed corpus, and fails on the first crash, leak, timeout or
 # invariant broken. Installs the nightly toolchain and cargo-fuzz if they are missing.
 #
-#   scripts/fuzz.sh 45        # what CI runs
+#   scripts/fuzz.sh 60        # what CI runs
 #   scripts/fuzz.sh 3600      # a deeper local run
 #
 # A failing input is saved under fuzz/artifacts/<target>/; reproduce it with
