@@ -444,7 +444,7 @@ impl MapMem {
     fn carve(c: &mut Carve, l: &MapLayout) -> Result<MapMem, Fail> {
         Ok(MapMem {
             entries: c.take(l.entries as usize, "TensorMap entries")?,
-            ios: c.take(l.entries as usize, "TensorMap regions")?,
+            ios: c.take(l.regions as usize, "TensorMap regions")?,
             words: c.take(l.words(), "TensorMap words")?,
             marks: c.take(l.handles as usize, "TensorMap marks")?,
         })
@@ -463,7 +463,7 @@ impl MapMem {
         let mem = unsafe {
             Slices {
                 entries: fill(self.entries, l.entries as usize, |_| Entry::default()),
-                ios: fill(self.ios, l.entries as usize, |_| Io::default()),
+                ios: fill(self.ios, l.regions as usize, |_| Io::default()),
                 words: fill(self.words, l.words(), |_| 0),
                 marks: fill(self.marks, l.handles as usize, |_| 0),
             }

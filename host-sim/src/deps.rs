@@ -338,7 +338,7 @@ impl HeapStorage {
         }
         Some(HeapStorage {
             entries: array(layout.entries as usize, tmap::Entry::default())?,
-            ios: array(layout.entries as usize, Io::default())?,
+            ios: array(layout.regions as usize, Io::default())?,
             words: array(layout.words(), 0)?,
             marks: array(layout.handles as usize, 0)?,
         })

@@ -31,11 +31,34 @@ fn reference(tasks: &[Vec<Io>], mode: DepMode) -> BTreeSet<(u64, u64)> {
     out.iter().map(|e| (e.from, e.to)).collect()
 }
 
+/// Whether a map rebuilds `io`'s region from its key (no named dimension, or one or two named
+/// dimensions each one element wide), so stores no region record for it.
+fn keyed(io: &Io) -> bool {
+    io.ndims == 0 || (io.ndims <= 2 && io.dims().iter().all(|&(a, b)| b - a == 1))
+}
+
 /// Edges found by the fixed map with a window of `w` handles: task `t` takes handle `t % w`,
-/// retiring task `t - w` first (in-order completion).
-fn windowed(tasks: &[Vec<Io>], mode: DepMode, w: u32, tensors: u32) -> BTreeSet<(u64, u64)> {
+/// retiring task `t - w` first (in-order completion). `compact`: the layout has region records
+/// only for the regions that need them (as `MapLayout::for_program` sizes it), not one per
+/// entry.
+fn windowed(
+    tasks: &[Vec<Io>],
+    mode: DepMode,
+    w: u32,
+    tensors: u32,
+    compact: bool,
+) -> BTreeSet<(u64, u64)> {
     let max_io = tasks.iter().map(Vec::len).max().unwrap_or(1).max(1) as u32;
-    let layout = MapLayout::new(w, max_io, tensors).unwrap();
+    let mut layout = MapLayout::new(w, max_io, tensors).unwrap();
+    if compact {
+        let stored = tasks
+            .iter()
+            .map(|t| t.iter().filter(|io| !keyed(io)).count())
+            .max()
+            .unwrap_or(0) as u32;
+        layout.max_stored_io = stored;
+        layout.regions = w * stored;
+    }
     let mut map = heap_map(layout, mode).unwrap();
     let mut got = BTreeSet::new();
     for (id, ios) in tasks.iter().enumerate() {
@@ -78,8 +101,10 @@ proptest! {
     fn keeps_every_reference_edge(tasks in arb_tasks()) {
         for mode in [DepMode::Overlap, DepMode::Exact] {
             let want = reference(&tasks, mode);
-            let got = windowed(&tasks, mode, tasks.len() as u32, 3);
-            prop_assert_eq!(&got, &want, "{:?}", mode);
+            for compact in [false, true] {
+                let got = windowed(&tasks, mode, tasks.len() as u32, 3, compact);
+                prop_assert_eq!(&got, &want, "{:?} compact {}", mode, compact);
+            }
         }
     }
 
@@ -90,8 +115,10 @@ proptest! {
                 .into_iter()
                 .filter(|&(from, to)| from + w as u64 > to)
                 .collect();
-            let got = windowed(&tasks, mode, w, 3);
-            prop_assert_eq!(&got, &want, "{:?} window {}", mode, w);
+            for compact in [false, true] {
+                let got = windowed(&tasks, mode, w, 3, compact);
+                prop_assert_eq!(&got, &want, "{:?} window {} compact {}", mode, w, compact);
+            }
         }
     }
 }
@@ -259,4 +286,47 @@ fn an_entry_is_one_cache_line() {
     assert_eq!(std::mem::size_of::<ptovm_vm::tmap::Entry>(), 64);
     // Window 1024, 3 regions per task, 18 tensors (the LLaMA layer): 758 KB.
     assert_eq!(MapLayout::new(1024, 3, 18).unwrap().bytes(), 758_120);
+}
+
+#[test]
+fn only_regions_a_key_cannot_describe_are_stored() {
+    // The LLaMA layer names every region by tile or row indices (or not at all): its maps
+    // keep no region records.
+    let src = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/llama_layer.pto"),
+    )
+    .unwrap();
+    let opts = ptovm_assembler::Options::default();
+    let llama = ptovm_assembler::assemble("l", &src, &opts).unwrap().bytes;
+    let v = ptovm_vm::verify(&llama).unwrap();
+    assert_eq!((v.max_task_io(), v.max_stored_io()), (3, 0));
+    let l = MapLayout::for_program(&v, 1024).unwrap();
+    assert_eq!((l.entries, l.regions), (3072, 0));
+    assert_eq!(l.bytes(), 758_120 - 3072 * std::mem::size_of::<Io>());
+    // A range, a 3-D tile and a whole tensor: the first two are stored, the third is not.
+    let src = "@tensor A: f16[8, 8, 8]
+@tensor B: f16[8]
+@kernel k(i): vector(in a, in b, out c)
+@workload w() { parallel_for i in dense[4] { task @k(i) resources(A[i, 0:2], A[i, i, i], B) } }";
+    let code = ptovm_assembler::assemble("w", src, &opts).unwrap().bytes;
+    let v = ptovm_vm::verify(&code).unwrap();
+    assert_eq!((v.max_task_io(), v.max_stored_io()), (3, 2));
+    let l = MapLayout::for_program(&v, 16).unwrap();
+    assert_eq!((l.entries, l.max_stored_io, l.regions), (48, 2, 32));
+    // A task with more regions to store than the layout has room for is refused, unchanged.
+    let mut map = heap_map(l, DepMode::Overlap).unwrap();
+    let range = io(0, Dir::In as u8, &[(0, 2)]);
+    assert_eq!(
+        map.add(0, 0, &[range, range, range], &mut |_| {}),
+        Err(MapError::Stored { regions: 3, max: 2 })
+    );
+    assert_eq!(map.used(), 0);
+    map.add(
+        0,
+        0,
+        &[range, io(1, Dir::Out as u8, &[]), range],
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(map.used(), 3);
 }

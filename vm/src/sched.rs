@@ -17,7 +17,7 @@ use crate::interp::{Interpreter, RunError, Sink, Task};
 use crate::ring::{Cell, Ring};
 use crate::share::{self, use_of, Class, ShareError, Sharing};
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
-use crate::tmap::{MapError, Slices, Storage, TensorMap, Use};
+use crate::tmap::{MapError, MapLayout, Slices, Storage, TensorMap, Use};
 use crate::waitlist::{self, tag_of, NIL};
 use crate::{Pool, WindowMode};
 
@@ -437,12 +437,20 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         need(local.busy.len() >= local.cores.len(), "busy cores")?;
         need(local.preds.len() >= n * cap, "predecessor scratch")?;
         need(interp.aicpus() == sh.n, "the interpreter's AICPU count")?;
-        let layout = local.map.layout();
+        let fits = |l: MapLayout, handles: usize| {
+            let v = interp.program();
+            l.handles as usize >= handles
+                && l.max_task_io >= v.max_task_io()
+                && l.max_stored_io >= v.max_stored_io()
+                && l.tensors as usize >= v.tensors().len()
+        };
         need(
-            layout.handles as usize >= cap
-                && layout.max_task_io >= interp.program().max_task_io()
-                && layout.tensors as usize >= interp.program().tensors().len(),
+            fits(local.map.layout(), cap),
             "the local TensorMap is smaller than the window and the program",
+        )?;
+        need(
+            sh.map.with_map(|m| fits(m.layout(), n * cap)),
+            "the global TensorMap is smaller than the windows and the program",
         )?;
         need(
             sh.map.with_map(|m| m.mode()) == local.map.mode(),

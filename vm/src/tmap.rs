@@ -26,7 +26,7 @@
 //! let layout = MapLayout::new(4, 1, 1).unwrap();
 //! let (mut entries, mut ios, mut words, mut marks) = (
 //!     vec![Entry::default(); layout.entries as usize],
-//!     vec![Io::default(); layout.entries as usize],
+//!     vec![Io::default(); layout.regions as usize],
 //!     vec![0; layout.words()],
 //!     vec![0; layout.handles as usize],
 //! );
@@ -119,6 +119,15 @@ pub enum MapError {
         /// The task's regions.
         regions: usize,
         /// The layout's `max_task_io`.
+        max: u32,
+    },
+    /// A task with more regions to store than the layout was sized for (it was made for
+    /// another program).
+    #[error("a task with {regions} regions to store; the map was sized for {max}")]
+    Stored {
+        /// The task's regions that its keys do not describe.
+        regions: usize,
+        /// The layout's `max_stored_io`.
         max: u32,
     },
     /// A region with more dimensions than a tensor can have.
@@ -237,6 +246,12 @@ pub struct MapLayout {
     pub tensors: u32,
     /// Task handles (window slots).
     pub handles: u32,
+    /// Stored regions per task at most: the regions a key does not wholly describe
+    /// (`Verified::max_stored_io`); `max_task_io` unless the program says fewer.
+    pub max_stored_io: u32,
+    /// Region records: `handles × max_stored_io` (record `h × max_stored_io + j` is the `j`-th
+    /// stored region of the task held by handle `h`).
+    pub regions: u32,
 }
 
 impl MapLayout {
@@ -270,17 +285,23 @@ impl MapLayout {
             row_buckets: buckets,
             tensors,
             handles,
+            max_stored_io: io,
+            regions: entries,
         })
     }
 
-    /// The layout for a verified program: its tensors and its largest task's region count
-    /// (at least 1).
+    /// The layout for a verified program: its tensors, its largest task's region count (at
+    /// least 1), and region records only for the regions its keys do not describe (none for a
+    /// program whose every region is a tile or a row, like the LLaMA layer's).
     pub fn for_program(program: &crate::Verified<'_>, handles: u32) -> Result<MapLayout, MapError> {
-        MapLayout::new(
+        let mut l = MapLayout::new(
             handles,
             program.max_task_io().max(1),
             (program.tensors().len() as u32).max(1),
-        )
+        )?;
+        l.max_stored_io = program.max_stored_io().min(l.max_task_io);
+        l.regions = l.handles * l.max_stored_io;
+        Ok(l)
     }
 
     fn row_base(&self) -> usize {
@@ -309,7 +330,8 @@ impl MapLayout {
     /// Bytes of memory the map needs: entries, their regions, words and one `u64` mark per
     /// handle.
     pub fn bytes(&self) -> usize {
-        self.entries as usize * (core::mem::size_of::<Entry>() + core::mem::size_of::<Io>())
+        self.entries as usize * core::mem::size_of::<Entry>()
+            + self.regions as usize * core::mem::size_of::<Io>()
             + self.words() * 4
             + self.handles as usize * 8
     }
@@ -368,16 +390,26 @@ impl Key {
         match (self.p0, self.p1) {
             (Some(_), Some(_)) => io.ndims == 2,
             (Some(_), None) => io.ndims == 1,
-            _ => false,
+            _ => io.ndims == 0,
         }
     }
 }
 
-/// The region of entry `x` (at index `e`): stored, or rebuilt from a whole key.
+/// Whether `io`'s key is its whole region (`Key::of(io).is_whole(io)`, without building the
+/// key): no named dimension, or one or two each one element wide.
 #[inline]
-fn region_of(x: &Entry, regions: &[Io], e: u32) -> Io {
+fn keyed(io: &Io) -> bool {
+    let n = io.ndims as usize;
+    n == 0 || (n <= 2 && io.ranges[..n].iter().all(|&(a, b)| b.wrapping_sub(a) == 1))
+}
+
+/// The region of entry `e`: stored, or rebuilt from a whole key. A task's stored regions are
+/// its handle's records, in the order of its entries that are not `KEYED`.
+#[inline]
+fn region_of(ents: &[Entry], regions: &[Io], e: u32, layout: &MapLayout) -> Io {
+    let x = &ents[e as usize];
     if x.flags & KEYED == 0 {
-        return regions[e as usize];
+        return stored_region(ents, regions, e, layout);
     }
     let mut r = Io {
         tensor: x.tensor,
@@ -388,6 +420,22 @@ fn region_of(x: &Entry, regions: &[Io], e: u32) -> Io {
     r.ranges[0] = (x.p0, x.p0 + 1);
     r.ranges[1] = (x.p1, x.p1 + 1);
     r
+}
+
+/// The stored region of entry `e` (not `KEYED`): its handle's record numbered by the entries
+/// before it that are not keyed either. Out of line: a program of tiles and rows never comes
+/// here, and the count need not be copied into every lookup.
+#[inline(never)]
+fn stored_region(ents: &[Entry], regions: &[Io], e: u32, layout: &MapLayout) -> Io {
+    let handle = ents[e as usize].handle;
+    let mut j = 0;
+    for y in &ents[(handle * layout.max_task_io) as usize..e as usize] {
+        j += (y.flags & KEYED == 0) as u32;
+    }
+    regions
+        .get((handle * layout.max_stored_io + j) as usize)
+        .copied()
+        .unwrap_or_default()
 }
 
 const WIDE: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -430,7 +478,7 @@ impl<S: Storage> TensorMap<S> {
         let (e, ios, w, m) = mem.parts();
         for (what, got, need) in [
             ("entries", e.len(), layout.entries as usize),
-            ("regions", ios.len(), layout.entries as usize),
+            ("regions", ios.len(), layout.regions as usize),
             ("words", w.len(), layout.words()),
             ("marks", m.len(), layout.handles as usize),
         ] {
@@ -532,6 +580,10 @@ impl<S: Storage> TensorMap<S> {
                 max: self.layout.max_task_io,
             });
         }
+        // The regions to store must fit: those their key does not describe and `how`
+        // records (asked only when the first count is over).
+        let max_stored = self.layout.max_stored_io as usize;
+        let mut stored = 0;
         for io in ios {
             if io.tensor as u32 >= self.layout.tensors {
                 return Err(MapError::Tensor {
@@ -542,10 +594,30 @@ impl<S: Storage> TensorMap<S> {
             if io.ndims as usize > crate::limits::MAX_RANK {
                 return Err(MapError::Rank { ndims: io.ndims });
             }
+            stored += !keyed(io) as usize;
+        }
+        if stored > max_stored {
+            stored = ios
+                .iter()
+                .filter(|io| !keyed(io))
+                .filter(|io| match how(io) {
+                    Use::Skip => false,
+                    Use::Lookup => io.writes(),
+                    Use::Record => true,
+                })
+                .count();
+        }
+        if stored > max_stored {
+            return Err(MapError::Stored {
+                regions: stored,
+                max: self.layout.max_stored_io,
+            });
         }
         let mark = id.wrapping_add(1);
         let first = handle * self.layout.max_task_io;
+        let first_region = handle * self.layout.max_stored_io;
         let mut recorded = 0u32;
+        let mut kept = 0u32;
         for io in ios {
             let record = match how(io) {
                 Use::Skip => continue,
@@ -597,8 +669,18 @@ impl<S: Storage> TensorMap<S> {
                 }
             }
             if record {
-                self.insert(first + recorded, id, handle, io, key, home);
+                let whole = key.is_whole(io);
+                self.insert(
+                    first + recorded,
+                    first_region + kept,
+                    id,
+                    handle,
+                    io,
+                    key,
+                    home,
+                );
                 recorded += 1;
+                kept += !whole as u32;
             }
         }
         self.mem.parts().2[count] = recorded;
@@ -723,6 +805,7 @@ impl<S: Storage> TensorMap<S> {
         let io_key = Key::of(io);
         let io_whole = io_key.is_whole(io);
         let bases = self.bases();
+        let layout = self.layout;
         let (ents, regions, words, marks) = self.mem.parts();
         let (w, r) = (words[head as usize], words[head as usize + 1]);
         if w == NIL && (!writes || r == NIL) {
@@ -759,7 +842,7 @@ impl<S: Storage> TensorMap<S> {
                         // Both regions are their keys, and the keys are equal.
                         (true, writes)
                     } else {
-                        let r = region_of(x, regions, e);
+                        let r = region_of(ents, regions, e, &layout);
                         if exact {
                             let s = same_key(&r, io);
                             (s, s && writes)
@@ -787,7 +870,10 @@ impl<S: Storage> TensorMap<S> {
         self.live -= unlinked;
     }
 
-    fn insert(&mut self, e: u32, id: u64, handle: u32, io: &Io, key: Key, home: u32) {
+    /// Records `io` as entry `e`, its region (if the key does not describe it) as record
+    /// `region`.
+    #[allow(clippy::too_many_arguments)]
+    fn insert(&mut self, e: u32, region: u32, id: u64, handle: u32, io: &Io, key: Key, home: u32) {
         let kind = if io.writes() { 0 } else { 1 };
         let mut heads = [home + kind, NIL, NIL];
         let mut flags = LIVE | if io.writes() { WRITE } else { 0 };
@@ -812,8 +898,7 @@ impl<S: Storage> TensorMap<S> {
         // when the key is the whole region.
         if key.is_whole(io) {
             flags |= KEYED;
-        } else {
-            let r = &mut regions[e as usize];
+        } else if let Some(r) = regions.get_mut(region as usize) {
             (r.tensor, r.dir, r.ndims) = (io.tensor, io.dir, io.ndims);
             for (d, x) in r.ranges.iter_mut().zip(io.dims()) {
                 *d = *x;
@@ -931,4 +1016,28 @@ fn unlink(ents: &mut [Entry], words: &mut [u32], e: u32, b: Bases) {
         }
     }
     ents[e as usize].flags &= !LIVE;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `keyed` (the count of regions to store) and `Key::is_whole` (the `KEYED` flag) agree on
+    /// every shape: 0–3 named dimensions, each zero, one or two elements wide.
+    #[test]
+    fn keyed_agrees_with_the_key() {
+        for ndims in 0..=3u8 {
+            for widths in 0..27u32 {
+                let mut io = Io {
+                    ndims,
+                    ..Io::default()
+                };
+                for d in 0..ndims as usize {
+                    let w = (widths / 3u32.pow(d as u32) % 3) as i64;
+                    io.ranges[d] = (5, 5 + w);
+                }
+                assert_eq!(keyed(&io), Key::of(&io).is_whole(&io), "{io:?}");
+            }
+        }
+    }
 }

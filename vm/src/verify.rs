@@ -97,6 +97,43 @@ impl<'a> Verified<'a> {
             .max()
             .unwrap_or(0)
     }
+    /// The largest number of IO regions of any task site whose region a TensorMap must store
+    /// (0 without tasks): every region but those its key is the whole of — no dimension named
+    /// (the whole tensor), or one or two dimensions each named by a single index, which a map
+    /// rebuilds from the key (`tmap`, spec/runtime.md §3.3). Never above [`Self::max_task_io`].
+    pub fn max_stored_io(&self) -> u32 {
+        let code = &self.code;
+        let mut most = 0;
+        for (pc, r) in code.iter().enumerate() {
+            if r.opcode != crate::Opcode::TASK as u8 {
+                continue;
+            }
+            let (np, nio) = ((r.op2() & 0xFFFF) as usize, (r.op2() >> 16) as usize);
+            let first = pc + 1 + np;
+            let stored = code
+                .get(first..first + nio)
+                .unwrap_or(&[])
+                .iter()
+                .filter(|o| !self.keyed_io(o))
+                .count() as u32;
+            most = most.max(stored);
+        }
+        most
+    }
+
+    /// Whether every region of IO record `o` is its key: no named dimension, or one or two
+    /// each named by a single index.
+    fn keyed_io(&self, o: &crate::Record) -> bool {
+        let ndims = o.flags as usize;
+        if ndims > 2 {
+            return false;
+        }
+        let first = o.op2() as usize;
+        self.regions
+            .get(first..first + ndims)
+            .is_some_and(|dims| dims.iter().all(|d| d.end.get() == crate::format::NONE16))
+    }
+
     /// A name from the string table (verified to be an ASCII identifier).
     pub fn name(&self, off: u32, len: u32) -> &'a str {
         let s = self
