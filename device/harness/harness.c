@@ -163,6 +163,12 @@ int main(int argc, char **argv) {
   params = ps;
 
   char err[256];
+  /* What a kernel does first: hold the program's work bound against its budget. */
+  ptovm_work work;
+  if (ptovm_work_bound(code, len, ps, nparams, &work, (uint8_t *)err, sizeof err) != PTOVM_OK)
+    die("work bound", err);
+  fprintf(stderr, "harness: work bound: %llu loop iterations, %llu tasks\n",
+          (unsigned long long)work.iterations, (unsigned long long)work.tasks);
   ptovm_sizes sizes;
   if (ptovm_layout(code, len, &launch, &sizes, (uint8_t *)err, sizeof err) != PTOVM_OK)
     die("layout", err);

@@ -160,6 +160,21 @@ typedef struct {
 } ptovm_param;
 
 /*
+ An upper bound on a program's work with given runtime parameters (C: `ptovm_work`): what a
+ kernel compares with its budget before it launches anything (spec/bytecode.md §5.7).
+ */
+typedef struct {
+  /*
+   Loop iterations all AICPUs together can start (saturating at `UINT64_MAX`).
+   */
+  uint64_t iterations;
+  /*
+   Tasks the program can emit (saturating at `UINT64_MAX`).
+   */
+  uint64_t tasks;
+} ptovm_work;
+
+/*
  Counters of one AICPU (C: `ptovm_counters`).
  */
 typedef struct {
@@ -255,6 +270,29 @@ int32_t ptovm_layout(const uint8_t *code,
                      ptovm_sizes *out,
                      uint8_t *err,
                      size_t err_len);
+
+/*
+ Verifies the bytecode, checks the runtime parameters against it and gives, in `out`, an
+ upper bound on the work of a launch: the loop iterations all AICPUs together can start and
+ the tasks the program can emit, every loop at the largest extent its axis can have and every
+ `cond` branch taken (one pass over the code: nothing is run or counted). Verified bytecode
+ always ends; this is how a kernel refuses, before launching, a program that would run longer
+ than its budget. Returns 0 or an error code ([`PTOVM_E_VERIFY`], [`PTOVM_E_PARAMS`],
+ [`PTOVM_E_RUN`] when evaluating the program's launch-time selector fails,
+ [`PTOVM_E_ARGUMENT`]), with a message in `err`.
+
+ # Safety
+ `code` points to `len` readable bytes; `params` points to `nparams` entries (as for
+ [`ptovm_instance_init`]; may be null when `nparams` is 0); `out` is valid and writable;
+ `err` is null or points to `err_len` writable bytes.
+ */
+int32_t ptovm_work_bound(const uint8_t *code,
+                         size_t len,
+                         const ptovm_param *params,
+                         uint32_t nparams,
+                         ptovm_work *out,
+                         uint8_t *err,
+                         size_t err_len);
 
 /*
  Lays out the shared region of a launch in `mem` (`size` bytes, aligned to 128): call once,

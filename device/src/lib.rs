@@ -151,6 +151,17 @@ pub struct PtovmCounters {
     pub emitted: u64,
 }
 
+/// An upper bound on a program's work with given runtime parameters (C: `ptovm_work`): what a
+/// kernel compares with its budget before it launches anything (spec/bytecode.md §5.7).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PtovmWork {
+    /// Loop iterations all AICPUs together can start (saturating at `UINT64_MAX`).
+    pub iterations: u64,
+    /// Tasks the program can emit (saturating at `UINT64_MAX`).
+    pub tasks: u64,
+}
+
 /// A task as a core sees it (C: `ptovm_task`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -619,22 +630,13 @@ unsafe fn instance_layout(
     unsafe {
         let mut bad = None;
         let values = fill(values, nparams as usize, |i| {
-            let q = *params.add(i);
-            match (q.kind, q.data.is_null() && q.len > 0) {
-                (0, _) => Value::Scalar(q.value),
-                (1, false) if q.len == 0 => Value::Array(&[]),
-                (1, false) => Value::Array(core::slice::from_raw_parts(q.data, q.len as usize)),
-                _ => {
-                    bad = Some(i);
-                    Value::Scalar(0)
-                }
-            }
+            value_of(*params.add(i), i).unwrap_or_else(|f| {
+                bad = Some(f);
+                Value::Scalar(0)
+            })
         });
-        if let Some(i) = bad {
-            return Err(fail!(
-                PTOVM_E_PARAMS,
-                "runtime parameter {i}: kind must be 0 (scalar) or 1 (array with data)"
-            ));
+        if let Some(f) = bad {
+            return Err(f);
         }
         let values: &'static [Value<'static>] = values;
         let rp = RuntimeParams::new(&v, values)
@@ -736,6 +738,102 @@ unsafe fn layout(
         slots: p.cap,
         cores: p.cube + p.vector,
         params: p.params,
+    })
+}
+
+/// Verifies the bytecode, checks the runtime parameters against it and gives, in `out`, an
+/// upper bound on the work of a launch: the loop iterations all AICPUs together can start and
+/// the tasks the program can emit, every loop at the largest extent its axis can have and every
+/// `cond` branch taken (one pass over the code: nothing is run or counted). Verified bytecode
+/// always ends; this is how a kernel refuses, before launching, a program that would run longer
+/// than its budget. Returns 0 or an error code ([`PTOVM_E_VERIFY`], [`PTOVM_E_PARAMS`],
+/// [`PTOVM_E_RUN`] when evaluating the program's launch-time selector fails,
+/// [`PTOVM_E_ARGUMENT`]), with a message in `err`.
+///
+/// # Safety
+/// `code` points to `len` readable bytes; `params` points to `nparams` entries (as for
+/// [`ptovm_instance_init`]; may be null when `nparams` is 0); `out` is valid and writable;
+/// `err` is null or points to `err_len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ptovm_work_bound(
+    code: *const u8,
+    len: usize,
+    params: *const PtovmParam,
+    nparams: u32,
+    out: *mut PtovmWork,
+    err: *mut u8,
+    err_len: usize,
+) -> i32 {
+    // SAFETY: the caller's contract.
+    let r = unsafe { work_bound(code, len, params, nparams) }.and_then(|w| {
+        if out.is_null() {
+            return Err(fail!(PTOVM_E_ARGUMENT, "no output"));
+        }
+        // SAFETY: `out` is valid and writable.
+        unsafe { out.write(w) };
+        Ok(())
+    });
+    match r {
+        Ok(()) => PTOVM_OK,
+        // SAFETY: as above.
+        Err(f) => unsafe { report(f, err, err_len) },
+    }
+}
+
+/// Runtime parameter `i` as a value.
+///
+/// # Safety
+/// An array's `data` points to `len` readable values that live for `'a`.
+unsafe fn value_of<'a>(q: PtovmParam, i: usize) -> Result<Value<'a>, Fail> {
+    match (q.kind, q.data.is_null() && q.len > 0) {
+        (0, _) => Ok(Value::Scalar(q.value)),
+        (1, false) if q.len == 0 => Ok(Value::Array(&[])),
+        // SAFETY: the caller's contract.
+        (1, false) => Ok(Value::Array(unsafe {
+            core::slice::from_raw_parts(q.data, q.len as usize)
+        })),
+        _ => Err(fail!(
+            PTOVM_E_PARAMS,
+            "runtime parameter {i}: kind must be 0 (scalar) or 1 (array with data)"
+        )),
+    }
+}
+
+unsafe fn work_bound(
+    code: *const u8,
+    len: usize,
+    params: *const PtovmParam,
+    nparams: u32,
+) -> Result<PtovmWork, Fail> {
+    // SAFETY: the caller's contract.
+    let v = unsafe { program(code, len)? };
+    let want = v.params().len();
+    if nparams as usize != want || (nparams > 0 && params.is_null()) {
+        return Err(fail!(
+            PTOVM_E_PARAMS,
+            "the program takes {want} runtime parameters; {nparams} were given"
+        ));
+    }
+    // The values on the stack: at most `MAX_PARAMS` of them (the verifier's limit).
+    let mut values = [Value::Scalar(0); ptovm_vm::limits::MAX_PARAMS as usize];
+    let values = values
+        .get_mut(..want)
+        .ok_or_else(|| fail!(PTOVM_E_PARAMS, "{want} runtime parameters"))?;
+    for (i, slot) in values.iter_mut().enumerate() {
+        // SAFETY: `params` holds `nparams` entries whose arrays are readable until this
+        // function returns.
+        *slot = unsafe { value_of(*params.add(i), i)? };
+    }
+    let rp = RuntimeParams::new(&v, values)
+        .map_err(|e| fail!(PTOVM_E_PARAMS, "runtime parameters: {e}"))?;
+    let it = Interpreter::new(v, rp, 0, 1).map_err(|e| match e {
+        LaunchError::Params(e) => fail!(PTOVM_E_PARAMS, "launch: {e}"),
+        LaunchError::Run(e) => fail!(PTOVM_E_RUN, "launch: {e}"),
+    })?;
+    let b = it.work_bound();
+    Ok(PtovmWork {
+        iterations: b.iterations,
+        tasks: b.tasks,
     })
 }
 

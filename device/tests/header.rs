@@ -27,6 +27,7 @@ fn the_header_is_what_the_rust_side_generates() {
         "ptovm_run",
         "ptovm_core_take",
         "ptovm_core_finish",
+        "ptovm_work_bound",
     ] {
         assert!(
             generated.contains(&format!("{f}(")),
@@ -67,6 +68,11 @@ fn the_header_compiles_and_its_structs_have_the_rust_sizes() {
             "ptovm_task",
             size_of::<PtovmTask>(),
             align_of::<PtovmTask>(),
+        ),
+        (
+            "ptovm_work",
+            size_of::<PtovmWork>(),
+            align_of::<PtovmWork>(),
         ),
     ] {
         c += &format!(

@@ -266,6 +266,83 @@ proptest! {
     }
 }
 
+/// `ptovm_work_bound` through the C ABI: the Rust API's bound, and errors as codes.
+fn work_bound(code: &[u8], params: &Params) -> Result<PtovmWork, (i32, String)> {
+    let ps = c_params(params);
+    let mut out = PtovmWork::default();
+    let mut err = [0u8; 256];
+    let rc = unsafe {
+        ptovm_work_bound(
+            code.as_ptr(),
+            code.len(),
+            ps.as_ptr(),
+            ps.len() as u32,
+            &mut out,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    if rc == PTOVM_OK {
+        Ok(out)
+    } else {
+        Err((rc, text(&err)))
+    }
+}
+
+#[test]
+fn the_work_bound_is_known_before_a_launch() {
+    // The LLaMA layer's loops are all dense: the bound is its task count, 3N² + 16N.
+    let code = example("llama_layer.pto");
+    let w = work_bound(&code, &vec![(ParamKind::Scalar, 256, vec![])]).unwrap();
+    assert_eq!(w.tasks, 3 * 256 * 256 + 16 * 256);
+    assert!(w.iterations >= 256 * 256);
+    // Every example: the same as the library's, and at least the tasks a launch runs.
+    for (name, code, params) in ptovm_tests::examples() {
+        let w = work_bound(&code, &params).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        let v = ptovm_vm::verify(&code).unwrap();
+        let vals = ptovm_tests::values(&params);
+        let rp = ptovm_vm::RuntimeParams::new(&v, &vals).unwrap();
+        let b = ptovm_vm::Interpreter::new(v, rp, 0, 1)
+            .unwrap()
+            .work_bound();
+        assert_eq!((w.iterations, w.tasks), (b.iterations, b.tasks), "{name}");
+        let (ran, _) = launch(&code, &params, settings(2, 0)).unwrap();
+        assert!(ran.len() as u64 <= w.tasks, "{name}");
+    }
+    // Three loops of 2^32 - 1: the bound saturates, nothing is walked.
+    let src = "@tensor A: f16[64]
+@kernel k(i): vector(out a)
+@workload w(%n: dense_dyn(n)) { parallel_for a in %n { parallel_for b in %n { parallel_for c in %n { task @k(a) resources(A[0]) } } } }";
+    let huge = assemble("h", src, &Options::default()).unwrap().bytes;
+    let w = work_bound(&huge, &vec![(ParamKind::Scalar, u32::MAX, vec![])]).unwrap();
+    assert_eq!((w.iterations, w.tasks), (u64::MAX, u64::MAX));
+    // Errors: bytecode, parameters (count, kind), no output.
+    let (rc, e) = work_bound(&code[..code.len() - 1], &vec![]).unwrap_err();
+    assert_eq!(rc, PTOVM_E_VERIFY, "{e}");
+    let (rc, e) = work_bound(&code, &vec![]).unwrap_err();
+    assert_eq!(rc, PTOVM_E_PARAMS);
+    assert!(
+        e.contains("takes 1 runtime parameters; 0 were given"),
+        "{e}"
+    );
+    let bad = vec![(ParamKind::Array, 0, vec![1, 2])];
+    let (rc, e) = work_bound(&code, &bad).unwrap_err();
+    assert_eq!(rc, PTOVM_E_PARAMS, "{e}");
+    let ps = c_params(&vec![(ParamKind::Scalar, 4, vec![])]);
+    let rc = unsafe {
+        ptovm_work_bound(
+            code.as_ptr(),
+            code.len(),
+            ps.as_ptr(),
+            1,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    assert_eq!(rc, PTOVM_E_ARGUMENT);
+}
+
 #[test]
 fn bad_arguments_are_codes_with_messages() {
     let code = example("llama_layer.pto");

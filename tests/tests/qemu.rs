@@ -60,6 +60,14 @@ fn run(h: &PathBuf, code: &[u8], params: &Params, n: u32, window: u32) -> Result
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
+    // The harness asks for the work bound first (`ptovm_work_bound` on aarch64).
+    let err = String::from_utf8_lossy(&out.stderr);
+    let bound: u64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("harness: work bound: "))
+        .and_then(|l| l.split(' ').nth(3))
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| format!("no work bound in {err:?}"))?;
     let mut ran: Ran = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         // task ID aicpu A pool P core C start S end E
@@ -78,6 +86,12 @@ fn run(h: &PathBuf, code: &[u8], params: &Params, n: u32, window: u32) -> Result
             Pool::Vector
         };
         ran[id] = (num(9), num(11), pool, num(3) as u32);
+    }
+    if ran.len() as u64 > bound {
+        return Err(format!(
+            "{} tasks ran, above the work bound {bound}",
+            ran.len()
+        ));
     }
     Ok(ran)
 }
