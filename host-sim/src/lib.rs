@@ -11,6 +11,7 @@
 pub mod deps;
 pub mod expand;
 mod hash;
+pub mod kernel;
 pub mod model;
 pub mod reference;
 #[cfg(not(loom))]

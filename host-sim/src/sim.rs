@@ -7,8 +7,9 @@
 //! idle thread parks instead of spinning. Cores are handshake slots (§3.4); the thread that
 //! hands a core a task runs it after its round.
 //!
-//! Kernels are no-ops that only record their execution; `Options::check` verifies a run against
-//! the reference expander.
+//! A core runs its task's kernel, looked up by name in a `kernel::Registry`
+//! ([`run_with_kernels`]); the default kernel does nothing, and the simulator records every run.
+//! `Options::check` verifies a run against the reference expander.
 
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -27,6 +28,7 @@ use ptovm_vm::tmap::MapLayout;
 use ptovm_vm::{Interpreter, LaunchError, Pool, RunError, RuntimeParams, Task, Verified};
 
 use crate::deps::{check_run, heap_map, DepMode, HeapMap, HeapStorage, Ran};
+use crate::kernel::{Call, Kernel, Registry};
 use crate::model::WindowMode;
 use crate::reference::expand as reference_expand;
 
@@ -259,6 +261,8 @@ struct Drivers<'r> {
     tracing: bool,
     start: Instant,
     progress: Option<&'r AtomicU64>,
+    /// Each kernel index's name and kernel (`kernel::Registry::resolve`).
+    kernels: Vec<(&'r str, &'r dyn Kernel)>,
 }
 
 impl Drivers<'_> {
@@ -390,7 +394,24 @@ fn execute(
     } else {
         0
     };
-    // The default kernel does nothing but record its execution.
+    // The task's kernel, by the name its index has (the default one does nothing: the run is
+    // recorded here).
+    let kernel = task_slot.kernel.load(Ordering::Relaxed) as u16;
+    let pool = if hs.core_type.load(Ordering::Relaxed) == handshake::CUBE {
+        Pool::Cube
+    } else {
+        Pool::Vector
+    };
+    if let Some(&(name, k)) = dr.kernels.get(kernel as usize) {
+        k.run(&Call {
+            task: id,
+            kernel,
+            name,
+            pool,
+            aicpu,
+            core,
+        });
+    }
     let t1 = if dr.check {
         dr.seq.fetch_add(1, Ordering::SeqCst)
     } else {
@@ -404,15 +425,9 @@ fn execute(
         if tr[id as usize].0 != 0 {
             dr.failed.store(true, Ordering::SeqCst);
         }
-        let pool = if hs.core_type.load(Ordering::Relaxed) == handshake::CUBE {
-            Pool::Cube
-        } else {
-            Pool::Vector
-        };
         tr[id as usize] = (t0, t1, pool, aicpu);
     }
     if dr.tracing {
-        let kernel = task_slot.kernel.load(Ordering::Relaxed) as u16;
         let end_ns = dr.start.elapsed().as_nanos() as u64;
         events.push(Event {
             kind: EventKind::Run,
@@ -443,6 +458,18 @@ pub fn run_with_progress(
     p: RuntimeParams<'_>,
     o: Options,
     progress: Option<&AtomicU64>,
+) -> Result<Report, SimError> {
+    run_with_kernels(v, p, o, progress, &Registry::new())
+}
+
+/// Runs the program with the kernels of `kernels` (by name; the others do nothing), adding
+/// each completed task to `progress`.
+pub fn run_with_kernels(
+    v: Verified<'_>,
+    p: RuntimeParams<'_>,
+    o: Options,
+    progress: Option<&AtomicU64>,
+    kernels: &Registry,
 ) -> Result<Report, SimError> {
     let n = o.aicpus;
     if n == 0 || n > 64 {
@@ -598,6 +625,7 @@ pub fn run_with_progress(
         tracing: o.trace,
         start: Instant::now(),
         progress,
+        kernels: kernels.resolve(&v),
     };
     // AICPU i runs on driver thread i mod threads (and on another one that has finished its own).
     let cpus: Vec<Mutex<Cpu>> = cpus.into_iter().map(Mutex::new).collect();

@@ -324,3 +324,78 @@ fn idle_aicpus_steal_work() {
     }
     assert!(stolen > 0, "no task was ever stolen");
 }
+
+/// Cores run their task's kernel, looked up by name; names not registered run the default
+/// kernel (nothing). Every call names the task's kernel, the pool it was declared for and the
+/// AICPU that owns the task — and a kernel that takes its time (yields, sleeps) changes nothing
+/// the check can see.
+#[test]
+fn cores_run_the_kernels_registered_by_name() {
+    use ptovm_host_sim::kernel::{Call, Registry};
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    let bytes = example("llama_layer.pto");
+    let n = 8u32;
+    let v = verify(&bytes).unwrap();
+    let vals = [Value::Scalar(n)];
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    let reference = ptovm_host_sim::reference_expand(&v, &p, 3, u64::MAX).unwrap();
+    // The reference's tasks by kernel name.
+    let name_of = |k: u16| {
+        let e = &v.kernels()[k as usize];
+        v.name(e.name_off.get(), e.name_len.get() as u32)
+            .to_string()
+    };
+    let mut want: BTreeMap<String, usize> = BTreeMap::new();
+    for t in &reference {
+        *want.entry(name_of(t.kernel)).or_default() += 1;
+    }
+
+    let calls: &'static Mutex<Vec<(u64, String, ptovm_vm::Pool, u32)>> =
+        Box::leak(Box::new(Mutex::new(Vec::new())));
+    let record = move |c: &Call<'_>| {
+        calls
+            .lock()
+            .unwrap()
+            .push((c.task, c.name.to_string(), c.pool, c.aicpu));
+    };
+    let mut kernels = Registry::new();
+    for name in ["qk_matmul", "online_softmax", "pv_matmul", "rmsnorm"] {
+        kernels.register(name, record);
+    }
+    // A slow kernel: yields and sleeps, so completions arrive late and out of order.
+    kernels.register("matmul_o", move |c: &Call<'_>| {
+        record(c);
+        std::thread::yield_now();
+        std::thread::sleep(Duration::from_micros(50 * (c.task % 3)));
+    });
+    assert_eq!(kernels.names().len(), 5);
+    let mut o = opts(3, 16, None);
+    o.threads = 2;
+    let r = sim::run_with_kernels(v, p, o, None, &kernels).unwrap();
+    assert!(r.checked);
+    assert_eq!(r.tasks_total, reference.len() as u64);
+
+    let calls = calls.lock().unwrap();
+    let mut got: BTreeMap<String, usize> = BTreeMap::new();
+    for (task, name, pool, aicpu) in calls.iter() {
+        let t = &reference[*task as usize];
+        assert_eq!(name, &name_of(t.kernel), "task {task}");
+        assert_eq!(*pool, t.pool, "task {task}");
+        assert_eq!(*aicpu, t.owner, "task {task}");
+        *got.entry(name.clone()).or_default() += 1;
+    }
+    // Each registered kernel ran once per task of its name; the others never called it.
+    for name in [
+        "qk_matmul",
+        "online_softmax",
+        "pv_matmul",
+        "rmsnorm",
+        "matmul_o",
+    ] {
+        assert_eq!(got.get(name), want.get(name), "{name}");
+    }
+    assert_eq!(got.len(), 5);
+    assert_eq!(calls.len(), got.values().sum::<usize>());
+}

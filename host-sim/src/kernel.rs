@@ -1,0 +1,117 @@
+//! Kernels of the simulated AICores, looked up by name.
+//!
+//! A program names its kernels (`@kernel matmul_q(t): cube(...)`); the simulator resolves each
+//! name once, before the run, in a [`Registry`], and a core that is handed a task calls the
+//! kernel of that task's kernel index. A name the registry does not hold gets the default
+//! kernel, [`Record`], which does nothing: the simulator itself records every task's run
+//! (its core, its pool, and — with `check` — its start and end for the reference check).
+//!
+//! ```
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use ptovm_host_sim::kernel::{Call, Registry};
+//! static MATMULS: AtomicU64 = AtomicU64::new(0);
+//! let mut kernels = Registry::new();
+//! kernels.register("matmul_q", |_: &Call<'_>| {
+//!     MATMULS.fetch_add(1, Ordering::Relaxed);
+//! });
+//! assert!(kernels.get("matmul_q").is_some());
+//! assert!(kernels.get("rmsnorm").is_none()); // runs the default kernel
+//! ```
+
+use std::collections::HashMap;
+
+use ptovm_vm::{Pool, Verified};
+
+/// What a core knows of the task it runs (the device's `ptovm_task`, plus where it runs).
+#[derive(Clone, Copy, Debug)]
+pub struct Call<'a> {
+    /// Program-order task id.
+    pub task: u64,
+    /// Kernel index in the program's kernel table.
+    pub kernel: u16,
+    /// The kernel's name.
+    pub name: &'a str,
+    /// The pool of the core (cube or vector).
+    pub pool: Pool,
+    /// The AICPU that generated the task.
+    pub aicpu: u32,
+    /// The core running it (cube cores first, then vector cores).
+    pub core: u32,
+}
+
+/// A kernel: runs on a core's driver thread, between the task's start and its end. It must
+/// return: a kernel that blocks holds up every AICPU and core of its driver thread.
+pub trait Kernel: Send + Sync {
+    /// Runs one task.
+    fn run(&self, call: &Call<'_>);
+}
+
+impl<F: Fn(&Call<'_>) + Send + Sync> Kernel for F {
+    fn run(&self, call: &Call<'_>) {
+        self(call)
+    }
+}
+
+/// The default kernel: does nothing (the simulator records the run).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Record;
+
+impl Kernel for Record {
+    #[inline]
+    fn run(&self, _: &Call<'_>) {}
+}
+
+/// Kernels by name.
+#[derive(Default)]
+pub struct Registry {
+    kernels: HashMap<String, Box<dyn Kernel>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&str> = self.kernels.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        f.debug_struct("Registry").field("kernels", &names).finish()
+    }
+}
+
+impl Registry {
+    /// An empty registry: every kernel is the default.
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// Registers `kernel` under `name`; gives back the kernel it replaces, if any.
+    pub fn register(
+        &mut self,
+        name: impl Into<String>,
+        kernel: impl Kernel + 'static,
+    ) -> Option<Box<dyn Kernel>> {
+        self.kernels.insert(name.into(), Box::new(kernel))
+    }
+
+    /// The kernel registered under `name`.
+    pub fn get(&self, name: &str) -> Option<&dyn Kernel> {
+        self.kernels.get(name).map(|k| &**k)
+    }
+
+    /// The names registered, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.kernels.keys().map(String::as_str).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The kernel of each of `program`'s kernel indices, with its name: the registered one, or
+    /// [`Record`].
+    pub fn resolve<'s, 'v>(&'s self, program: &Verified<'v>) -> Vec<(&'v str, &'s dyn Kernel)> {
+        program
+            .kernels()
+            .iter()
+            .map(|k| {
+                let name = program.name(k.name_off.get(), k.name_len.get() as u32);
+                (name, self.get(name).unwrap_or(&Record))
+            })
+            .collect()
+    }
+}
