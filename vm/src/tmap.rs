@@ -652,7 +652,12 @@ impl<S: Storage> TensorMap<S> {
                             keys[n] = wide;
                             n += 1;
                         }
-                        self.scan_home(&keys[..n], io, id, mark, pred);
+                        if n == 1 {
+                            // Only its own list (the common case): its bucket is known.
+                            self.scan::<HOME>(home, io, id, mark, &[key], pred);
+                        } else {
+                            self.scan_home(&keys[..n], io, id, mark, pred);
+                        }
                     } else {
                         self.keep(io.tensor, ROW_ON);
                         let row = self.row_head(io.tensor, i);
