@@ -204,6 +204,8 @@ struct SharedHeader {
     cube: u32,
     cores: u32,
     cfg: Config,
+    /// The launch's `exact_deps`: every map of the launch matches regions the same way.
+    exact_deps: u32,
     sched: DevShared,
 }
 
@@ -558,6 +560,7 @@ unsafe fn shared_layout(
             cube: p.cube,
             cores: cores as u32,
             cfg: p.cfg,
+            exact_deps: u32::from(p.mode == MatchMode::Exact),
             sched: Shared {
                 n: p.n,
                 cap: p.cap,
@@ -936,7 +939,7 @@ pub unsafe extern "C" fn ptovm_instance_init(
             cube_cores: h.cube,
             vector_cores: h.cores - h.cube,
             window_mode: h.cfg.mode as i32,
-            exact_deps: 0,
+            exact_deps: h.exact_deps,
         };
         let mut p = plan(&v, &launch)?;
         p.cfg = h.cfg;
