@@ -19,7 +19,7 @@ command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --version 
 
 cargo +nightly fuzz build -O
 summary=""
-for t in bytes text roundtrip partition schedule; do
+for t in bytes text roundtrip partition schedule device; do
   work=$(mktemp -d)
   cp corpus/"$t"/* "$work"/
   log=$(mktemp)

@@ -16,7 +16,14 @@ use ptovm_vm::{
 use crate::{gen_params, values, Gen};
 
 /// The names of the targets, for the corpus test and the scripts.
-pub const TARGETS: [&str; 5] = ["bytes", "text", "roundtrip", "partition", "schedule"];
+pub const TARGETS: [&str; 6] = [
+    "bytes",
+    "text",
+    "roundtrip",
+    "partition",
+    "schedule",
+    "device",
+];
 
 /// Runs target `name` on `data`.
 pub fn check(name: &str, data: &[u8]) -> Result<(), String> {
@@ -26,6 +33,7 @@ pub fn check(name: &str, data: &[u8]) -> Result<(), String> {
         "roundtrip" => roundtrip(data),
         "partition" => partition(data),
         "schedule" => schedule(data),
+        "device" => device(data),
         _ => Err(format!("no fuzz target {name}")),
     }
 }
@@ -295,5 +303,139 @@ pub fn schedule(data: &[u8]) -> Result<(), String> {
         // Runtime errors of the program are the interpreter's tests.
         Err(e) if e.contains("parameter") || e.contains("instruction") => Ok(()),
         Err(e) => Err(format!("{e} ({n} AICPUs, {cfg:?}, seed {seed})\n{src}")),
+    }
+}
+
+/// `device`: the AICPU library's C ABI on raw bytes. The first six bytes choose the launch —
+/// AICPU count (0: the program's), window (0: the program's), cube and vector cores, window
+/// mode, match mode — and the rest is a PTOW file (its length and checksum set to match).
+/// `ptovm_work_bound` and `ptovm_layout` return 0 or a documented error code with a message;
+/// when the program verifies, takes the parameters made from its slot kinds, and its work and
+/// memory are within the fuzzing budget, the launch runs on one thread (`device::run_single`)
+/// to its end and passes the reference check, or stops with a runtime error of the program
+/// (`PTOVM_E_RUN`, `PTOVM_E_WINDOW`) — never with a broken state, a lost task or a task run
+/// twice — and the library never reports a panic.
+pub fn device(data: &[u8]) -> Result<(), String> {
+    use ptovm_device::*;
+    let (head, rest) = data.split_at(data.len().min(6));
+    let b = |i: usize| head.get(i).copied().unwrap_or(0) as u32;
+    let mut code = rest.to_vec();
+    ptovm_vm::format::seal(&mut code);
+    let launch = PtovmLaunch {
+        aicpus: b(0) % 9,
+        window: b(1) % 40,
+        cube_cores: b(2) % 13,
+        vector_cores: b(3) % 13,
+        window_mode: b(4) as i32 % 4 - 1,
+        exact_deps: b(5) & 1,
+    };
+    let codes = [
+        PTOVM_E_ARGUMENT,
+        PTOVM_E_VERIFY,
+        PTOVM_E_PARAMS,
+        PTOVM_E_MEMORY,
+        PTOVM_E_RUN,
+    ];
+    let errored = |what: &str, rc: i32, err: &[u8]| -> Result<(), String> {
+        let msg = crate::device::text(err);
+        if !codes.contains(&rc) || msg.is_empty() {
+            return Err(format!("{what}: code {rc}, message {msg:?}"));
+        }
+        Ok(())
+    };
+    let mut err = [0u8; 256];
+    let mut sizes = PtovmSizes::default();
+    // SAFETY: the pointers are valid for the call.
+    let rc = unsafe {
+        ptovm_layout(
+            code.as_ptr(),
+            code.len(),
+            &launch,
+            &mut sizes,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    let result = if rc != PTOVM_OK {
+        errored("layout", rc, &err)
+    } else {
+        device_launch(&code, launch)
+    };
+    if ptovm_panicked() != 0 {
+        return Err("the library reports a panic".into());
+    }
+    result
+}
+
+/// The launch part of [`device`]: the work bound, then the run within the budget.
+fn device_launch(code: &[u8], launch: ptovm_device::PtovmLaunch) -> Result<(), String> {
+    use ptovm_device::*;
+    let Ok(v) = verify(code) else {
+        return Err("ptovm_layout accepted bytecode the verifier rejects".into());
+    };
+    let owned: Vec<(ParamKind, u32, Vec<u32>)> = v
+        .params()
+        .iter()
+        .map(|slot| {
+            if slot.kind == ParamKind::Scalar as u8 {
+                (ParamKind::Scalar, 3, Vec::new())
+            } else {
+                (ParamKind::Array, 0, vec![0, 1, 2, 2, 3, 4, 4, 4])
+            }
+        })
+        .collect();
+    let cp = crate::device::c_params(&owned);
+    let mut work = PtovmWork::default();
+    let mut err = [0u8; 256];
+    // SAFETY: the pointers are valid for the call.
+    let rc = unsafe {
+        ptovm_work_bound(
+            code.as_ptr(),
+            code.len(),
+            cp.as_ptr(),
+            cp.len() as u32,
+            &mut work,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    if rc != PTOVM_OK {
+        // The parameters were refused (or the launch-time selector failed): a code, a message.
+        return match rc {
+            PTOVM_E_PARAMS | PTOVM_E_RUN if err[0] != 0 => Ok(()),
+            _ => Err(format!(
+                "work bound: code {rc}, message {:?}",
+                crate::device::text(&err)
+            )),
+        };
+    }
+    if work.iterations > MAX_ITERATIONS || work.tasks > 2_000 {
+        return Ok(());
+    }
+    match crate::device::run_single(code, &owned, launch, 64 << 20, 1_000_000) {
+        Ok(None) => Ok(()),
+        Ok(Some((ran, n))) => {
+            if ran.len() as u64 > work.tasks {
+                return Err(format!("{} tasks ran, above the bound {work:?}", ran.len()));
+            }
+            if launch.exact_deps == 0 {
+                return crate::check_run(code, &owned, n, &ran);
+            }
+            // Exact matching misses the edges between overlapping regions that differ (as
+            // pto-isa's map does): only "every task once" holds.
+            let want = crate::task_count(code, &owned).unwrap_or(0);
+            let once = ran.iter().filter(|r| r.1 != 0).count() as u64;
+            if ran.len() as u64 != want || once != want {
+                return Err(format!("{once} of {want} tasks ran (exact deps)"));
+            }
+            Ok(())
+        }
+        // The program's own runtime errors, reported with a message.
+        Err(f) if [PTOVM_E_RUN, PTOVM_E_WINDOW].contains(&f.code) && !f.message.is_empty() => {
+            Ok(())
+        }
+        // Another AICPU's failure stops the others.
+        Err(f) if f.code == PTOVM_E_FAILED => Ok(()),
+        Err(f) => Err(format!("{f:?}")),
     }
 }

@@ -10,33 +10,9 @@ use std::sync::Mutex;
 use proptest::prelude::*;
 use ptovm_assembler::{assemble, Options};
 use ptovm_device::*;
+use ptovm_tests::device::{c_params, region, text, Block};
 use ptovm_tests::{gen_params, Gen, Params, Ran};
 use ptovm_vm::{ParamKind, Pool};
-
-/// 128-byte aligned memory.
-#[derive(Clone, Copy)]
-#[repr(C, align(128))]
-struct Block([u8; 128]);
-
-fn region(bytes: u64) -> Vec<Block> {
-    vec![Block([0; 128]); (bytes as usize).div_ceil(128)]
-}
-
-fn text(buf: &[u8]) -> String {
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
-fn c_params(p: &Params) -> Vec<PtovmParam> {
-    p.iter()
-        .map(|(k, v, a)| PtovmParam {
-            kind: u32::from(*k != ParamKind::Scalar),
-            value: *v,
-            data: a.as_ptr(),
-            len: a.len() as u32,
-        })
-        .collect()
-}
 
 /// `ptovm_instance_init` on `inst` (`size` bytes of it) for AICPU `aicpu`.
 fn instance_init(
@@ -235,6 +211,25 @@ fn the_llama_layer_runs_through_the_c_abi() {
         assert_eq!(aicpus, n);
         assert_eq!(ran.len(), 3 * 64 + 16 * 8);
         check(&code, &params, n, &ran);
+    }
+}
+
+#[test]
+fn exact_matching_is_one_mode_for_every_map_of_a_launch() {
+    // `exact_deps = 1` reached the shared region's map but each instance built its own map in
+    // overlap mode, and the scheduler refused the mix (found by the `device` fuzz target).
+    // The LLaMA layer's regions are tiles and rows: exact matching finds every edge there.
+    let code = example("llama_layer.pto");
+    let params: Params = vec![(ParamKind::Scalar, 8, vec![])];
+    for n in [1, 3] {
+        let mut l = settings(n, 8);
+        l.exact_deps = 1;
+        let (ran, _) = launch(&code, &params, l).unwrap();
+        check(&code, &params, n, &ran);
+        let single = ptovm_tests::device::run_single(&code, &params, l, 1 << 30, 1_000_000)
+            .unwrap()
+            .unwrap();
+        check(&code, &params, n, &single.0);
     }
 }
 
