@@ -378,7 +378,7 @@ fn bad_parameters_through_run_and_expand() {
     let m = moe.to_str().unwrap();
     let fd = examples().join("flash_decode.pto");
     let f = fd.to_str().unwrap();
-    let ok = ["T=2", "expert_ptr=0,1,1,1,1,1,1,1,2", "expert_tokens=1,0"];
+    let ok = [MOE_PARAMS[1], MOE_PARAMS[3], MOE_PARAMS[5]];
     // (parameters, kind, message) on the MoE program unless the first is a file.
     let cases: Vec<(Vec<&str>, Kind, &str)> = vec![
         (vec!["T=2", "expert_tokens=1,0"], Kind::Params, "missing runtime parameter `expert_ptr` (array)"),
@@ -423,14 +423,7 @@ fn bad_arguments_and_failing_runs() {
     let d = dir.path();
     let moe = examples().join("moe.pto");
     let m = moe.to_str().unwrap();
-    let p = [
-        "--param",
-        "T=2",
-        "--param",
-        "expert_ptr=0,1,1,1,1,1,1,1,2",
-        "--param",
-        "expert_tokens=1,0",
-    ];
+    let p = MOE_PARAMS;
     let with = |head: &[&'static str]| -> Vec<&str> {
         let mut v: Vec<&str> = head.to_vec();
         v.insert(1, m);

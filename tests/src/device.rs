@@ -35,6 +35,120 @@ pub fn c_params(p: &Params) -> Vec<PtovmParam> {
         .collect()
 }
 
+/// `ptovm_layout`: the sizes, or the code and message.
+pub fn layout(code: &[u8], launch: &PtovmLaunch) -> Result<PtovmSizes, (i32, String)> {
+    let mut err = [0u8; 256];
+    let mut sizes = PtovmSizes::default();
+    // SAFETY: the pointers are valid for the call.
+    let rc = unsafe {
+        ptovm_layout(
+            code.as_ptr(),
+            code.len(),
+            launch,
+            &mut sizes,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    if rc == PTOVM_OK {
+        Ok(sizes)
+    } else {
+        Err((rc, text(&err)))
+    }
+}
+
+/// `ptovm_shared_init` on `shared` (`size` bytes), or the code and message.
+pub fn shared_init(
+    shared: &mut [Block],
+    size: u64,
+    code: &[u8],
+    launch: &PtovmLaunch,
+) -> Result<(), (i32, String)> {
+    let mut err = [0u8; 256];
+    // SAFETY: `shared` has at least `size` bytes, aligned, used by this launch only; the
+    // caller keeps `code` in place for the launch.
+    let rc = unsafe {
+        ptovm_shared_init(
+            shared.as_mut_ptr() as *mut _,
+            size as usize,
+            code.as_ptr(),
+            code.len(),
+            launch,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    if rc == PTOVM_OK {
+        Ok(())
+    } else {
+        Err((rc, text(&err)))
+    }
+}
+
+/// `ptovm_instance_init` on `inst` (`size` bytes of it) for AICPU `aicpu`, or the code and
+/// message.
+///
+/// # Safety
+/// `shared` is null or a region of this process the library may read (a shared region laid
+/// out by [`shared_init`], or memory it will recognise as not one); the arrays of `params`
+/// live as long as the instance runs.
+pub unsafe fn instance_init(
+    inst: &mut [Block],
+    size: u64,
+    shared: *mut std::ffi::c_void,
+    params: &[PtovmParam],
+    aicpu: u32,
+) -> Result<(), (i32, String)> {
+    let mut err = [0u8; 256];
+    // SAFETY: `inst` has at least `size` bytes, `params` and `err` are live for the call, and
+    // `shared` is a region the caller owns; the parameters' arrays live for the launch.
+    let rc = unsafe {
+        ptovm_instance_init(
+            inst.as_mut_ptr() as *mut _,
+            size as usize,
+            shared,
+            if params.is_empty() {
+                std::ptr::null()
+            } else {
+                params.as_ptr()
+            },
+            params.len() as u32,
+            aicpu,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    if rc == PTOVM_OK {
+        Ok(())
+    } else {
+        Err((rc, text(&err)))
+    }
+}
+
+/// `ptovm_work_bound` with `params`: the bound, or the code and message.
+pub fn work_bound(code: &[u8], params: &Params) -> Result<PtovmWork, (i32, String)> {
+    let ps = c_params(params);
+    let mut out = PtovmWork::default();
+    let mut err = [0u8; 256];
+    // SAFETY: the pointers are valid for the call.
+    let rc = unsafe {
+        ptovm_work_bound(
+            code.as_ptr(),
+            code.len(),
+            ps.as_ptr(),
+            ps.len() as u32,
+            &mut out,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    if rc == PTOVM_OK {
+        Ok(out)
+    } else {
+        Err((rc, text(&err)))
+    }
+}
+
 /// Why a single-threaded launch stopped: the library's code and message, with the call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
@@ -59,27 +173,12 @@ pub fn run_single(
     max_bytes: u64,
     max_rounds: u64,
 ) -> Result<Option<(Ran, u32)>, Failure> {
-    let fail = |call, code, err: &[u8]| Failure {
+    let fail = |call, (code, message): (i32, String)| Failure {
         call,
         code,
-        message: text(err),
+        message,
     };
-    let mut err = [0u8; 256];
-    let mut sizes = PtovmSizes::default();
-    // SAFETY: the pointers are valid for the call.
-    let rc = unsafe {
-        ptovm_layout(
-            code.as_ptr(),
-            code.len(),
-            &launch,
-            &mut sizes,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    };
-    if rc != PTOVM_OK {
-        return Err(fail("layout", rc, &err));
-    }
+    let sizes = layout(code, &launch).map_err(|e| fail("layout", e))?;
     let total = sizes
         .instance_bytes
         .saturating_mul(sizes.aicpus as u64)
@@ -88,48 +187,17 @@ pub fn run_single(
         return Ok(None);
     }
     let mut shared = region(sizes.shared_bytes);
+    shared_init(&mut shared, sizes.shared_bytes, code, &launch)
+        .map_err(|e| fail("shared init", e))?;
     let sh = shared.as_mut_ptr() as *mut std::ffi::c_void;
-    // SAFETY: `shared` has `shared_bytes` bytes, aligned; the code outlives the launch.
-    let rc = unsafe {
-        ptovm_shared_init(
-            sh,
-            sizes.shared_bytes as usize,
-            code.as_ptr(),
-            code.len(),
-            &launch,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    };
-    if rc != PTOVM_OK {
-        return Err(fail("shared init", rc, &err));
-    }
     let cp = c_params(params);
     let mut instances: Vec<Vec<Block>> = (0..sizes.aicpus)
         .map(|_| region(sizes.instance_bytes))
         .collect();
     for (a, m) in instances.iter_mut().enumerate() {
-        // SAFETY: the instance region has `instance_bytes` bytes; the parameters' arrays live
-        // for the launch.
-        let rc = unsafe {
-            ptovm_instance_init(
-                m.as_mut_ptr() as *mut _,
-                sizes.instance_bytes as usize,
-                sh,
-                if cp.is_empty() {
-                    std::ptr::null()
-                } else {
-                    cp.as_ptr()
-                },
-                cp.len() as u32,
-                a as u32,
-                err.as_mut_ptr(),
-                err.len(),
-            )
-        };
-        if rc != PTOVM_OK {
-            return Err(fail("instance init", rc, &err));
-        }
+        // SAFETY: `sh` was laid out above; `cp` borrows `params`, which outlive the launch.
+        unsafe { instance_init(m, sizes.instance_bytes, sh, &cp, a as u32) }
+            .map_err(|e| fail("instance init", e))?;
     }
     let mut ran: Ran = Vec::new();
     let mut clock = 1u64;
@@ -147,7 +215,7 @@ pub fn run_single(
                     let mut buf = [0u8; 256];
                     // SAFETY: as above.
                     unsafe { ptovm_error(m.as_mut_ptr() as *mut _, buf.as_mut_ptr(), buf.len()) };
-                    return Err(fail("step", rc, &buf));
+                    return Err(fail("step", (rc, text(&buf))));
                 }
             }
         }
@@ -175,7 +243,7 @@ pub fn run_single(
                 // SAFETY: as above.
                 let rc = unsafe { ptovm_core_finish(sh, core) };
                 if rc != PTOVM_OK {
-                    return Err(fail("core finish", rc, b"\0"));
+                    return Err(fail("core finish", (rc, String::new())));
                 }
             }
         }

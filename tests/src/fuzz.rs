@@ -336,30 +336,12 @@ pub fn device(data: &[u8]) -> Result<(), String> {
         PTOVM_E_MEMORY,
         PTOVM_E_RUN,
     ];
-    let errored = |what: &str, rc: i32, err: &[u8]| -> Result<(), String> {
-        let msg = crate::device::text(err);
-        if !codes.contains(&rc) || msg.is_empty() {
-            return Err(format!("{what}: code {rc}, message {msg:?}"));
+    let result = match crate::device::layout(&code, &launch) {
+        Err((rc, msg)) if !codes.contains(&rc) || msg.is_empty() => {
+            Err(format!("layout: code {rc}, message {msg:?}"))
         }
-        Ok(())
-    };
-    let mut err = [0u8; 256];
-    let mut sizes = PtovmSizes::default();
-    // SAFETY: the pointers are valid for the call.
-    let rc = unsafe {
-        ptovm_layout(
-            code.as_ptr(),
-            code.len(),
-            &launch,
-            &mut sizes,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    };
-    let result = if rc != PTOVM_OK {
-        errored("layout", rc, &err)
-    } else {
-        device_launch(&code, launch)
+        Err(_) => Ok(()),
+        Ok(_) => device_launch(&code, launch),
     };
     if ptovm_panicked() != 0 {
         return Err("the library reports a panic".into());
@@ -384,31 +366,12 @@ fn device_launch(code: &[u8], launch: ptovm_device::PtovmLaunch) -> Result<(), S
             }
         })
         .collect();
-    let cp = crate::device::c_params(&owned);
-    let mut work = PtovmWork::default();
-    let mut err = [0u8; 256];
-    // SAFETY: the pointers are valid for the call.
-    let rc = unsafe {
-        ptovm_work_bound(
-            code.as_ptr(),
-            code.len(),
-            cp.as_ptr(),
-            cp.len() as u32,
-            &mut work,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    };
-    if rc != PTOVM_OK {
+    let work = match crate::device::work_bound(code, &owned) {
+        Ok(w) => w,
         // The parameters were refused (or the launch-time selector failed): a code, a message.
-        return match rc {
-            PTOVM_E_PARAMS | PTOVM_E_RUN if err[0] != 0 => Ok(()),
-            _ => Err(format!(
-                "work bound: code {rc}, message {:?}",
-                crate::device::text(&err)
-            )),
-        };
-    }
+        Err((PTOVM_E_PARAMS | PTOVM_E_RUN, msg)) if !msg.is_empty() => return Ok(()),
+        Err((rc, msg)) => return Err(format!("work bound: code {rc}, message {msg:?}")),
+    };
     if work.iterations > MAX_ITERATIONS || work.tasks > 2_000 {
         return Ok(());
     }

@@ -10,81 +10,27 @@ use std::sync::Mutex;
 use proptest::prelude::*;
 use ptovm_assembler::{assemble, Options};
 use ptovm_device::*;
-use ptovm_tests::device::{c_params, region, text, Block};
+use ptovm_tests::device::{
+    c_params, instance_init, layout, region, shared_init, text, work_bound, Block,
+};
 use ptovm_tests::{gen_params, Gen, Params, Ran};
 use ptovm_vm::{ParamKind, Pool};
 
-/// `ptovm_instance_init` on `inst` (`size` bytes of it) for AICPU `aicpu`.
-fn instance_init(
-    inst: &mut [Block],
-    size: u64,
-    shared: *mut std::ffi::c_void,
-    params: &[PtovmParam],
-    aicpu: u32,
-    err: &mut [u8; 256],
-) -> i32 {
-    // SAFETY: `inst` has at least `size` bytes, `params` and `err` are live for the call, and
-    // `shared` is a region the caller owns.
-    unsafe {
-        ptovm_instance_init(
-            inst.as_mut_ptr() as *mut _,
-            size as usize,
-            shared,
-            if params.is_empty() {
-                std::ptr::null()
-            } else {
-                params.as_ptr()
-            },
-            params.len() as u32,
-            aicpu,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    }
-}
-
 /// Launches `code` with `launch` on threads; gives what ran, or the first error message.
 fn launch(code: &[u8], params: &Params, launch: PtovmLaunch) -> Result<(Ran, u32), String> {
-    let mut err = [0u8; 256];
-    let mut sizes = PtovmSizes::default();
-    let rc = unsafe {
-        ptovm_layout(
-            code.as_ptr(),
-            code.len(),
-            &launch,
-            &mut sizes,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    };
-    if rc != PTOVM_OK {
-        return Err(format!("layout {rc}: {}", text(&err)));
-    }
+    let sizes = layout(code, &launch).map_err(|(rc, e)| format!("layout {rc}: {e}"))?;
     let mut shared = region(sizes.shared_bytes);
+    shared_init(&mut shared, sizes.shared_bytes, code, &launch)
+        .map_err(|(rc, e)| format!("shared init {rc}: {e}"))?;
     let sh = shared.as_mut_ptr() as *mut std::ffi::c_void;
-    let rc = unsafe {
-        ptovm_shared_init(
-            sh,
-            sizes.shared_bytes as usize,
-            code.as_ptr(),
-            code.len(),
-            &launch,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    };
-    if rc != PTOVM_OK {
-        return Err(format!("shared init {rc}: {}", text(&err)));
-    }
     let cp = c_params(params);
     let mut instances: Vec<Vec<Block>> = (0..sizes.aicpus)
         .map(|_| region(sizes.instance_bytes))
         .collect();
     for (a, m) in instances.iter_mut().enumerate() {
-        let rc = instance_init(m, sizes.instance_bytes, sh, &cp, a as u32, &mut err);
-        if rc != PTOVM_OK {
-            return Err(format!("instance init {rc}: {}", text(&err)));
-        }
+        // SAFETY: `sh` was laid out above; `cp` borrows `params`, which outlive the launch.
+        unsafe { instance_init(m, sizes.instance_bytes, sh, &cp, a as u32) }
+            .map_err(|(rc, e)| format!("instance init {rc}: {e}"))?;
     }
     let seq = AtomicU64::new(1);
     let ran: Mutex<Ran> = Mutex::new(Vec::new());
@@ -261,29 +207,6 @@ proptest! {
     }
 }
 
-/// `ptovm_work_bound` through the C ABI: the Rust API's bound, and errors as codes.
-fn work_bound(code: &[u8], params: &Params) -> Result<PtovmWork, (i32, String)> {
-    let ps = c_params(params);
-    let mut out = PtovmWork::default();
-    let mut err = [0u8; 256];
-    let rc = unsafe {
-        ptovm_work_bound(
-            code.as_ptr(),
-            code.len(),
-            ps.as_ptr(),
-            ps.len() as u32,
-            &mut out,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    };
-    if rc == PTOVM_OK {
-        Ok(out)
-    } else {
-        Err((rc, text(&err)))
-    }
-}
-
 #[test]
 fn the_work_bound_is_known_before_a_launch() {
     // The LLaMA layer's loops are all dense: the bound is its task count, 3N² + 16N.
@@ -416,15 +339,17 @@ fn bad_arguments_are_codes_with_messages() {
     assert_eq!(rc, PTOVM_E_MEMORY);
     // An instance over memory that is not a shared region.
     let mut inst = region(sizes.instance_bytes);
-    let rc = instance_init(
-        &mut inst,
-        sizes.instance_bytes,
-        shared.as_mut_ptr() as *mut _,
-        &[],
-        0,
-        &mut err,
-    );
-    assert_eq!(rc, PTOVM_E_STATE, "{}", text(&err));
+    // SAFETY (the calls below): the regions are this test's, the parameters outlive them.
+    let r = unsafe {
+        instance_init(
+            &mut inst,
+            sizes.instance_bytes,
+            shared.as_mut_ptr() as *mut _,
+            &[],
+            0,
+        )
+    };
+    assert_eq!(r.unwrap_err().0, PTOVM_E_STATE);
     // Wrong runtime parameters, AICPU id out of range.
     let sh = shared.as_mut_ptr() as *mut std::ffi::c_void;
     assert_eq!(
@@ -441,30 +366,21 @@ fn bad_arguments_are_codes_with_messages() {
         },
         PTOVM_OK
     );
-    let rc = instance_init(&mut inst, sizes.instance_bytes, sh, &[], 0, &mut err);
-    assert_eq!(rc, PTOVM_E_PARAMS, "{}", text(&err));
+    let code_of = |r: Result<(), (i32, String)>| r.err().map_or(PTOVM_OK, |e| e.0);
+    let r = unsafe { instance_init(&mut inst, sizes.instance_bytes, sh, &[], 0) };
+    assert_eq!(code_of(r), PTOVM_E_PARAMS);
     let p = c_params(&vec![(ParamKind::Scalar, 8, vec![])]);
-    let rc = instance_init(&mut inst, sizes.instance_bytes, sh, &p, 2, &mut err);
-    assert_eq!(rc, PTOVM_E_ARGUMENT, "{}", text(&err));
-    let rc = instance_init(&mut inst, sizes.instance_bytes - 1, sh, &p, 0, &mut err);
-    assert_eq!(rc, PTOVM_E_MEMORY, "{}", text(&err));
+    let r = unsafe { instance_init(&mut inst, sizes.instance_bytes, sh, &p, 2) };
+    assert_eq!(code_of(r), PTOVM_E_ARGUMENT);
+    let r = unsafe { instance_init(&mut inst, sizes.instance_bytes - 1, sh, &p, 0) };
+    assert_eq!(code_of(r), PTOVM_E_MEMORY);
     // The failed attempts claimed nothing: AICPU 0's instance builds now, and only once.
-    assert_eq!(
-        instance_init(&mut inst, sizes.instance_bytes, sh, &p, 0, &mut err),
-        PTOVM_OK,
-        "{}",
-        text(&err)
-    );
+    unsafe { instance_init(&mut inst, sizes.instance_bytes, sh, &p, 0) }.unwrap();
     let mut again = region(sizes.instance_bytes);
-    assert_eq!(
-        instance_init(&mut again, sizes.instance_bytes, sh, &p, 0, &mut err),
-        PTOVM_E_STATE
-    );
-    assert!(
-        text(&err).contains("already has an instance"),
-        "{}",
-        text(&err)
-    );
+    let (rc, e) =
+        unsafe { instance_init(&mut again, sizes.instance_bytes, sh, &p, 0) }.unwrap_err();
+    assert_eq!(rc, PTOVM_E_STATE);
+    assert!(e.contains("already has an instance"), "{e}");
     // Steps on memory that is no instance, counters without output.
     let mut junk = region(1024);
     assert_eq!(
