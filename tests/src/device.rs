@@ -35,6 +35,15 @@ pub fn c_params(p: &Params) -> Vec<PtovmParam> {
         .collect()
 }
 
+/// `ok` when a call returned `PTOVM_OK`, else its code and the message in `err`.
+fn status<T>(rc: i32, ok: T, err: &[u8]) -> Result<T, (i32, String)> {
+    if rc == PTOVM_OK {
+        Ok(ok)
+    } else {
+        Err((rc, text(err)))
+    }
+}
+
 /// `ptovm_layout`: the sizes, or the code and message.
 pub fn layout(code: &[u8], launch: &PtovmLaunch) -> Result<PtovmSizes, (i32, String)> {
     let mut err = [0u8; 256];
@@ -50,11 +59,7 @@ pub fn layout(code: &[u8], launch: &PtovmLaunch) -> Result<PtovmSizes, (i32, Str
             err.len(),
         )
     };
-    if rc == PTOVM_OK {
-        Ok(sizes)
-    } else {
-        Err((rc, text(&err)))
-    }
+    status(rc, sizes, &err)
 }
 
 /// `ptovm_shared_init` on `shared` (`size` bytes), or the code and message.
@@ -78,11 +83,7 @@ pub fn shared_init(
             err.len(),
         )
     };
-    if rc == PTOVM_OK {
-        Ok(())
-    } else {
-        Err((rc, text(&err)))
-    }
+    status(rc, (), &err)
 }
 
 /// `ptovm_instance_init` on `inst` (`size` bytes of it) for AICPU `aicpu`, or the code and
@@ -118,11 +119,7 @@ pub unsafe fn instance_init(
             err.len(),
         )
     };
-    if rc == PTOVM_OK {
-        Ok(())
-    } else {
-        Err((rc, text(&err)))
-    }
+    status(rc, (), &err)
 }
 
 /// `ptovm_work_bound` with `params`: the bound, or the code and message.
@@ -142,11 +139,65 @@ pub fn work_bound(code: &[u8], params: &Params) -> Result<PtovmWork, (i32, Strin
             err.len(),
         )
     };
-    if rc == PTOVM_OK {
-        Ok(out)
-    } else {
-        Err((rc, text(&err)))
+    status(rc, out, &err)
+}
+
+/// A launch laid out and initialised: its regions, the AICPU instances built, nothing run.
+pub struct Prepared {
+    /// The sizes `ptovm_layout` gave.
+    pub sizes: PtovmSizes,
+    /// The shared region.
+    pub shared: Vec<Block>,
+    /// Each AICPU's instance region.
+    pub instances: Vec<Vec<Block>>,
+}
+
+impl Prepared {
+    /// The shared region, as the C ABI takes it.
+    pub fn shared_ptr(&mut self) -> *mut std::ffi::c_void {
+        self.shared.as_mut_ptr() as *mut _
     }
+}
+
+/// Lays out a launch of `code` and builds its shared region and every instance (`params`'
+/// arrays must outlive the launch); `Ok(None)` when its regions need more than `max_bytes`.
+pub fn prepare(
+    code: &[u8],
+    params: &Params,
+    launch: &PtovmLaunch,
+    max_bytes: u64,
+) -> Result<Option<Prepared>, Failure> {
+    let fail = |call, (code, message): (i32, String)| Failure {
+        call,
+        code,
+        message,
+    };
+    let sizes = layout(code, launch).map_err(|e| fail("layout", e))?;
+    let total = sizes
+        .instance_bytes
+        .saturating_mul(sizes.aicpus as u64)
+        .saturating_add(sizes.shared_bytes);
+    if total > max_bytes {
+        return Ok(None);
+    }
+    let mut shared = region(sizes.shared_bytes);
+    shared_init(&mut shared, sizes.shared_bytes, code, launch)
+        .map_err(|e| fail("shared init", e))?;
+    let sh = shared.as_mut_ptr() as *mut std::ffi::c_void;
+    let cp = c_params(params);
+    let mut instances: Vec<Vec<Block>> = (0..sizes.aicpus)
+        .map(|_| region(sizes.instance_bytes))
+        .collect();
+    for (a, m) in instances.iter_mut().enumerate() {
+        // SAFETY: `sh` was laid out above; `cp` borrows `params`, which outlive the launch.
+        unsafe { instance_init(m, sizes.instance_bytes, sh, &cp, a as u32) }
+            .map_err(|e| fail("instance init", e))?;
+    }
+    Ok(Some(Prepared {
+        sizes,
+        shared,
+        instances,
+    }))
 }
 
 /// Why a single-threaded launch stopped: the library's code and message, with the call.
@@ -178,27 +229,11 @@ pub fn run_single(
         code,
         message,
     };
-    let sizes = layout(code, &launch).map_err(|e| fail("layout", e))?;
-    let total = sizes
-        .instance_bytes
-        .saturating_mul(sizes.aicpus as u64)
-        .saturating_add(sizes.shared_bytes);
-    if total > max_bytes {
+    let Some(mut prep) = prepare(code, params, &launch, max_bytes)? else {
         return Ok(None);
-    }
-    let mut shared = region(sizes.shared_bytes);
-    shared_init(&mut shared, sizes.shared_bytes, code, &launch)
-        .map_err(|e| fail("shared init", e))?;
-    let sh = shared.as_mut_ptr() as *mut std::ffi::c_void;
-    let cp = c_params(params);
-    let mut instances: Vec<Vec<Block>> = (0..sizes.aicpus)
-        .map(|_| region(sizes.instance_bytes))
-        .collect();
-    for (a, m) in instances.iter_mut().enumerate() {
-        // SAFETY: `sh` was laid out above; `cp` borrows `params`, which outlive the launch.
-        unsafe { instance_init(m, sizes.instance_bytes, sh, &cp, a as u32) }
-            .map_err(|e| fail("instance init", e))?;
-    }
+    };
+    let (sizes, sh) = (prep.sizes, prep.shared_ptr());
+    let instances = &mut prep.instances;
     let mut ran: Ran = Vec::new();
     let mut clock = 1u64;
     let mut finished = vec![false; instances.len()];
@@ -250,7 +285,6 @@ pub fn run_single(
         if finished.iter().all(|f| *f) {
             // SAFETY: as above.
             unsafe { ptovm_shutdown(sh) };
-            drop(shared);
             return Ok(Some((ran, sizes.aicpus)));
         }
     }

@@ -10,28 +10,17 @@ use std::sync::Mutex;
 use proptest::prelude::*;
 use ptovm_assembler::{assemble, Options};
 use ptovm_device::*;
-use ptovm_tests::device::{
-    c_params, instance_init, layout, region, shared_init, text, work_bound, Block,
-};
+use ptovm_tests::device::{c_params, instance_init, prepare, region, text, work_bound};
 use ptovm_tests::{gen_params, Gen, Params, Ran};
 use ptovm_vm::{ParamKind, Pool};
 
 /// Launches `code` with `launch` on threads; gives what ran, or the first error message.
 fn launch(code: &[u8], params: &Params, launch: PtovmLaunch) -> Result<(Ran, u32), String> {
-    let sizes = layout(code, &launch).map_err(|(rc, e)| format!("layout {rc}: {e}"))?;
-    let mut shared = region(sizes.shared_bytes);
-    shared_init(&mut shared, sizes.shared_bytes, code, &launch)
-        .map_err(|(rc, e)| format!("shared init {rc}: {e}"))?;
-    let sh = shared.as_mut_ptr() as *mut std::ffi::c_void;
-    let cp = c_params(params);
-    let mut instances: Vec<Vec<Block>> = (0..sizes.aicpus)
-        .map(|_| region(sizes.instance_bytes))
-        .collect();
-    for (a, m) in instances.iter_mut().enumerate() {
-        // SAFETY: `sh` was laid out above; `cp` borrows `params`, which outlive the launch.
-        unsafe { instance_init(m, sizes.instance_bytes, sh, &cp, a as u32) }
-            .map_err(|(rc, e)| format!("instance init {rc}: {e}"))?;
-    }
+    let mut prep = prepare(code, params, &launch, u64::MAX)
+        .map_err(|f| format!("{} {}: {}", f.call, f.code, f.message))?
+        .ok_or("no memory limit was set")?;
+    let (sizes, sh) = (prep.sizes, prep.shared_ptr());
+    let instances = &mut prep.instances;
     let seq = AtomicU64::new(1);
     let ran: Mutex<Ran> = Mutex::new(Vec::new());
     let done = AtomicBool::new(false);
@@ -116,7 +105,7 @@ fn launch(code: &[u8], params: &Params, launch: PtovmLaunch) -> Result<(Ran, u32
         total.emitted += k.emitted;
     }
     assert_eq!(total.tasks, total.emitted, "every generated task completed");
-    drop(shared);
+    drop(prep);
     Ok((ran.into_inner().unwrap(), sizes.aicpus))
 }
 
