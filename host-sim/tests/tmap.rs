@@ -313,6 +313,17 @@ fn only_regions_a_key_cannot_describe_are_stored() {
     assert_eq!((v.max_task_io(), v.max_stored_io()), (3, 2));
     let l = MapLayout::for_program(&v, 16).unwrap();
     assert_eq!((l.entries, l.max_stored_io, l.regions), (48, 2, 32));
+    // A layout whose counts disagree is refused.
+    let mut bad = l;
+    bad.max_stored_io = 4;
+    assert!(matches!(
+        ptovm_vm::tmap::TensorMap::new(
+            bad,
+            MatchMode::Overlap,
+            ptovm_host_sim::HeapStorage::new(&bad).unwrap()
+        ),
+        Err(MapError::Size { .. })
+    ));
     // A task with more regions to store than the layout has room for is refused, unchanged.
     let mut map = heap_map(l, DepMode::Overlap).unwrap();
     let range = io(0, Dir::In as u8, &[(0, 2)]);

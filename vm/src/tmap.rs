@@ -475,6 +475,16 @@ pub struct TensorMap<S> {
 impl<S: Storage> TensorMap<S> {
     /// A map over `mem`, which must have the layout's sizes; its contents are overwritten.
     pub fn new(layout: MapLayout, mode: MatchMode, mut mem: S) -> Result<TensorMap<S>, MapError> {
+        // The fields a caller may set by hand must agree with each other.
+        let consistent = layout.max_stored_io <= layout.max_task_io
+            && layout.handles.checked_mul(layout.max_task_io) == Some(layout.entries)
+            && layout.handles.checked_mul(layout.max_stored_io) == Some(layout.regions);
+        if !consistent {
+            return Err(MapError::Size {
+                what: "layout (entries, regions and their per-task counts disagree)",
+                value: layout.regions as u64,
+            });
+        }
         let (e, ios, w, m) = mem.parts();
         for (what, got, need) in [
             ("entries", e.len(), layout.entries as usize),
