@@ -644,10 +644,7 @@ unsafe fn instance_layout(
         let values: &'static [Value<'static>] = values;
         let rp = RuntimeParams::new(&v, values)
             .map_err(|e| fail!(PTOVM_E_PARAMS, "runtime parameters: {e}"))?;
-        let interp = Interpreter::new(v, rp, a, p.n).map_err(|e| match e {
-            LaunchError::Params(e) => fail!(PTOVM_E_PARAMS, "launch: {e}"),
-            LaunchError::Run(e) => fail!(PTOVM_E_RUN, "launch: {e}"),
-        })?;
+        let interp = Interpreter::new(v, rp, a, p.n).map_err(launch_fail)?;
         let mut own_list = own_cores(p, a);
         let local = Local {
             free: fill(free, cap, |_| 0),
@@ -783,6 +780,14 @@ pub unsafe extern "C" fn ptovm_work_bound(
     }
 }
 
+/// An interpreter that could not start: its parameters, or its launch-time evaluation.
+fn launch_fail(e: LaunchError) -> Fail {
+    match e {
+        LaunchError::Params(e) => fail!(PTOVM_E_PARAMS, "launch: {e}"),
+        LaunchError::Run(e) => fail!(PTOVM_E_RUN, "launch: {e}"),
+    }
+}
+
 /// Runtime parameter `i` as a value.
 ///
 /// # Safety
@@ -829,10 +834,7 @@ unsafe fn work_bound(
     }
     let rp = RuntimeParams::new(&v, values)
         .map_err(|e| fail!(PTOVM_E_PARAMS, "runtime parameters: {e}"))?;
-    let it = Interpreter::new(v, rp, 0, 1).map_err(|e| match e {
-        LaunchError::Params(e) => fail!(PTOVM_E_PARAMS, "launch: {e}"),
-        LaunchError::Run(e) => fail!(PTOVM_E_RUN, "launch: {e}"),
-    })?;
+    let it = Interpreter::new(v, rp, 0, 1).map_err(launch_fail)?;
     let b = it.work_bound();
     Ok(PtovmWork {
         iterations: b.iterations,

@@ -69,9 +69,9 @@ pub struct Registry {
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut names: Vec<&str> = self.kernels.keys().map(String::as_str).collect();
-        names.sort_unstable();
-        f.debug_struct("Registry").field("kernels", &names).finish()
+        f.debug_struct("Registry")
+            .field("kernels", &self.names())
+            .finish()
     }
 }
 
