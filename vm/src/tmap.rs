@@ -187,6 +187,10 @@ const ON_TENSOR: u8 = 16;
 /// not stored, and two such entries with equal keys have equal regions.
 const KEYED: u8 = 32;
 
+/// Words per tensor after the list heads: `ROW_ON`/`TENSOR_ON`, then its live entries wide in
+/// dimension 0, those one element wide in dimension 0 only, those one element wide in both.
+const TENSOR_WORDS: usize = 4;
+
 /// A tensor's row lists are kept (it has had a lookup one element wide in dimension 0 only).
 const ROW_ON: u32 = 1;
 /// A tensor's tensor lists are kept (it has had a lookup wide in dimension 0).
@@ -310,14 +314,15 @@ impl MapLayout {
     fn tensor_base(&self) -> usize {
         self.row_base() + 2 * self.row_buckets as usize
     }
-    /// Per tensor, three words: which of its row and tensor lists are kept (`ROW_ON`,
+    /// Per tensor, `TENSOR_WORDS` words: which of its row and tensor lists are kept (`ROW_ON`,
     /// `TENSOR_ON`), its live entries wide in dimension 0, its live entries one element wide in
-    /// dimension 0 only (lookups skip the lists of shapes a tensor has none of).
+    /// dimension 0 only, and those one element wide in dimensions 0 and 1 (lookups skip the
+    /// lists of shapes a tensor has none of).
     fn level_base(&self) -> usize {
         self.tensor_base() + 2 * self.tensors as usize
     }
     fn handle_base(&self) -> usize {
-        self.level_base() + 3 * self.tensors as usize
+        self.level_base() + TENSOR_WORDS * self.tensors as usize
     }
 
     /// Length of the `u32` array: list heads (a write and a read list per bucket and per
@@ -395,6 +400,18 @@ impl Key {
     }
 }
 
+/// `io`'s named dimension count if it is a point whose key is its whole region (a row point
+/// `T[i]` or a tile `T[i, j]`: one or two named dimensions, each one element wide), else 0.
+#[inline]
+fn point_dims(io: &Io) -> u8 {
+    let one = |d: usize| io.ranges[d].1.wrapping_sub(io.ranges[d].0) == 1;
+    match io.ndims {
+        1 if one(0) => 1,
+        2 if one(0) && one(1) => 2,
+        _ => 0,
+    }
+}
+
 /// Whether `io`'s key is its whole region (`Key::of(io).is_whole(io)`, without building the
 /// key): no named dimension, or one or two each one element wide.
 #[inline]
@@ -436,6 +453,26 @@ fn stored_region(ents: &[Entry], regions: &[Io], e: u32, layout: &MapLayout) -> 
         .get((handle * layout.max_stored_io + j) as usize)
         .copied()
         .unwrap_or_default()
+}
+
+/// Whether entry `e`'s stored or rebuilt region and `io` depend on each other, and whether
+/// `io` (if it writes) covers it: equal keys in exact mode, a shared element in overlap mode.
+#[inline(never)]
+fn meet(
+    ents: &[Entry],
+    regions: &[Io],
+    e: u32,
+    layout: &MapLayout,
+    io: &Io,
+    exact: bool,
+) -> (bool, bool) {
+    let r = region_of(ents, regions, e, layout);
+    if exact {
+        let s = same_key(&r, io);
+        (s, s && io.writes())
+    } else {
+        (r.overlaps(io), io.writes() && io.covers(&r))
+    }
 }
 
 const WIDE: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -634,13 +671,27 @@ impl<S: Storage> TensorMap<S> {
                 Use::Lookup if !io.writes() => false,
                 _ => true,
             };
-            let key = Key::of(io);
-            let home = self.home_head(io.tensor, key);
-            let at = self.layout.level_base() + 3 * io.tensor as usize;
+            let at = self.layout.level_base() + TENSOR_WORDS * io.tensor as usize;
             let (wides, rows) = {
-                let w = &self.mem.parts().2[at..at + 3];
+                let w = &self.mem.parts().2[at..at + TENSOR_WORDS];
+                // A point meets only entries of its own key when the tensor keeps no row or
+                // tensor lists and has no live entry wide where the point is narrow, nor (for
+                // a row point) one narrow where it is wide.
+                let alone = match point_dims(io) {
+                    1 => w[0] | w[1] | w[3] == 0,
+                    2 => w[0] | w[1] | w[2] == 0,
+                    _ => false,
+                };
+                if alone {
+                    let e = record.then_some(first + recorded);
+                    self.add_point(io, id, handle, mark, e, pred);
+                    recorded += record as u32;
+                    continue;
+                }
                 (w[1], w[2])
             };
+            let key = Key::of(io);
+            let home = self.home_head(io.tensor, key);
             let wide = Key { p0: None, p1: None };
             match (self.mode, key.p0) {
                 (MatchMode::Exact, _) => self.scan::<HOME>(home, io, id, mark, &[key], pred),
@@ -701,6 +752,102 @@ impl<S: Storage> TensorMap<S> {
         self.mem.parts().2[count] = recorded;
         self.used += recorded;
         Ok(recorded)
+    }
+
+    /// [`TensorMap::add_some`]'s steps for one region that is a point (`point_dims`: a row
+    /// point or a tile) of a tensor that keeps no row or tensor lists and has no live entry
+    /// wider than the point where it is narrow, nor a tile when it is a row point (the common
+    /// case: every access of the LLaMA layer). Only entries of the point's own key, all on
+    /// its home list, can meet it; it is recorded (as entry `record`, if given) on that list
+    /// alone, its key its whole region. The general path does the same with the steps other
+    /// shapes need.
+    #[inline]
+    fn add_point(
+        &mut self,
+        io: &Io,
+        id: u64,
+        handle: u32,
+        mark: u64,
+        record: Option<u32>,
+        pred: &mut impl FnMut(Pred),
+    ) {
+        let tile = io.ndims == 2;
+        let p0 = io.ranges[0].0;
+        let p1 = if tile { io.ranges[1].0 } else { 0 };
+        let key = Key {
+            p0: Some(p0),
+            p1: tile.then_some(p1),
+        };
+        // The flags and points of the entries of this key.
+        let has = if tile { HAS_P0 | HAS_P1 } else { HAS_P0 };
+        let head = self.home_head(io.tensor, key);
+        let writes = io.writes();
+        let exact = self.mode == MatchMode::Exact;
+        let bases = self.bases();
+        let layout = self.layout;
+        let (ents, regions, words, marks) = self.mem.parts();
+        let mut visits = 0;
+        let mut unlinked = 0;
+        for list in 0..1 + writes as u32 {
+            let kind = match (list, io.reads()) {
+                (0, true) => DepKind::Raw,
+                (0, false) => DepKind::Waw,
+                _ => DepKind::War,
+            };
+            let mut e = words[(head + list) as usize];
+            while e != NIL {
+                let x = &ents[e as usize];
+                let next = x.next[HOME];
+                visits += 1;
+                if x.tensor == io.tensor
+                    && x.flags & (HAS_P0 | HAS_P1) == has
+                    && x.p0 == p0
+                    && (!tile || x.p1 == p1)
+                {
+                    let (hit, covered) = if x.flags & KEYED != 0 && x.ndims == io.ndims {
+                        // Both regions are their keys, and the keys are equal.
+                        (true, writes)
+                    } else {
+                        meet(ents, regions, e, &layout, io, exact)
+                    };
+                    if hit && x.id != id && marks[x.handle as usize] != mark {
+                        marks[x.handle as usize] = mark;
+                        pred(Pred {
+                            id: x.id,
+                            handle: x.handle,
+                            kind,
+                        });
+                    }
+                    if covered {
+                        unlink(ents, words, e, bases);
+                        unlinked += 1;
+                    }
+                }
+                e = next;
+            }
+        }
+        self.visits += visits;
+        self.live -= unlinked;
+        if let Some(e) = record {
+            let kind = !writes as u32;
+            let at = bases.level as usize + TENSOR_WORDS * io.tensor as usize;
+            words[at + if tile { 3 } else { 2 }] += 1;
+            ents[e as usize] = Entry {
+                id,
+                p0,
+                p1,
+                handle,
+                tensor: io.tensor,
+                flags: LIVE | has | KEYED | if writes { WRITE } else { 0 },
+                ndims: io.ndims,
+                head_home: head + kind,
+                head_row: NIL,
+                prev: [NIL; LEVELS],
+                next: [NIL; LEVELS],
+            };
+            link(ents, words, e, HOME, head + kind);
+            self.live += 1;
+        }
     }
 
     /// Retires the task held by `handle` (it completed): its entries are dropped and the handle
@@ -857,13 +1004,7 @@ impl<S: Storage> TensorMap<S> {
                         // Both regions are their keys, and the keys are equal.
                         (true, writes)
                     } else {
-                        let r = region_of(ents, regions, e, &layout);
-                        if exact {
-                            let s = same_key(&r, io);
-                            (s, s && writes)
-                        } else {
-                            (r.overlaps(io), writes && io.covers(&r))
-                        }
+                        meet(ents, regions, e, &layout, io, exact)
                     };
                     if hit && x.id != id && marks[x.handle as usize] != mark {
                         marks[x.handle as usize] = mark;
@@ -894,7 +1035,7 @@ impl<S: Storage> TensorMap<S> {
         let mut flags = LIVE | if io.writes() { WRITE } else { 0 };
         flags |= if key.p0.is_some() { HAS_P0 } else { 0 };
         flags |= if key.p1.is_some() { HAS_P1 } else { 0 };
-        let at = self.layout.level_base() + 3 * io.tensor as usize;
+        let at = self.layout.level_base() + TENSOR_WORDS * io.tensor as usize;
         let on = self.mem.parts().2[at];
         if let (Some(i), true) = (key.p0, on & ROW_ON != 0) {
             heads[ROW] = self.row_head(io.tensor, i) + kind;
@@ -907,7 +1048,7 @@ impl<S: Storage> TensorMap<S> {
         match (key.p0, key.p1) {
             (None, _) => words[at + 1] += 1,
             (Some(_), None) => words[at + 2] += 1,
-            _ => {}
+            (Some(_), Some(_)) => words[at + 3] += 1,
         }
         // The named dimensions only: the others are never read (`Io::dims`, `Io::range`); none
         // when the key is the whole region.
@@ -946,7 +1087,7 @@ impl<S: Storage> TensorMap<S> {
     /// needs them for (most: tiles are found through their home lists) never pay for them.
     #[inline]
     fn keep(&mut self, tensor: u16, level: u32) {
-        let at = self.layout.level_base() + 3 * tensor as usize;
+        let at = self.layout.level_base() + TENSOR_WORDS * tensor as usize;
         if self.mem.parts().2[at] & level == 0 {
             self.start_keeping(tensor, level);
         }
@@ -954,7 +1095,7 @@ impl<S: Storage> TensorMap<S> {
 
     #[cold]
     fn start_keeping(&mut self, tensor: u16, level: u32) {
-        let at = self.layout.level_base() + 3 * tensor as usize;
+        let at = self.layout.level_base() + TENSOR_WORDS * tensor as usize;
         let (rows, tensors) = (self.layout.row_buckets, self.tensor_head(tensor));
         let (ents, _, words, _) = self.mem.parts();
         words[at] |= level;
@@ -1001,11 +1142,11 @@ struct Bases {
 /// Takes entry `e` off every list it is on, and out of its tensor's counts.
 fn unlink(ents: &mut [Entry], words: &mut [u32], e: u32, b: Bases) {
     let x = &ents[e as usize];
-    let at = (b.level + 3 * x.tensor as u32) as usize;
+    let at = b.level as usize + TENSOR_WORDS * x.tensor as usize;
     match (x.flags & HAS_P0 != 0, x.flags & HAS_P1 != 0) {
         (false, _) => words[at + 1] -= 1,
         (true, false) => words[at + 2] -= 1,
-        _ => {}
+        (true, true) => words[at + 3] -= 1,
     }
     let tensor_base = b.tensor;
     let kind = if x.flags & WRITE != 0 { 0 } else { 1 };
