@@ -1140,38 +1140,42 @@ struct Bases {
 }
 
 /// Takes entry `e` off every list it is on, and out of its tensor's counts.
+#[inline(always)]
 fn unlink(ents: &mut [Entry], words: &mut [u32], e: u32, b: Bases) {
     let x = &ents[e as usize];
     let at = b.level as usize + TENSOR_WORDS * x.tensor as usize;
-    match (x.flags & HAS_P0 != 0, x.flags & HAS_P1 != 0) {
-        (false, _) => words[at + 1] -= 1,
-        (true, false) => words[at + 2] -= 1,
-        (true, true) => words[at + 3] -= 1,
-    }
-    let tensor_base = b.tensor;
-    let kind = if x.flags & WRITE != 0 { 0 } else { 1 };
-    let tensor_head = if x.flags & ON_TENSOR != 0 {
-        tensor_base + 2 * x.tensor as u32 + kind
-    } else {
-        NIL
+    // Wide, row and tile entries are counted in words 1, 2 and 3.
+    let shape = match (x.flags & HAS_P0 != 0, x.flags & HAS_P1 != 0) {
+        (false, _) => 1,
+        (true, false) => 2,
+        (true, true) => 3,
     };
-    let head = [x.head_home, x.head_row, tensor_head];
-    let (prev, next) = (x.prev, x.next);
-    for l in 0..LEVELS {
-        if head[l] == NIL {
-            continue;
-        }
-        let (p, n) = (prev[l], next[l]);
-        if p == NIL {
-            words[head[l] as usize] = n;
-        } else {
-            ents[p as usize].next[l] = n;
-        }
-        if n != NIL {
-            ents[n as usize].prev[l] = p;
-        }
+    words[at + shape] -= 1;
+    let (prev, next, home, row) = (x.prev, x.next, x.head_home, x.head_row);
+    let tensor = (x.flags & ON_TENSOR != 0)
+        .then(|| b.tensor + 2 * x.tensor as u32 + (x.flags & WRITE == 0) as u32);
+    // Every entry is on its home list; the others only when their tensor keeps them.
+    off(ents, words, HOME, home, prev[HOME], next[HOME]);
+    if row != NIL {
+        off(ents, words, ROW, row, prev[ROW], next[ROW]);
+    }
+    if let Some(t) = tensor {
+        off(ents, words, TENSOR, t, prev[TENSOR], next[TENSOR]);
     }
     ents[e as usize].flags &= !LIVE;
+}
+
+/// Takes the entry between `p` and `n` off the list at word `head` on `level`.
+#[inline]
+fn off(ents: &mut [Entry], words: &mut [u32], level: usize, head: u32, p: u32, n: u32) {
+    if p == NIL {
+        words[head as usize] = n;
+    } else {
+        ents[p as usize].next[level] = n;
+    }
+    if n != NIL {
+        ents[n as usize].prev[level] = p;
+    }
 }
 
 #[cfg(test)]
