@@ -765,7 +765,11 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     break;
                 }
             }
-            sh.waiting_for[me].0.store(u64::MAX, Ordering::Relaxed);
+            // Only this AICPU writes its word: storing it only when it announced keeps the
+            // line the others read at every publication clean (shared, not bounced).
+            if sh.waiting_for[me].0.load(Ordering::Relaxed) != u64::MAX {
+                sh.waiting_for[me].0.store(u64::MAX, Ordering::Relaxed);
+            }
             env.jitter();
             self.record(sh, k, env)?;
             self.pending = None;
