@@ -477,14 +477,17 @@ fn meet(
 
 const WIDE: u64 = 0x9E37_79B9_7F4A_7C15;
 
-/// Multiplicative (Fibonacci) hashing: the top `bits` bits of a product spread consecutive
-/// indices evenly over the buckets.
+/// Multiplicative (Fibonacci) hashing of the tensor and `p0`: the top `bits` bits of a
+/// product spread consecutive indices evenly over the buckets; `p1` is added to that, so the
+/// tiles of one row (`(i, j)`, `(i, j + 1)`, …), which programs tend to touch in order, have
+/// neighbouring buckets and share cache lines.
 #[inline]
 fn hash_home(tensor: u16, k: Key, bits: u32) -> u32 {
     let a = k.p0.map_or(WIDE, |x| x as u64) ^ ((tensor as u64) << 48);
     let b = k.p1.map_or(WIDE, |x| x as u64);
-    let h = a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
-    (h.wrapping_add(h >> 29) >> (64 - bits)) as u32
+    let h = a.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let h = (h.wrapping_add(h >> 29) >> (64 - bits)).wrapping_add(b);
+    (h & ((1u64 << bits) - 1)) as u32
 }
 
 #[inline]
