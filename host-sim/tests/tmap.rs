@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 use ptovm_host_sim::{heap_map, DepBuilder, DepMode, Edge};
-use ptovm_vm::tmap::{DepKind, MapError, MapLayout, MatchMode};
+use ptovm_vm::tmap::{DepKind, MapError, MapLayout, MatchMode, Use};
 use ptovm_vm::{Dir, Io};
 
 fn io(tensor: u16, dir: u8, r: &[(i64, i64)]) -> Io {
@@ -48,6 +48,33 @@ fn windowed(
     tensors: u32,
     compact: bool,
 ) -> BTreeSet<(u64, u64)> {
+    windowed_as(tasks, mode, w, tensors, compact, false)
+}
+
+/// [`windowed`], and with `classes` the regions recorded as the scheduler records them
+/// (spec/runtime.md §3.5): a tensor no task writes not at all, a read that no later write of
+/// its tensor follows only looked up (`Use::Lookup`), everything else recorded.
+fn windowed_as(
+    tasks: &[Vec<Io>],
+    mode: DepMode,
+    w: u32,
+    tensors: u32,
+    compact: bool,
+    classes: bool,
+) -> BTreeSet<(u64, u64)> {
+    // Per tensor, one past the last task that writes it (0: none does).
+    let mut writes_end = vec![0u64; tensors as usize];
+    for (id, ios) in tasks.iter().enumerate() {
+        for x in ios.iter().filter(|x| x.writes()) {
+            writes_end[x.tensor as usize] = id as u64 + 1;
+        }
+    }
+    let how = |id: u64, x: &Io| match writes_end[x.tensor as usize] {
+        _ if !classes => Use::Record,
+        0 => Use::Skip,
+        end if !x.writes() && id >= end => Use::Lookup,
+        _ => Use::Record,
+    };
     let max_io = tasks.iter().map(Vec::len).max().unwrap_or(1).max(1) as u32;
     let mut layout = MapLayout::new(w, max_io, tensors).unwrap();
     if compact {
@@ -67,7 +94,7 @@ fn windowed(
         if id >= w as u64 {
             map.retire(h).unwrap();
         }
-        map.add(id, h, ios, &mut |p| {
+        map.add_some(id, h, ios, |x| how(id, x), &mut |p| {
             assert!(got.insert((p.id, id)), "{} reported twice for {id}", p.id);
             assert_eq!(p.handle as u64, p.id % w as u64);
         })
@@ -118,6 +145,26 @@ proptest! {
             for compact in [false, true] {
                 let got = windowed(&tasks, mode, w, 3, compact);
                 prop_assert_eq!(&got, &want, "{:?} window {} compact {}", mode, w, compact);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// Recording only what the scheduler records (read-only tensors not at all, reads that no
+    /// later write follows only looked up) loses no edge: every reference edge whose source is
+    /// still in the window is found, with a window as long as the program or as short as 1.
+    #[test]
+    fn recording_by_class_keeps_every_edge(tasks in arb_tasks(), w in 1u32..8) {
+        for mode in [DepMode::Overlap, DepMode::Exact] {
+            let all = reference(&tasks, mode);
+            for w in [w, tasks.len() as u32] {
+                let want: BTreeSet<(u64, u64)> =
+                    all.iter().copied().filter(|&(from, to)| from + w as u64 > to).collect();
+                let got = windowed_as(&tasks, mode, w, 3, true, true);
+                prop_assert_eq!(&got, &want, "{:?} window {}", mode, w);
             }
         }
     }

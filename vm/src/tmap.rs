@@ -677,6 +677,11 @@ impl<S: Storage> TensorMap<S> {
             let at = self.layout.level_base() + TENSOR_WORDS * io.tensor as usize;
             let (wides, rows) = {
                 let w = &self.mem.parts().2[at..at + TENSOR_WORDS];
+                if !record && w[1] | w[2] | w[3] == 0 {
+                    // The tensor has no live entry to meet, and this is a lookup only (a read
+                    // of a tensor whose writers have all retired, as most reads are).
+                    continue;
+                }
                 // A point meets only entries of its own key when the tensor keeps no row or
                 // tensor lists and has no live entry wide where the point is narrow, nor (for
                 // a row point) one narrow where it is wide.
