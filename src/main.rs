@@ -473,9 +473,9 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 vector,
                 window,
                 window_mode.map(|m| match m {
-                    Mode::Stall => ptovm_host_sim::model::WindowMode::Stall,
-                    Mode::Abort => ptovm_host_sim::model::WindowMode::Abort,
-                    Mode::Benchmark => ptovm_host_sim::model::WindowMode::Benchmark,
+                    Mode::Stall => ptovm_vm::WindowMode::Stall,
+                    Mode::Abort => ptovm_vm::WindowMode::Abort,
+                    Mode::Benchmark => ptovm_vm::WindowMode::Benchmark,
                 }),
                 check,
                 json,

@@ -1,8 +1,8 @@
 //! `ptovm run`: the threaded simulator, with a human summary or JSON.
 
 use ptovm_assembler::Module;
-use ptovm_host_sim::model::WindowMode;
 use ptovm_host_sim::sim::{self, SimError};
+use ptovm_vm::WindowMode;
 use ptovm_vm::{RuntimeParams, Value, Verified};
 use serde_json::json;
 

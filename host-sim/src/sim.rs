@@ -29,8 +29,8 @@ use ptovm_vm::{Interpreter, LaunchError, Pool, RunError, RuntimeParams, Task, Ve
 
 use crate::deps::{check_run, heap_map, DepMode, HeapMap, HeapStorage, Ran};
 use crate::kernel::{Call, Kernel, Registry};
-use crate::model::WindowMode;
 use crate::reference::expand as reference_expand;
+pub use ptovm_vm::WindowMode;
 
 /// Simulator settings.
 #[derive(Clone, Copy, Debug)]

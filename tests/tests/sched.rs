@@ -72,6 +72,23 @@ fn the_llama_layer_in_random_interleavings() {
 }
 
 #[test]
+fn static_partition_with_a_window_of_one_does_not_deadlock() {
+    // The last AICPU's first task comes last in id order: without staged watermarks this would
+    // deadlock (spec/runtime.md §3.1). One slot per AICPU, every start policy and window mode
+    // `config` picks; in stall mode every AICPU but the one recording waits for a free slot.
+    let src = "@workload w() { for_each i in dense[8] { task @k(i) resources(A) } }\n@schedule s for w { dispatch = static(i) }";
+    let bytes = assemble("s", src, &Options::default()).unwrap().bytes;
+    for seed in 0..200u64 {
+        let cfg = config(seed, 1);
+        let r = run(&bytes, &[], 4, 1, cfg, seed).unwrap_or_else(|e| panic!("{e} ({cfg:?})"));
+        check(&bytes, &[], 4, &r).unwrap_or_else(|e| panic!("{e} ({cfg:?})"));
+        assert_eq!(r.ran.len(), 8);
+        // Registrations happen only on predecessors still running: at most the chain's 7.
+        assert!(r.edges <= 7, "{} edges", r.edges);
+    }
+}
+
+#[test]
 fn the_naive_protocol_fails_here_too() {
     // Producers on AICPU 1, consumers on AICPU 0 (as in tests/sim.rs): without the watermark
     // wait some interleaving starts a consumer before its producer ended.

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use ptovm_assembler::{assemble, Options};
-use ptovm_host_sim::model::WindowMode;
 use ptovm_host_sim::sim::{self, Report, SimError};
 use ptovm_host_sim::DepMode;
 use ptovm_tests::{gen_params, values, Gen};
+use ptovm_vm::WindowMode;
 use ptovm_vm::{verify, RuntimeParams, Value};
 
 /// Runs the simulator on its own thread and fails if it takes longer than `limit`.
