@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use ptovm_assembler::{assemble, disassemble, Options, Overrides, Select};
 use ptovm_vm::WindowMode;
 
+mod bench;
 mod budget;
 mod expand;
 mod inspect;
@@ -149,6 +150,26 @@ enum Cmd {
         /// `exact` (pto-isa's: equal regions only, so `--check` may catch a missed edge).
         #[arg(long, value_enum, default_value = "overlap")]
         deps: Deps,
+        /// Refuse, before running, a program that generates more tasks than this (or can start
+        /// more than 8 loop iterations a task of it).
+        #[arg(long, default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+        max_tasks: u64,
+    },
+    /// Measure a program (default: the bundled LLaMA layer, N = 256): generation alone and
+    /// generation plus complete dependency building on one instance, and the threaded run as
+    /// `run` does it, each once a round; prints the fastest, median and slowest round.
+    Bench {
+        /// Input: `.pto` text or PTOW bytecode; default: the bundled LLaMA layer (N = 256 tiles).
+        input: Option<PathBuf>,
+        /// A runtime parameter, as for `expand`. Repeat for each.
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
+        /// Rounds; each takes the three measurements one after another.
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        runs: u32,
+        /// Print one JSON object (every round's figures) instead of the summary.
+        #[arg(long)]
+        json: bool,
         /// Refuse, before running, a program that generates more tasks than this (or can start
         /// more than 8 loop iterations a task of it).
         #[arg(long, default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -337,6 +358,27 @@ fn is_ptow(bytes: &[u8]) -> bool {
 }
 
 /// Reads bytecode, or assembles text in memory when the input is not PTOW.
+/// The bytecode of `input`, or of the bundled LLaMA layer with `N=256` unless `params` sets
+/// `N`; the parameters (repeats of one setting dropped); the name errors give the input.
+fn program_or_llama(
+    input: Option<&Path>,
+    mut params: Vec<String>,
+) -> Result<(Vec<u8>, Vec<String>, String), Fail> {
+    let (bytes, name) = match input {
+        Some(path) => (load_bytecode(path)?, path.display().to_string()),
+        None => {
+            let out = assemble("examples/llama_layer.pto", LLAMA, &Options::default())
+                .map_err(|e| Fail(Exit::Internal, format!("internal error: {e}")))?;
+            if !params.iter().any(|x| x.starts_with("N=")) {
+                params.push("N=256".to_string());
+            }
+            (out.bytes, "examples/llama_layer.pto".to_string())
+        }
+    };
+    params.dedup();
+    Ok((bytes, params, name))
+}
+
 fn load_bytecode(path: &Path) -> Result<Vec<u8>, Fail> {
     let bytes = read(path)?;
     if is_ptow(&bytes) || bytes.is_empty() || std::str::from_utf8(&bytes).is_err() {
@@ -441,26 +483,9 @@ fn run(cli: Cli) -> Result<(), Fail> {
             deps,
             max_tasks,
         } => {
-            let (bytes, mut params) = match &input {
-                Some(path) => (load_bytecode(path)?, params),
-                None => {
-                    let out = assemble("examples/llama_layer.pto", LLAMA, &Options::default())
-                        .map_err(|e| Fail(Exit::Internal, format!("internal error: {e}")))?;
-                    let mut p = params;
-                    if !p.iter().any(|x| x.starts_with("N=")) {
-                        p.push("N=256".to_string());
-                    }
-                    (out.bytes, p)
-                }
-            };
-            let name = input
-                .as_ref()
-                .map_or("examples/llama_layer.pto".to_string(), |p| {
-                    p.display().to_string()
-                });
+            let (bytes, params, name) = program_or_llama(input.as_deref(), params)?;
             let v = ptovm_vm::verify(&bytes).map_err(|e| verify_err(Path::new(&name), e))?;
             let m = ptovm_assembler::Module::decode(&v);
-            params.dedup();
             let owned = expand::parse_params(&m, &params)
                 .map_err(|e| Fail(Exit::Params, format!("error: {e}")))?;
             let vals = expand::values(&owned);
@@ -484,6 +509,22 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 deps.mode(),
                 max_tasks,
             )?;
+            write_out(Path::new("-"), out.as_bytes())
+        }
+        Cmd::Bench {
+            input,
+            params,
+            runs,
+            json,
+            max_tasks,
+        } => {
+            let (bytes, params, name) = program_or_llama(input.as_deref(), params)?;
+            let v = ptovm_vm::verify(&bytes).map_err(|e| verify_err(Path::new(&name), e))?;
+            let m = ptovm_assembler::Module::decode(&v);
+            let owned = expand::parse_params(&m, &params)
+                .map_err(|e| Fail(Exit::Params, format!("error: {e}")))?;
+            let vals = expand::values(&owned);
+            let out = bench::bench(&v, &m, &vals, runs, json, max_tasks)?;
             write_out(Path::new("-"), out.as_bytes())
         }
         Cmd::Expand {

@@ -2,6 +2,7 @@
 
 use ptovm_assembler::Module;
 use ptovm_host_sim::sim::{self, SimError};
+use ptovm_host_sim::DepMode;
 use ptovm_vm::WindowMode;
 use ptovm_vm::{RuntimeParams, Value, Verified};
 use serde_json::json;
@@ -23,39 +24,20 @@ pub fn run(
     json: bool,
     trace: Option<&std::path::Path>,
     start: Option<sim::Start>,
-    deps: ptovm_host_sim::DepMode,
+    deps: DepMode,
     max_tasks: u64,
 ) -> Result<String, Fail> {
     let p = RuntimeParams::new(v, vals)
         .map_err(|e| Fail(Exit::Params, format!("error: runtime parameters: {e}")))?;
     crate::budget::check(v, &p, max_tasks, &format!("--max-tasks {max_tasks}"))?;
-    let c = v.config();
-    let own = ptovm_vm::sched::Config::of_program(v);
-    let o = sim::Options {
-        aicpus: aicpus.unwrap_or(c.num_aicpus.get() as u32),
-        cube,
-        vector,
-        window: window.unwrap_or(own.window.min(65_536)) as usize,
-        mode: mode.unwrap_or(own.mode),
-        threads: 2,
-        check,
-        jitter: None,
-        naive: false,
-        trace: trace.is_some(),
-        start: start.unwrap_or(own.start),
-        pipeline_depth: own.pipeline_depth,
-        work_steal: own.work_steal,
-        batch_deps: own.batch_deps,
-        deps,
-    };
-    let r = with_progress(v, &p, o).map_err(|e| match e {
-        SimError::Options(msg) => Fail(Exit::Usage, format!("error: {msg}")),
-        SimError::Check(msg) => Fail(Exit::Internal, format!("error: check failed: {msg}")),
-        SimError::Launch(ptovm_vm::LaunchError::Params(e)) => {
-            Fail(Exit::Params, format!("error: runtime parameters: {e}"))
-        }
-        other => Fail(Exit::Failed, format!("error: {other}")),
-    })?;
+    let mut o = options(v, cube, vector, deps);
+    o.aicpus = aicpus.unwrap_or(o.aicpus);
+    o.window = window.map_or(o.window, |w| w as usize);
+    o.mode = mode.unwrap_or(o.mode);
+    o.check = check;
+    o.trace = trace.is_some();
+    o.start = start.unwrap_or(o.start);
+    let r = with_progress(v, &p, o).map_err(sim_fail)?;
     if let Some(path) = trace {
         let text = chrome_trace(m, &r, o.aicpus, cube, vector);
         crate::write_out(path, text.as_bytes())?;
@@ -88,8 +70,8 @@ pub fn run(
             "tasks_per_ms": rate,
             "checked": r.checked,
             "deps": match deps {
-                ptovm_host_sim::DepMode::Exact => "exact",
-                ptovm_host_sim::DepMode::Overlap => "overlap",
+                DepMode::Exact => "exact",
+                DepMode::Overlap => "overlap",
             },
         });
         return Ok(serde_json::to_string_pretty(&out).unwrap_or_default() + "\n");
@@ -121,6 +103,42 @@ pub fn run(
         }
     );
     Ok(s)
+}
+
+/// The simulator's settings from the program's own schedule (AICPUs, window, window mode, start
+/// policy, pipeline depth, work stealing, `batch_deps`), with `cube` + `vector` cores on two
+/// driver threads, no check and no trace.
+pub fn options(v: &Verified<'_>, cube: u32, vector: u32, deps: DepMode) -> sim::Options {
+    let own = ptovm_vm::sched::Config::of_program(v);
+    sim::Options {
+        aicpus: v.config().num_aicpus.get() as u32,
+        cube,
+        vector,
+        window: own.window.min(65_536) as usize,
+        mode: own.mode,
+        threads: 2,
+        check: false,
+        jitter: None,
+        naive: false,
+        trace: false,
+        start: own.start,
+        pipeline_depth: own.pipeline_depth,
+        work_steal: own.work_steal,
+        batch_deps: own.batch_deps,
+        deps,
+    }
+}
+
+/// A simulator error as the CLI reports it, with its exit code.
+pub fn sim_fail(e: SimError) -> Fail {
+    match e {
+        SimError::Options(msg) => Fail(Exit::Usage, format!("error: {msg}")),
+        SimError::Check(msg) => Fail(Exit::Internal, format!("error: check failed: {msg}")),
+        SimError::Launch(ptovm_vm::LaunchError::Params(e)) => {
+            Fail(Exit::Params, format!("error: runtime parameters: {e}"))
+        }
+        other => Fail(Exit::Failed, format!("error: {other}")),
+    }
 }
 
 /// The run as Chrome trace-event JSON (opens in Perfetto or chrome://tracing): a track per AICPU

@@ -4,14 +4,15 @@
 //! single-threaded walk of the whole program that is the ground truth for every per-AICPU
 //! expansion; the reference **dependency graph** (`deps`), built with its own TensorMap over
 //! regions in exact-match (pto-isa) or overlap mode, and heap storage for `vm`'s fixed-capacity
-//! one; and the threaded **simulator** (`sim`), which runs `vm::sched` — the scheduler the
-//! device runs — on OS threads with simulated AICores and checks every run against the
-//! reference.
+//! one; the single-thread **measurements** behind `ptovm bench` (`measure`); and the threaded
+//! **simulator** (`sim`), which runs `vm::sched` — the scheduler the device runs — on OS
+//! threads with simulated AICores and checks every run against the reference.
 
 pub mod deps;
 pub mod expand;
 mod hash;
 pub mod kernel;
+pub mod measure;
 pub mod reference;
 #[cfg(not(loom))]
 pub mod sim;

@@ -236,6 +236,7 @@ fn bad_bytecode_through_every_command() {
             &["run", "bad.ptow", "--param", "N=4", "--trace", "t.json"],
             &["run", "bad.ptow", "--check", "--json"],
             &["expand", "bad.ptow", "--param", "N=4", "--json"],
+            &["bench", "bad.ptow", "--param", "N=4", "--runs", "1"],
             &["disasm", "-"],
         ] {
             if args[1] == "-" {
@@ -305,6 +306,7 @@ fn bad_text_through_every_command() {
             &["inspect", "bad.pto"],
             &["run", "bad.pto", "--trace", "t.json"],
             &["expand", "bad.pto", "--json"],
+            &["bench", "bad.pto", "--json"],
         ] {
             let _ = name;
             hostile(d, args, Kind::Text, expected, true);
@@ -371,7 +373,7 @@ fn bad_text_through_every_command() {
 }
 
 #[test]
-fn bad_parameters_through_run_and_expand() {
+fn bad_parameters_through_run_expand_and_bench() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let moe = examples().join("moe.pto");
@@ -414,6 +416,9 @@ fn bad_parameters_through_run_and_expand() {
         let mut exp = vec!["expand", file.as_str()];
         exp.extend_from_slice(&tail);
         hostile(d, &exp, kind, expected, false);
+        let mut bench = vec!["bench", file.as_str(), "--runs", "1"];
+        bench.extend_from_slice(&tail);
+        hostile(d, &bench, kind, expected, false);
     }
 }
 
@@ -443,6 +448,8 @@ fn bad_arguments_and_failing_runs() {
             "is not a task count",
         ),
         (with(&["run", "--max-tasks", "0"]), "0 is not in 1.."),
+        (with(&["bench", "--runs", "0"]), "0 is not in 1..=1000"),
+        (with(&["bench", "--max-tasks", "0"]), "0 is not in 1.."),
         (
             with(&["run", "--window-mode", "drop"]),
             "invalid value 'drop'",
@@ -518,8 +525,15 @@ fn bad_arguments_and_failing_runs() {
         "@workload w(%n: dense_dyn(n)) {\n  parallel_for a in %n {\n    parallel_for b in %n {\n      parallel_for c in %n {\n        task @k(a) resources(A[a])\n      }\n    }\n  }\n}\n",
     )
     .unwrap();
+    hostile(
+        d,
+        &["bench", "--param", "N=8", "--max-tasks", "319"],
+        Kind::Failed,
+        "the program generates 320 tasks, more than --max-tasks 319",
+        false,
+    );
     // Three loops of 2^32 - 1: the bound saturates and nothing is walked.
-    for cmd in ["run", "expand"] {
+    for cmd in ["run", "expand", "bench"] {
         hostile(
             d,
             &[cmd, "huge.pto", "--param", "n=4294967295"],

@@ -669,6 +669,67 @@ fn run_simulates_and_checks() {
 }
 
 #[test]
+fn bench_measures_the_three_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The bundled LLaMA layer at N = 8: 320 tasks, fewer than its window of 1024, so the
+    // dependency measurement keeps every task and finds every reference edge.
+    let o = ptovm(&["bench", "--param", "N=8", "--runs", "3", "--json"], d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["runs"], 3);
+    assert_eq!(j["window"], 1024);
+    let src = std::fs::read_to_string(examples().join("llama_layer.pto")).unwrap();
+    let bytes = ptovm_assembler::assemble("l", &src, &ptovm_assembler::Options::default())
+        .unwrap()
+        .bytes;
+    let v = ptovm_vm::verify(&bytes).unwrap();
+    let vals = [ptovm_vm::Value::Scalar(8)];
+    let p = ptovm_vm::RuntimeParams::new(&v, &vals).unwrap();
+    let tasks = ptovm_host_sim::reference_expand(&v, &p, 1, u64::MAX).unwrap();
+    let edges = ptovm_host_sim::edges(&tasks, ptovm_host_sim::DepMode::Overlap).len();
+    for (key, want_edges) in [
+        ("generate", Some(0)),
+        ("generate_deps", Some(edges)),
+        ("run", None),
+    ] {
+        let x = &j[key];
+        assert_eq!(x["tasks"], 3 * 64 + 16 * 8, "{key}");
+        if let Some(e) = want_edges {
+            assert_eq!(x["edges"].as_u64(), Some(e as u64), "{key}");
+        }
+        let rates: Vec<f64> = x["tasks_per_ms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_f64().unwrap())
+            .collect();
+        assert_eq!(rates.len(), 3, "{key}");
+        assert!(rates.iter().all(|r| *r > 0.0), "{key}: {rates:?}");
+        let (f, m, s) = (
+            x["fastest"].as_f64().unwrap(),
+            x["median"].as_f64().unwrap(),
+            x["slowest"].as_f64().unwrap(),
+        );
+        let mut sorted = rates.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!((s, m, f), (sorted[0], sorted[1], sorted[2]), "{key}");
+    }
+    // The summary: one line a measurement.
+    let o = ptovm(&["bench", "--param", "N=4", "--runs", "1"], d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.starts_with("llama_layer: 112 tasks, 1 round "), "{t}");
+    for what in ["generate ", "generate + dependencies", "run "] {
+        assert!(
+            t.lines().any(|l| l.trim_start().starts_with(what)),
+            "{what}: {t}"
+        );
+    }
+    assert!(files(d).is_empty(), "bench writes no file");
+}
+
+#[test]
 fn run_writes_a_chrome_trace() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
