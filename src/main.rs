@@ -358,12 +358,18 @@ fn is_ptow(bytes: &[u8]) -> bool {
 }
 
 /// Reads bytecode, or assembles text in memory when the input is not PTOW.
-/// The bytecode of `input`, or of the bundled LLaMA layer with `N=256` unless `params` sets
-/// `N`; the parameters (repeats of one setting dropped); the name errors give the input.
-fn program_or_llama(
+/// Loads `input` (`.pto` text or bytecode) or, without one, the bundled LLaMA layer with
+/// `N=256` unless `params` sets `N`; verifies it, parses `params` against it (repeats of one
+/// setting dropped) and calls `f` with the program, its module and the parameter values.
+fn with_program<T>(
     input: Option<&Path>,
     mut params: Vec<String>,
-) -> Result<(Vec<u8>, Vec<String>, String), Fail> {
+    f: impl FnOnce(
+        &ptovm_vm::Verified<'_>,
+        &ptovm_assembler::Module,
+        &[ptovm_vm::Value<'_>],
+    ) -> Result<T, Fail>,
+) -> Result<T, Fail> {
     let (bytes, name) = match input {
         Some(path) => (load_bytecode(path)?, path.display().to_string()),
         None => {
@@ -376,7 +382,11 @@ fn program_or_llama(
         }
     };
     params.dedup();
-    Ok((bytes, params, name))
+    let v = ptovm_vm::verify(&bytes).map_err(|e| verify_err(Path::new(&name), e))?;
+    let m = ptovm_assembler::Module::decode(&v);
+    let owned =
+        expand::parse_params(&m, &params).map_err(|e| Fail(Exit::Params, format!("error: {e}")))?;
+    f(&v, &m, &expand::values(&owned))
 }
 
 fn load_bytecode(path: &Path) -> Result<Vec<u8>, Fail> {
@@ -483,32 +493,28 @@ fn run(cli: Cli) -> Result<(), Fail> {
             deps,
             max_tasks,
         } => {
-            let (bytes, params, name) = program_or_llama(input.as_deref(), params)?;
-            let v = ptovm_vm::verify(&bytes).map_err(|e| verify_err(Path::new(&name), e))?;
-            let m = ptovm_assembler::Module::decode(&v);
-            let owned = expand::parse_params(&m, &params)
-                .map_err(|e| Fail(Exit::Params, format!("error: {e}")))?;
-            let vals = expand::values(&owned);
-            let out = run::run(
-                &v,
-                &m,
-                &vals,
-                aicpus,
-                cube,
-                vector,
-                window,
-                window_mode.map(|m| match m {
-                    Mode::Stall => ptovm_vm::WindowMode::Stall,
-                    Mode::Abort => ptovm_vm::WindowMode::Abort,
-                    Mode::Benchmark => ptovm_vm::WindowMode::Benchmark,
-                }),
-                check,
-                json,
-                trace.as_deref(),
-                start,
-                deps.mode(),
-                max_tasks,
-            )?;
+            let out = with_program(input.as_deref(), params, |v, m, vals| {
+                run::run(
+                    v,
+                    m,
+                    vals,
+                    aicpus,
+                    cube,
+                    vector,
+                    window,
+                    window_mode.map(|m| match m {
+                        Mode::Stall => ptovm_vm::WindowMode::Stall,
+                        Mode::Abort => ptovm_vm::WindowMode::Abort,
+                        Mode::Benchmark => ptovm_vm::WindowMode::Benchmark,
+                    }),
+                    check,
+                    json,
+                    trace.as_deref(),
+                    start,
+                    deps.mode(),
+                    max_tasks,
+                )
+            })?;
             write_out(Path::new("-"), out.as_bytes())
         }
         Cmd::Bench {
@@ -518,13 +524,9 @@ fn run(cli: Cli) -> Result<(), Fail> {
             json,
             max_tasks,
         } => {
-            let (bytes, params, name) = program_or_llama(input.as_deref(), params)?;
-            let v = ptovm_vm::verify(&bytes).map_err(|e| verify_err(Path::new(&name), e))?;
-            let m = ptovm_assembler::Module::decode(&v);
-            let owned = expand::parse_params(&m, &params)
-                .map_err(|e| Fail(Exit::Params, format!("error: {e}")))?;
-            let vals = expand::values(&owned);
-            let out = bench::bench(&v, &m, &vals, runs, json, max_tasks)?;
+            let out = with_program(input.as_deref(), params, |v, m, vals| {
+                bench::bench(v, m, vals, runs, json, max_tasks)
+            })?;
             write_out(Path::new("-"), out.as_bytes())
         }
         Cmd::Expand {

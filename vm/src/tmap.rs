@@ -475,6 +475,45 @@ fn meet(
     }
 }
 
+/// A lookup by task `id` (its mark `mark`) on a list of `kind`.
+struct Visit {
+    id: u64,
+    mark: u64,
+    kind: DepKind,
+}
+
+impl Visit {
+    /// Entry `e` met the lookup: `(hit, covered)` from [`meet`] or its shortcut. A hit on
+    /// another task is reported once per task (`marks`); a covered entry is unlinked. Returns
+    /// whether it was.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn met(
+        &self,
+        ents: &mut [Entry],
+        words: &mut [u32],
+        marks: &mut [u64],
+        e: u32,
+        (hit, covered): (bool, bool),
+        bases: Bases,
+        pred: &mut impl FnMut(Pred),
+    ) -> bool {
+        let x = &ents[e as usize];
+        if hit && x.id != self.id && marks[x.handle as usize] != self.mark {
+            marks[x.handle as usize] = self.mark;
+            pred(Pred {
+                id: x.id,
+                handle: x.handle,
+                kind: self.kind,
+            });
+        }
+        if covered {
+            unlink(ents, words, e, bases);
+        }
+        covered
+    }
+}
+
 const WIDE: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Multiplicative (Fibonacci) hashing of the tensor and `p0`: the top `bits` bits of a
@@ -812,24 +851,14 @@ impl<S: Storage> TensorMap<S> {
                     && x.p0 == p0
                     && (!tile || x.p1 == p1)
                 {
-                    let (hit, covered) = if x.flags & KEYED != 0 && x.ndims == io.ndims {
+                    let met = if x.flags & KEYED != 0 && x.ndims == io.ndims {
                         // Both regions are their keys, and the keys are equal.
                         (true, writes)
                     } else {
                         meet(ents, regions, e, &layout, io, exact)
                     };
-                    if hit && x.id != id && marks[x.handle as usize] != mark {
-                        marks[x.handle as usize] = mark;
-                        pred(Pred {
-                            id: x.id,
-                            handle: x.handle,
-                            kind,
-                        });
-                    }
-                    if covered {
-                        unlink(ents, words, e, bases);
-                        unlinked += 1;
-                    }
+                    let at = Visit { id, mark, kind };
+                    unlinked += at.met(ents, words, marks, e, met, bases, pred) as u32;
                 }
                 e = next;
             }
@@ -1004,7 +1033,7 @@ impl<S: Storage> TensorMap<S> {
                         _ => true,
                     };
                 if ours {
-                    let (hit, covered) = if io_whole
+                    let met = if io_whole
                         && x.flags & KEYED != 0
                         && x.ndims == io.ndims
                         && x.key() == io_key
@@ -1014,18 +1043,8 @@ impl<S: Storage> TensorMap<S> {
                     } else {
                         meet(ents, regions, e, &layout, io, exact)
                     };
-                    if hit && x.id != id && marks[x.handle as usize] != mark {
-                        marks[x.handle as usize] = mark;
-                        pred(Pred {
-                            id: x.id,
-                            handle: x.handle,
-                            kind,
-                        });
-                    }
-                    if covered {
-                        unlink(ents, words, e, bases);
-                        unlinked += 1;
-                    }
+                    let at = Visit { id, mark, kind };
+                    unlinked += at.met(ents, words, marks, e, met, bases, pred) as u32;
                 }
                 e = next;
             }
