@@ -357,7 +357,6 @@ fn is_ptow(bytes: &[u8]) -> bool {
     bytes.starts_with(&ptovm_vm::MAGIC.to_le_bytes())
 }
 
-/// Reads bytecode, or assembles text in memory when the input is not PTOW.
 /// Loads `input` (`.pto` text or bytecode) or, without one, the bundled LLaMA layer with
 /// `N=256` unless `params` sets `N`; verifies it, parses `params` against it (repeats of one
 /// setting dropped) and calls `f` with the program, its module and the parameter values.
@@ -389,6 +388,7 @@ fn with_program<T>(
     f(&v, &m, &expand::values(&owned))
 }
 
+/// Reads bytecode, or assembles text in memory when the input is not PTOW.
 fn load_bytecode(path: &Path) -> Result<Vec<u8>, Fail> {
     let bytes = read(path)?;
     if is_ptow(&bytes) || bytes.is_empty() || std::str::from_utf8(&bytes).is_err() {
@@ -503,9 +503,9 @@ fn run(cli: Cli) -> Result<(), Fail> {
                     vector,
                     window,
                     window_mode.map(|m| match m {
-                        Mode::Stall => ptovm_vm::WindowMode::Stall,
-                        Mode::Abort => ptovm_vm::WindowMode::Abort,
-                        Mode::Benchmark => ptovm_vm::WindowMode::Benchmark,
+                        Mode::Stall => WindowMode::Stall,
+                        Mode::Abort => WindowMode::Abort,
+                        Mode::Benchmark => WindowMode::Benchmark,
                     }),
                     check,
                     json,

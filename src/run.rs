@@ -3,8 +3,7 @@
 use ptovm_assembler::Module;
 use ptovm_host_sim::sim::{self, SimError};
 use ptovm_host_sim::DepMode;
-use ptovm_vm::WindowMode;
-use ptovm_vm::{RuntimeParams, Value, Verified};
+use ptovm_vm::{RuntimeParams, Value, Verified, WindowMode};
 use serde_json::json;
 
 use crate::{Exit, Fail};
