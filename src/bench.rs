@@ -7,7 +7,7 @@
 use ptovm_assembler::Module;
 use ptovm_host_sim::measure::{self, MeasureError, Measured};
 use ptovm_host_sim::{sim, DepMode};
-use ptovm_vm::{RuntimeParams, Value, Verified};
+use ptovm_vm::{Value, Verified};
 use serde_json::json;
 
 use crate::{Exit, Fail};
@@ -17,6 +17,7 @@ const CUBE: u32 = 24;
 const VECTOR: u32 = 48;
 
 /// The rates of one measurement over the rounds, and what every round found.
+#[derive(Default)]
 struct Series {
     rates: Vec<f64>,
     tasks: u64,
@@ -24,14 +25,6 @@ struct Series {
 }
 
 impl Series {
-    fn new() -> Series {
-        Series {
-            rates: Vec::new(),
-            tasks: 0,
-            edges: 0,
-        }
-    }
-
     fn add(&mut self, m: Measured) {
         self.rates.push(m.tasks_per_ms());
         self.tasks = m.tasks;
@@ -86,12 +79,10 @@ pub fn bench(
     json: bool,
     max_tasks: u64,
 ) -> Result<String, Fail> {
-    let p = RuntimeParams::new(v, vals)
-        .map_err(|e| Fail(Exit::Params, format!("error: runtime parameters: {e}")))?;
-    crate::budget::check(v, &p, max_tasks, &format!("--max-tasks {max_tasks}"))?;
+    let p = crate::budget::params(v, vals, max_tasks)?;
     let o = crate::run::options(v, CUBE, VECTOR, DepMode::Overlap);
     let window = o.window as u32;
-    let (mut gen, mut deps, mut run) = (Series::new(), Series::new(), Series::new());
+    let (mut gen, mut deps, mut run) = (Series::default(), Series::default(), Series::default());
     let mut cross = 0;
     for _ in 0..runs {
         gen.add(measure::generate(*v, p).map_err(measure_fail)?);

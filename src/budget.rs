@@ -1,4 +1,4 @@
-//! The work budget of `run` and `expand`: verified bytecode always terminates, but a hostile or
+//! The work budget of `run`, `bench` and `expand`: verified bytecode always terminates, but a hostile or
 //! mistaken program can still ask for 2^60 tasks. Before anything runs, the program's
 //! [`work_bound`](ptovm_vm::Interpreter::work_bound) (one pass over the code) is held against
 //! the budget; only when the bound is over it are the tasks counted exactly, and only when
@@ -11,6 +11,19 @@ use crate::{Exit, Fail};
 /// Loop iterations allowed per task of the budget: counting or running a program may start at
 /// most `ITERATIONS_PER_TASK × max_tasks` loop iterations.
 pub const ITERATIONS_PER_TASK: u64 = 8;
+
+/// The runtime parameters of `vals` for the program, once it is within a budget of
+/// `max_tasks` tasks set by `--max-tasks` (`run`, `bench`).
+pub fn params<'v>(
+    v: &Verified<'v>,
+    vals: &'v [ptovm_vm::Value<'v>],
+    max_tasks: u64,
+) -> Result<RuntimeParams<'v>, Fail> {
+    let p = RuntimeParams::new(v, vals)
+        .map_err(|e| Fail(Exit::Params, format!("error: runtime parameters: {e}")))?;
+    check(v, &p, max_tasks, &format!("--max-tasks {max_tasks}"))?;
+    Ok(p)
+}
 
 /// Checks the program against a budget of `max_tasks` tasks (and
 /// `ITERATIONS_PER_TASK × max_tasks` loop iterations). `limit` says what sets the budget, for

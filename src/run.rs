@@ -26,9 +26,7 @@ pub fn run(
     deps: DepMode,
     max_tasks: u64,
 ) -> Result<String, Fail> {
-    let p = RuntimeParams::new(v, vals)
-        .map_err(|e| Fail(Exit::Params, format!("error: runtime parameters: {e}")))?;
-    crate::budget::check(v, &p, max_tasks, &format!("--max-tasks {max_tasks}"))?;
+    let p = crate::budget::params(v, vals, max_tasks)?;
     let mut o = options(v, cube, vector, deps);
     o.aicpus = aicpus.unwrap_or(o.aicpus);
     o.window = window.map_or(o.window, |w| w as usize);
