@@ -48,19 +48,33 @@ fn windowed(
     tensors: u32,
     compact: bool,
 ) -> BTreeSet<(u64, u64)> {
-    windowed_as(tasks, mode, w, tensors, compact, false)
+    windowed_as(tasks, mode, w, tensors, compact, Uses::All)
 }
 
-/// [`windowed`], and with `classes` the regions recorded as the scheduler records them
-/// (spec/runtime.md §3.5): a tensor no task writes not at all, a read that no later write of
-/// its tensor follows only looked up (`Use::Lookup`), everything else recorded.
+/// Which regions [`windowed_as`] looks up and records.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Uses {
+    /// Every one, both.
+    All,
+    /// As the scheduler's tensor classes do (spec/runtime.md §3.5): a tensor no task writes
+    /// not at all, a read that no later write of its tensor follows only looked up
+    /// (`Use::Lookup`), everything else both.
+    Classes,
+    /// Exactly as much as the two facts the private-tensor rule of §3.5 relies on allow: a
+    /// region no earlier access conflicts with (overlaps it, one of them a write) is not
+    /// looked up (`Use::Insert`, or `Use::Skip` for a read), a read no later write overlaps
+    /// is not recorded (`Use::Lookup`).
+    Facts,
+}
+
+/// [`windowed`], with the regions looked up and recorded as `uses` says.
 fn windowed_as(
     tasks: &[Vec<Io>],
     mode: DepMode,
     w: u32,
     tensors: u32,
     compact: bool,
-    classes: bool,
+    uses: Uses,
 ) -> BTreeSet<(u64, u64)> {
     // Per tensor, one past the last task that writes it (0: none does).
     let mut writes_end = vec![0u64; tensors as usize];
@@ -69,11 +83,29 @@ fn windowed_as(
             writes_end[x.tensor as usize] = id as u64 + 1;
         }
     }
-    let how = |id: u64, x: &Io| match writes_end[x.tensor as usize] {
-        _ if !classes => Use::Record,
-        0 => Use::Skip,
-        end if !x.writes() && id >= end => Use::Lookup,
-        _ => Use::Record,
+    let conflict =
+        |x: &Io, y: &Io| x.tensor == y.tensor && x.overlaps(y) && (x.writes() || y.writes());
+    let how = |id: u64, x: &Io| match (uses, writes_end[x.tensor as usize]) {
+        (Uses::All, _) => Use::Record,
+        (Uses::Classes, 0) => Use::Skip,
+        (Uses::Classes, end) if !x.writes() && id >= end => Use::Lookup,
+        (Uses::Classes, _) => Use::Record,
+        (Uses::Facts, _) => {
+            let earlier = tasks[..id as usize]
+                .iter()
+                .flatten()
+                .any(|y| conflict(x, y));
+            let later = tasks[id as usize + 1..]
+                .iter()
+                .flatten()
+                .any(|y| conflict(x, y));
+            match (earlier, x.writes() || later) {
+                (true, true) => Use::Record,
+                (true, false) => Use::Lookup,
+                (false, true) => Use::Insert,
+                (false, false) => Use::Skip,
+            }
+        }
     };
     let max_io = tasks.iter().map(Vec::len).max().unwrap_or(1).max(1) as u32;
     let mut layout = MapLayout::new(w, max_io, tensors).unwrap();
@@ -154,8 +186,10 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
 
     /// Recording only what the scheduler records (read-only tensors not at all, reads that no
-    /// later write follows only looked up) loses no edge: every reference edge whose source is
-    /// still in the window is found, with a window as long as the program or as short as 1.
+    /// later write follows only looked up), or only what the facts behind private tensors
+    /// allow (no lookup where no earlier access conflicts), loses no edge: every reference
+    /// edge whose source is still in the window is found, with a window as long as the
+    /// program or as short as 1.
     #[test]
     fn recording_by_class_keeps_every_edge(tasks in arb_tasks(), w in 1u32..8) {
         for mode in [DepMode::Overlap, DepMode::Exact] {
@@ -163,8 +197,10 @@ proptest! {
             for w in [w, tasks.len() as u32] {
                 let want: BTreeSet<(u64, u64)> =
                     all.iter().copied().filter(|&(from, to)| from + w as u64 > to).collect();
-                let got = windowed_as(&tasks, mode, w, 3, true, true);
-                prop_assert_eq!(&got, &want, "{:?} window {}", mode, w);
+                for uses in [Uses::Classes, Uses::Facts] {
+                    let got = windowed_as(&tasks, mode, w, 3, true, uses);
+                    prop_assert_eq!(&got, &want, "{:?} {:?} window {}", mode, uses, w);
+                }
             }
         }
     }

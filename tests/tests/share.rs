@@ -9,7 +9,8 @@ use ptovm_assembler::{assemble, Options};
 use ptovm_host_sim::{reference_expand, RefTask};
 use ptovm_tests::{example, gen_params, values, Gen};
 
-use ptovm_vm::share::{analyze, Class, Sharing};
+use ptovm_vm::share::{analyze, use_of, Class, Sharing};
+use ptovm_vm::tmap::Use;
 use ptovm_vm::{verify, Interpreter, RuntimeParams};
 
 /// The classes of a program on `n` AICPUs.
@@ -25,13 +26,65 @@ fn classes(bytes: &[u8], params: &ptovm_tests::Params, n: u32) -> Vec<Sharing> {
 
 /// Checks the three facts against the reference tasks; returns the violations.
 fn violations(shares: &[Sharing], tasks: &[RefTask]) -> Vec<String> {
+    recording(shares, tasks).0
+}
+
+/// [`violations`], and the facts `use_of` relies on for every access (the last three of the
+/// module's list): one it does not look up conflicts (overlaps, one of the two a write) with
+/// no earlier task's access; one it does not record, with no later task's. Also counts the
+/// accesses whose lookup or record only a loop-indexed tensor's rule spares (the rest would be
+/// looked up, or recorded, without it).
+fn recording(shares: &[Sharing], tasks: &[RefTask]) -> (Vec<String>, usize) {
     let mut bad = Vec::new();
+    let mut spared = 0;
     for (x, s) in shares.iter().enumerate() {
         let accesses: Vec<(&RefTask, &ptovm_vm::Io)> = tasks
             .iter()
             .flat_map(|t| t.io.iter().map(move |io| (t, io)))
             .filter(|(_, io)| io.tensor as usize == x)
             .collect();
+        let writes: Vec<(&RefTask, &ptovm_vm::Io)> = accesses
+            .iter()
+            .copied()
+            .filter(|(_, io)| io.writes())
+            .collect();
+        let conflict =
+            |a: &ptovm_vm::Io, b: &ptovm_vm::Io| a.overlaps(b) && (a.writes() || b.writes());
+        for &(t, io) in &accesses {
+            let how = use_of(shares, t.id, t.site, io).0;
+            let lookup = matches!(how, Use::Record | Use::Lookup);
+            let record =
+                matches!(how, Use::Record | Use::Insert) || how == Use::Lookup && io.writes();
+            let others: &[(&RefTask, &ptovm_vm::Io)] =
+                if io.writes() { &accesses } else { &writes };
+            if !lookup {
+                if let Some((b, _)) = others
+                    .iter()
+                    .find(|(b, bio)| b.id < t.id && conflict(io, bio))
+                {
+                    bad.push(format!(
+                        "tensor {x} ({s:?}): task {} (site {}) is not looked up, but task {} before it conflicts",
+                        t.id, t.site, b.id
+                    ));
+                }
+            }
+            if !record {
+                if let Some((b, _)) = others
+                    .iter()
+                    .find(|(b, bio)| b.id > t.id && conflict(io, bio))
+                {
+                    bad.push(format!(
+                        "tensor {x} ({s:?}): task {} (site {}) is not recorded, but task {} after it conflicts",
+                        t.id, t.site, b.id
+                    ));
+                }
+            }
+            let class_record = io.writes() || t.id < s.writes_end;
+            if s.class != Class::ReadOnly && s.loop_indexed && (!lookup || !record && class_record)
+            {
+                spared += 1;
+            }
+        }
         for (t, io) in &accesses {
             if io.writes() && (s.class == Class::ReadOnly || t.id >= s.writes_end) {
                 bad.push(format!(
@@ -59,7 +112,7 @@ fn violations(shares: &[Sharing], tasks: &[RefTask]) -> Vec<String> {
             }
         }
     }
-    bad
+    (bad, spared)
 }
 
 /// Random programs whose dispatch key is used as a region index at some sites, so that
@@ -139,6 +192,155 @@ fn keyed_programs_have_every_class_and_no_violation() {
     assert!(seen.iter().all(|&k| k > 50), "classes seen: {seen:?}");
 }
 
+/// Random programs of loops `i` ⊃ `j` ⊃ `m` (and a sibling `j` loop) whose sites name
+/// tensors mostly by exactly their loops' variables (`[i]`, `[i, j]`, `[i, j, m]`, whole
+/// outside every loop) — the loop-indexed form — and sometimes by forms that must not pass
+/// for it: the variables swapped, too few, an expression, a constant; sites under a `cond`;
+/// other statements before or after that touch the same tensors.
+fn indexed_program(seed: u64) -> String {
+    let mut g = Gen::new(seed);
+    let site = |g: &mut Gen, depth: usize| {
+        let index = |g: &mut Gen| {
+            let exact = ["", "i", "i, j", "i, j, m"][depth];
+            let wrong = ["j, i", "i", "i + 0", "0, j", "i, 0"][g.below(5) as usize];
+            let wrong = if depth < 2 && wrong.contains('j') {
+                "0"
+            } else {
+                wrong
+            };
+            match (g.below(5), depth) {
+                (0, 1..) => format!("[{wrong}]"),
+                (_, 0) => String::new(),
+                _ => format!("[{exact}]"),
+            }
+        };
+        let (a, b) = (g.below(3), g.below(3));
+        let (ia, ib) = (index(g), index(g));
+        let kernel = ["r", "w", "rw"][g.below(3) as usize];
+        let task = format!("task @{kernel}(0) resources(T{a}{ia}, T{b}{ib})");
+        if g.below(5) == 0 {
+            format!("cond {} {{ {task} }}", ["1", "i % 2", "j % 2", "m"][depth])
+        } else {
+            task
+        }
+    };
+    let sites = |g: &mut Gen, depth: usize, most: u64| {
+        (0..g.below(most + 1))
+            .map(|_| site(g, depth) + "\n")
+            .collect::<String>()
+    };
+    let inner = format!(
+        "for_each j in dense[3] {{\n{}{}{}}}\n",
+        sites(&mut g, 2, 3),
+        if g.below(2) == 0 {
+            format!("for_each m in dense[2] {{\n{}}}\n", sites(&mut g, 3, 2))
+        } else {
+            String::new()
+        },
+        sites(&mut g, 2, 2),
+    );
+    let sibling = if g.below(2) == 0 {
+        format!("for_each j in dense[2] {{\n{}}}\n", sites(&mut g, 2, 2))
+    } else {
+        String::new()
+    };
+    let mut body = format!(
+        "parallel_for i in dense[4] {{\n{}{inner}{}{sibling}}}\n",
+        sites(&mut g, 1, 2),
+        sites(&mut g, 1, 2),
+    );
+    let top = sites(&mut g, 0, 1);
+    match g.below(3) {
+        0 => body = top.clone() + &body,
+        1 => body += &top,
+        _ => {}
+    }
+    let policy = if top.is_empty() && g.below(2) == 0 {
+        "affinity(i)"
+    } else {
+        "round_robin(3)"
+    };
+    format!(
+        "@tensor T0: f16[8, 8, 4]\n@tensor T1: f16[8, 8, 4]\n@tensor T2: f16[8, 8, 4]\n\
+         @kernel r(x): vector(in a, in b)\n@kernel w(x): vector(in a, out b)\n\
+         @kernel rw(x): vector(inout a, inout b)\n\
+         @workload k() {{\n{body}}}\n@schedule s for k {{ dispatch = {policy} }}"
+    )
+}
+
+#[test]
+fn loop_indexed_tensors_skip_only_what_nothing_meets() {
+    let (mut spared, mut indexed, mut not) = (0, 0, 0);
+    for seed in 0..400u64 {
+        let src = indexed_program(seed);
+        let out =
+            assemble("gen.pto", &src, &Options::default()).unwrap_or_else(|e| panic!("{e}\n{src}"));
+        let v = verify(&out.bytes).unwrap();
+        let p = RuntimeParams::new(&v, &[]).unwrap();
+        for n in [1u32, 3] {
+            let tasks = reference_expand(&v, &p, n, 100_000).unwrap();
+            let s = classes(&out.bytes, &Vec::new(), n);
+            let (bad, k) = recording(&s, &tasks);
+            assert!(bad.is_empty(), "{}\n{src}", bad.join("\n"));
+            spared += k;
+            indexed += s
+                .iter()
+                .filter(|s| s.loop_indexed && s.class != Class::ReadOnly)
+                .count();
+            not += s
+                .iter()
+                .filter(|s| !s.loop_indexed && s.class != Class::ReadOnly)
+                .count();
+        }
+    }
+    // Both kinds occur often, and the loop-indexed ones spared real work, so the checks had
+    // some.
+    assert!(
+        spared > 1000 && indexed > 100 && not > 100,
+        "{spared} {indexed} {not}"
+    );
+}
+
+/// A sparse axis gives its loop variable the stored column indices, which may repeat: two
+/// iterations of `select t` then name the same `h[e, t]`, so `h` is not loop-indexed, and
+/// the second iteration's write must find the first's accesses.
+#[test]
+fn a_sparse_loop_does_not_index_its_tensors() {
+    let src = "@tensor h: f16[2, 4]\n@tensor y: f16[2, 4]\n\
+        @kernel up(e, t): vector(out h)\n@kernel down(e, t): vector(in h, out y)\n\
+        @workload moe(%experts: dense[2]) {\n\
+          parallel_for e in %experts {\n\
+            select t in sparse(e, ptr, tokens) {\n\
+              task @up(e, t) resources(h[e, t])\n\
+              task @down(e, t) resources(h[e, t], y[e, t])\n\
+            }\n\
+          }\n\
+        }\n@schedule s for moe { dispatch = affinity(e) }";
+    let out = assemble("moe.pto", src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    // Expert 0 routes token 1 twice, expert 1 tokens 0 and 3.
+    let arrays = [("ptr", vec![0, 2, 4]), ("tokens", vec![1, 1, 0, 3])];
+    let params: ptovm_tests::Params = out
+        .module
+        .params
+        .iter()
+        .map(|slot| {
+            let (_, a) = arrays.iter().find(|(n, _)| *n == slot.name).unwrap();
+            (slot.kind, 0, a.clone())
+        })
+        .collect();
+    let v = verify(&out.bytes).unwrap();
+    let vals = values(&params);
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    for n in [1, 2] {
+        let s = classes(&out.bytes, &params, n);
+        assert!(!s[0].loop_indexed && !s[1].loop_indexed);
+        let tasks = reference_expand(&v, &p, n, u64::MAX).unwrap();
+        assert_eq!(tasks.len(), 8);
+        let (bad, _) = recording(&s, &tasks);
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
@@ -172,6 +374,18 @@ fn the_llama_layer_shares_only_k_and_v() {
         (s[6].writes_end, s[6].accesses_end),
         (7 * 8, 3 * 64 + 16 * 8)
     );
+    // Loop-indexed: the tensors every site names by exactly the variables of its loops —
+    // the score and probability tiles of the attention nest (`[t, k]`), the per-tile tensors
+    // of either loop's body (`X`, `Xn`, `A`, `H`, `Hn`, `G`, `U`, `Y`). Not: those the
+    // attention nest names by one of its two variables (`Q`, `K`, `V`, `Stat`, `Acc`) and the
+    // weights (named by a constant, or whole).
+    for (name, s) in names.iter().zip(&s) {
+        let want = matches!(
+            *name,
+            "X" | "Xn" | "S" | "P" | "A" | "H" | "Hn" | "G" | "U" | "Y"
+        );
+        assert_eq!(s.loop_indexed, want, "{name}");
+    }
     // On one AICPU nothing is shared.
     let one = classes(&bytes, &params, 1);
     assert!(one.iter().all(|s| s.class != Class::Shared));

@@ -992,7 +992,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             t.id,
             k,
             t.ios(),
-            |io| match use_of(shares, t.id, io) {
+            |io| match use_of(shares, t.id, t.site, io) {
                 (how, false) => how,
                 _ => Use::Skip,
             },
@@ -1010,7 +1010,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         )?;
         // Shared tensors under the lock — unless all this task does there is read tensors
         // whose writes are all recorded (the watermark says so) and have all retired.
-        let global = |io: &crate::Io| use_of(shares, t.id, io);
+        let global = |io: &crate::Io| use_of(shares, t.id, t.site, io);
         let needs_map = t.ios().iter().any(|io| match global(io) {
             (Use::Lookup, true) => sh
                 .writers
@@ -1026,7 +1026,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     t.id,
                     handle,
                     t.ios(),
-                    |io| match use_of(shares, t.id, io) {
+                    |io| match use_of(shares, t.id, t.site, io) {
                         (how, true) => how,
                         _ => Use::Skip,
                     },
@@ -1053,7 +1053,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             if recorded > 0 {
                 sh.slots[handle as usize].global.store(1, Ordering::Relaxed);
                 for io in t.ios() {
-                    if io.writes() && global(io) == (Use::Record, true) {
+                    if io.writes() && matches!(global(io), (Use::Record | Use::Insert, true)) {
                         if let Some(w) = sh.writers.get(io.tensor as usize) {
                             w.fetch_add(1, Ordering::Relaxed);
                         }

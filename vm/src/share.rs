@@ -17,8 +17,14 @@
 //!   are the ends of the top-level statements holding its last writing and last accessing site
 //!   (top-level statements run one after another, so their tasks' ids are contiguous ranges).
 //!
+//! Independently, a tensor is **loop-indexed** when every site names it by exactly the variables
+//! of the loops around it (`x[i, j]` inside `i` ⊃ `j`): overlapping accesses then run in site
+//! order, so [`use_of`] skips the lookup of its first accesses and the record of reads no later
+//! site writes.
+//!
 //! `tests/tests/share.rs` checks the classes of the bundled examples and, over random programs,
-//! that no reference edge joins two AICPUs' accesses of a local tensor and that the bounds hold.
+//! that no reference edge joins two AICPUs' accesses of a local tensor, that the bounds hold, and
+//! that no access [`use_of`] does not look up (record) conflicts with an earlier (later) one.
 
 use crate::format::{limits, PolicySpec, COND_HAS_ELSE, NONE16};
 use crate::interp::{Interpreter, RunError};
@@ -46,9 +52,26 @@ pub struct Sharing {
     pub writes_end: u64,
     /// No task with this id or above accesses it.
     pub accesses_end: u64,
+    /// Whether every site that accesses it names it `x[v0, v1, …]` by exactly the variables
+    /// of the loops around the site, outermost first, each loop running over an axis whose
+    /// values are its iteration indices (spec/runtime.md §3.5). Two accesses of different
+    /// sites that overlap then run in the order of their sites, and two of one site belong to
+    /// one task.
+    pub loop_indexed: bool,
+    /// The first site (instruction index of its `TASK`) that accesses it.
+    pub first_site: u32,
+    /// The first site that writes it (0 if none).
+    pub first_write_site: u32,
+    /// The last site that writes it (0 if none).
+    pub last_write_site: u32,
     /// During the walk: how every access was keyed so far (0: none yet; the policy kind, and
     /// for `static` its loop's axis); `UNKEYED` once one access was not.
     keyed: u32,
+    /// During the walk: whether an access (a write) was seen, and one that did not name the
+    /// tensor by its loops' variables.
+    seen: bool,
+    wrote: bool,
+    unindexed: bool,
 }
 
 const UNKEYED: u32 = u32::MAX;
@@ -77,6 +100,16 @@ fn is_var(v: &crate::Verified<'_>, e: u16, depth: u8) -> bool {
     let (a, b) = (x.get(e as usize), x.get(e as usize + 1));
     a.is_some_and(|r| r.opcode == crate::ExprOp::VAR as u8 && r.op1() == depth as u16)
         && b.is_some_and(|r| r.opcode == crate::ExprOp::END as u8)
+}
+
+/// Whether a loop over `axis` gives its variable the iteration indices 0, 1, … (dense,
+/// dynamic and ragged axes; a sparse axis gives the stored column indices, which may repeat).
+fn indexed_axis(v: &crate::Verified<'_>, axis: u16) -> bool {
+    v.axes().get(axis as usize).is_some_and(|a| {
+        a.opcode == Opcode::AXIS_DENSE as u8
+            || a.opcode == Opcode::AXIS_DENSE_DYN as u8
+            || a.opcode == Opcode::AXIS_RAGGED as u8
+    })
 }
 
 /// For a dense or dynamic axis (whose values are the iteration indices and whose extent does
@@ -217,7 +250,24 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
             s.accesses_end = ids_end;
             if dir != Dir::In {
                 s.writes_end = ids_end;
+                s.last_write_site = pc;
+                if !s.wrote {
+                    s.first_write_site = pc;
+                    s.wrote = true;
+                }
             }
+            if !s.seen {
+                s.first_site = pc;
+                s.seen = true;
+            }
+            // Named by the variables of the loops around the site, outermost first?
+            s.unindexed |= io.flags as usize != nl
+                || !loops[..nl].iter().all(|&(_, axis)| indexed_axis(&v, axis))
+                || !(0..nl).all(|d| {
+                    regions.get(io.op2() as usize + d).is_some_and(|r| {
+                        r.end.get() == NONE16 && is_var(&v, r.start.get(), d as u8)
+                    })
+                });
             let by_key = key.filter(|(_, expr, depth)| {
                 io.flags >= 1
                     && regions.get(io.op2() as usize).is_some_and(|d| {
@@ -238,6 +288,7 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
     }
     let one = interp.aicpus() == 1;
     for s in out.iter_mut() {
+        s.loop_indexed = s.seen && !s.unindexed;
         // `writes_end == 0`: no task writes it (not even a site whose statement runs no task).
         s.class = if s.writes_end == 0 {
             Class::ReadOnly
@@ -250,21 +301,34 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
     Ok(())
 }
 
-/// How task `id`'s region `io` is recorded (§3.5), and in which map (true: the global one):
-/// not at all for a read-only tensor; looked up only for a read that no later write can
-/// follow; recorded otherwise. A tensor past `shares` is treated as shared.
-pub fn use_of(shares: &[Sharing], id: u64, io: &crate::Io) -> (Use, bool) {
+/// How region `io` of task `id` (generated by the `TASK` at instruction `site`) is recorded
+/// (§3.5), and in which map (true: the global one): not at all for a read-only tensor. Of
+/// any other, it is looked up unless its tensor is loop-indexed and no earlier site may
+/// conflict (for a read, write it; for a write, access it), and recorded if it is a write,
+/// or a read that a later write may follow (a task below `writes_end`, and for a
+/// loop-indexed tensor a site before its last writing site). A tensor past `shares` is
+/// treated as shared and always recorded.
+pub fn use_of(shares: &[Sharing], id: u64, site: u32, io: &crate::Io) -> (Use, bool) {
     let Some(s) = shares.get(io.tensor as usize) else {
         return (Use::Record, true);
     };
-    let how = if !io.writes() && id >= s.writes_end {
-        Use::Lookup
-    } else {
-        Use::Record
+    let global = match s.class {
+        Class::ReadOnly => return (Use::Skip, false),
+        Class::Local => false,
+        Class::Shared => true,
     };
-    match s.class {
-        Class::ReadOnly => (Use::Skip, false),
-        Class::Local => (how, false),
-        Class::Shared => (how, true),
+    let earliest = if io.writes() {
+        s.first_site
+    } else {
+        s.first_write_site
+    };
+    let lookup = !s.loop_indexed || site > earliest;
+    let record =
+        io.writes() || (id < s.writes_end && (!s.loop_indexed || site < s.last_write_site));
+    match (lookup, record) {
+        (true, true) => (Use::Record, global),
+        (true, false) => (Use::Lookup, global),
+        (false, true) => (Use::Insert, global),
+        (false, false) => (Use::Skip, false),
     }
 }

@@ -230,6 +230,8 @@ pub enum Use {
     Record,
     /// Look it up only (a read no later write needs to find); a write is recorded anyway.
     Lookup,
+    /// Record it without looking it up (no earlier access can meet it).
+    Insert,
     /// Ignore it.
     Skip,
 }
@@ -642,7 +644,9 @@ impl<S: Storage> TensorMap<S> {
 
     /// [`TensorMap::add`] for the regions `how` chooses: [`Use::Record`] ones are looked up
     /// and recorded, [`Use::Lookup`] reads only looked up (no later write will need them: a
-    /// write is always recorded), [`Use::Skip`] ones ignored. Returns how many were recorded;
+    /// write is always recorded), [`Use::Insert`] ones only recorded (the caller knows that
+    /// no earlier access can meet them, so a lookup would find nothing and cover nothing),
+    /// [`Use::Skip`] ones ignored. Returns how many were recorded;
     /// with none, the handle stays free (nothing to retire).
     pub fn add_some(
         &mut self,
@@ -692,7 +696,7 @@ impl<S: Storage> TensorMap<S> {
                 .filter(|io| match how(io) {
                     Use::Skip => false,
                     Use::Lookup => io.writes(),
-                    Use::Record => true,
+                    Use::Record | Use::Insert => true,
                 })
                 .count();
         }
@@ -708,10 +712,11 @@ impl<S: Storage> TensorMap<S> {
         let mut recorded = 0u32;
         let mut kept = 0u32;
         for io in ios {
-            let record = match how(io) {
+            let (lookup, record) = match how(io) {
                 Use::Skip => continue,
-                Use::Lookup if !io.writes() => false,
-                _ => true,
+                Use::Lookup if !io.writes() => (true, false),
+                Use::Insert => (false, true),
+                _ => (true, true),
             };
             let at = self.layout.level_base() + TENSOR_WORDS * io.tensor as usize;
             let (wides, rows) = {
@@ -731,7 +736,7 @@ impl<S: Storage> TensorMap<S> {
                 };
                 if alone {
                     let e = record.then_some(first + recorded);
-                    self.add_point(io, id, handle, mark, e, pred);
+                    self.add_point(io, id, handle, mark, lookup, e, pred);
                     recorded += record as u32;
                     continue;
                 }
@@ -741,6 +746,7 @@ impl<S: Storage> TensorMap<S> {
             let home = self.home_head(io.tensor, key);
             let wide = Key { p0: None, p1: None };
             match (self.mode, key.p0) {
+                _ if !lookup => {}
                 (MatchMode::Exact, _) => self.scan::<HOME>(home, io, id, mark, &[key], pred),
                 (MatchMode::Overlap, Some(i)) => {
                     if key.p1.is_some() {
@@ -805,16 +811,19 @@ impl<S: Storage> TensorMap<S> {
     /// point or a tile) of a tensor that keeps no row or tensor lists and has no live entry
     /// wider than the point where it is narrow, nor a tile when it is a row point (the common
     /// case: every access of the LLaMA layer). Only entries of the point's own key, all on
-    /// its home list, can meet it; it is recorded (as entry `record`, if given) on that list
-    /// alone, its key its whole region. The general path does the same with the steps other
+    /// its home list, can meet it; it is looked up there (if `lookup`) and recorded (as entry
+    /// `record`, if given) on that list alone, its key its whole region. The general path
+    /// does the same with the steps other
     /// shapes need.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn add_point(
         &mut self,
         io: &Io,
         id: u64,
         handle: u32,
         mark: u64,
+        lookup: bool,
         record: Option<u32>,
         pred: &mut impl FnMut(Pred),
     ) {
@@ -835,7 +844,7 @@ impl<S: Storage> TensorMap<S> {
         let (ents, regions, words, marks) = self.mem.parts();
         let mut visits = 0;
         let mut unlinked = 0;
-        for list in 0..1 + writes as u32 {
+        for list in 0..(1 + writes as u32) * lookup as u32 {
             let kind = match (list, io.reads()) {
                 (0, true) => DepKind::Raw,
                 (0, false) => DepKind::Waw,
