@@ -421,7 +421,7 @@ impl ptovm_vm::Sink for InOrderWindow {
                         t.id,
                         h,
                         t.ios(),
-                        |io| ptovm_vm::share::use_of(shares, t.id, t.site, io).0,
+                        |_, io| ptovm_vm::share::use_of(shares, t.id, t.site, io).0,
                         &mut |_| *edges += 1,
                     )
                     .map(|_| ())

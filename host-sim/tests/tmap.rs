@@ -126,7 +126,7 @@ fn windowed_as(
         if id >= w as u64 {
             map.retire(h).unwrap();
         }
-        map.add_some(id, h, ios, |x| how(id, x), &mut |p| {
+        map.add_some(id, h, ios, |_, x| how(id, x), &mut |p| {
             assert!(got.insert((p.id, id)), "{} reported twice for {id}", p.id);
             assert_eq!(p.handle as u64, p.id % w as u64);
         })

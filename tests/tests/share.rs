@@ -37,6 +37,20 @@ fn violations(shares: &[Sharing], tasks: &[RefTask]) -> Vec<String> {
 fn recording(shares: &[Sharing], tasks: &[RefTask]) -> (Vec<String>, usize) {
     let mut bad = Vec::new();
     let mut spared = 0;
+    // The uses depend on the site alone (what `SiteUses` remembers).
+    let mut by_site = std::collections::HashMap::new();
+    for t in tasks {
+        for (k, io) in t.io.iter().enumerate() {
+            let u = use_of(shares, t.id, t.site, io);
+            let first = *by_site.entry((t.site, k)).or_insert((t.id, u));
+            if first.1 != u {
+                bad.push(format!(
+                    "task {} of site {}, region {k}: {u:?}, but {:?} for task {}",
+                    t.id, t.site, first.1, first.0
+                ));
+            }
+        }
+    }
     for (x, s) in shares.iter().enumerate() {
         let accesses: Vec<(&RefTask, &ptovm_vm::Io)> = tasks
             .iter()

@@ -15,7 +15,7 @@
 use crate::handshake::{self, CoreSlot};
 use crate::interp::{Interpreter, RunError, Sink, Task};
 use crate::ring::{Cell, Ring};
-use crate::share::{self, use_of, Class, ShareError, Sharing};
+use crate::share::{self, Class, ShareError, Sharing, SiteUses};
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::tmap::{MapError, MapLayout, Slices, Storage, TensorMap, Use};
 use crate::waitlist::{self, tag_of, NIL};
@@ -372,6 +372,8 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     free_vector: usize,
     preds: &'m mut [Pred],
     shares: &'m [Sharing],
+    /// How its sites' regions are recorded.
+    uses: SiteUses,
     /// The map of its local tensors.
     map: TensorMap<S>,
     /// The watermark the staged task needs every other AICPU to have passed before it records
@@ -505,6 +507,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             free_vector,
             preds: local.preds,
             shares: local.shares,
+            uses: SiteUses::default(),
             map: local.map,
             need: 0,
             deferred: None,
@@ -982,17 +985,18 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             retiring,
             free,
             shares,
+            uses,
             map,
             ..
         } = self;
         let t = interp.current_task();
-        let shares: &[Sharing] = shares;
+        let uses = uses.of(shares, t);
         // Local tensors first: only this AICPU's own tasks can be found there.
         map.add_some(
             t.id,
             k,
             t.ios(),
-            |io| match use_of(shares, t.id, t.site, io) {
+            |k, _| match uses[k] {
                 (how, false) => how,
                 _ => Use::Skip,
             },
@@ -1010,8 +1014,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         )?;
         // Shared tensors under the lock — unless all this task does there is read tensors
         // whose writes are all recorded (the watermark says so) and have all retired.
-        let global = |io: &crate::Io| use_of(shares, t.id, t.site, io);
-        let needs_map = t.ios().iter().any(|io| match global(io) {
+        let needs_map = t.ios().iter().zip(uses).any(|(io, u)| match *u {
             (Use::Lookup, true) => sh
                 .writers
                 .get(io.tensor as usize)
@@ -1026,7 +1029,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     t.id,
                     handle,
                     t.ios(),
-                    |io| match use_of(shares, t.id, t.site, io) {
+                    |k, _| match uses[k] {
                         (how, true) => how,
                         _ => Use::Skip,
                     },
@@ -1052,8 +1055,8 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             })?;
             if recorded > 0 {
                 sh.slots[handle as usize].global.store(1, Ordering::Relaxed);
-                for io in t.ios() {
-                    if io.writes() && matches!(global(io), (Use::Record | Use::Insert, true)) {
+                for (io, u) in t.ios().iter().zip(uses) {
+                    if io.writes() && matches!(u, (Use::Record | Use::Insert, true)) {
                         if let Some(w) = sh.writers.get(io.tensor as usize) {
                             w.fetch_add(1, Ordering::Relaxed);
                         }

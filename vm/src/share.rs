@@ -332,3 +332,42 @@ pub fn use_of(shares: &[Sharing], id: u64, site: u32, io: &crate::Io) -> (Use, b
         (false, false) => (Use::Skip, false),
     }
 }
+
+/// How many sites [`SiteUses`] remembers (direct-mapped by instruction index).
+pub const USE_SITES: usize = 16;
+
+/// [`use_of`] for each region of a task, remembered per site. They depend on the site alone:
+/// a site's tasks all belong to one top-level statement, so they are all below a tensor's
+/// `writes_end` or all at or past it (§3.5), and the rest of the rule reads only the site and
+/// its regions' tensors and directions, which the site fixes. Valid for one program and one
+/// set of classes; [`SiteUses::default`] remembers nothing.
+#[derive(Clone, Copy, Debug)]
+pub struct SiteUses {
+    site: [u32; USE_SITES],
+    uses: [[(Use, bool); limits::MAX_TASK_IO]; USE_SITES],
+}
+
+impl Default for SiteUses {
+    fn default() -> SiteUses {
+        SiteUses {
+            site: [u32::MAX; USE_SITES],
+            uses: [[(Use::Skip, false); limits::MAX_TASK_IO]; USE_SITES],
+        }
+    }
+}
+
+impl SiteUses {
+    /// `use_of(shares, t.id, t.site, io)` for every region `io` of `t`, in order.
+    #[inline]
+    pub fn of(&mut self, shares: &[Sharing], t: &crate::Task) -> &[(Use, bool)] {
+        let k = t.site as usize % USE_SITES;
+        let ios = t.ios();
+        if self.site[k] != t.site {
+            for (u, io) in self.uses[k].iter_mut().zip(ios) {
+                *u = use_of(shares, t.id, t.site, io);
+            }
+            self.site[k] = t.site;
+        }
+        &self.uses[k][..ios.len()]
+    }
+}

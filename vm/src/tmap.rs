@@ -638,11 +638,12 @@ impl<S: Storage> TensorMap<S> {
         ios: &[Io],
         pred: &mut impl FnMut(Pred),
     ) -> Result<(), MapError> {
-        self.add_some(id, handle, ios, |_| Use::Record, pred)
+        self.add_some(id, handle, ios, |_, _| Use::Record, pred)
             .map(|_| ())
     }
 
-    /// [`TensorMap::add`] for the regions `how` chooses: [`Use::Record`] ones are looked up
+    /// [`TensorMap::add`] for the regions `how` (given each region's position and the region)
+    /// chooses: [`Use::Record`] ones are looked up
     /// and recorded, [`Use::Lookup`] reads only looked up (no later write will need them: a
     /// write is always recorded), [`Use::Insert`] ones only recorded (the caller knows that
     /// no earlier access can meet them, so a lookup would find nothing and cover nothing),
@@ -653,7 +654,7 @@ impl<S: Storage> TensorMap<S> {
         id: u64,
         handle: u32,
         ios: &[Io],
-        how: impl Fn(&Io) -> Use,
+        how: impl Fn(usize, &Io) -> Use,
         pred: &mut impl FnMut(Pred),
     ) -> Result<u32, MapError> {
         if handle >= self.layout.handles {
@@ -692,8 +693,9 @@ impl<S: Storage> TensorMap<S> {
         if stored > max_stored {
             stored = ios
                 .iter()
-                .filter(|io| !keyed(io))
-                .filter(|io| match how(io) {
+                .enumerate()
+                .filter(|(_, io)| !keyed(io))
+                .filter(|&(k, io)| match how(k, io) {
                     Use::Skip => false,
                     Use::Lookup => io.writes(),
                     Use::Record | Use::Insert => true,
@@ -711,8 +713,8 @@ impl<S: Storage> TensorMap<S> {
         let first_region = handle * self.layout.max_stored_io;
         let mut recorded = 0u32;
         let mut kept = 0u32;
-        for io in ios {
-            let (lookup, record) = match how(io) {
+        for (k, io) in ios.iter().enumerate() {
+            let (lookup, record) = match how(k, io) {
                 Use::Skip => continue,
                 Use::Lookup if !io.writes() => (true, false),
                 Use::Insert => (false, true),
