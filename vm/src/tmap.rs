@@ -418,8 +418,7 @@ fn point_dims(io: &Io) -> u8 {
 /// key): no named dimension, or one or two each one element wide.
 #[inline]
 fn keyed(io: &Io) -> bool {
-    let n = io.ndims as usize;
-    n == 0 || (n <= 2 && io.ranges[..n].iter().all(|&(a, b)| b.wrapping_sub(a) == 1))
+    io.ndims == 0 || point_dims(io) != 0
 }
 
 /// The region of entry `e`: stored, or rebuilt from a whole key. A task's stored regions are
@@ -547,6 +546,7 @@ fn same_key(a: &Io, b: &Io) -> bool {
 pub struct TensorMap<S> {
     mem: S,
     layout: MapLayout,
+    bases: Bases,
     mode: MatchMode,
     used: u32,
     live: u32,
@@ -580,6 +580,7 @@ impl<S: Storage> TensorMap<S> {
         let mut map = TensorMap {
             mem,
             layout,
+            bases: Bases::of(&layout),
             mode,
             used: 0,
             live: 0,
@@ -663,7 +664,7 @@ impl<S: Storage> TensorMap<S> {
                 handles: self.layout.handles,
             });
         }
-        let count = self.layout.handle_base() + handle as usize;
+        let count = self.bases.handle as usize + handle as usize;
         let held = self.mem.parts().2[count];
         if held != 0 {
             return Err(MapError::Busy { handle });
@@ -720,7 +721,7 @@ impl<S: Storage> TensorMap<S> {
                 Use::Insert => (false, true),
                 _ => (true, true),
             };
-            let at = self.layout.level_base() + TENSOR_WORDS * io.tensor as usize;
+            let at = self.bases.level as usize + TENSOR_WORDS * io.tensor as usize;
             let (wides, rows) = {
                 let w = &self.mem.parts().2[at..at + TENSOR_WORDS];
                 if !record && w[1] | w[2] | w[3] == 0 {
@@ -917,7 +918,7 @@ impl<S: Storage> TensorMap<S> {
                 handles: self.layout.handles,
             });
         }
-        let count = self.layout.handle_base() + handle as usize;
+        let count = self.bases.handle as usize + handle as usize;
         let bases = self.bases();
         let first = handle * self.layout.max_task_io;
         let (ents, _, words, _) = self.mem.parts();
@@ -937,25 +938,22 @@ impl<S: Storage> TensorMap<S> {
     }
 
     fn bases(&self) -> Bases {
-        Bases {
-            tensor: self.layout.tensor_base() as u32,
-            level: self.layout.level_base() as u32,
-        }
+        self.bases
     }
 
     #[inline]
     fn home_head(&self, tensor: u16, key: Key) -> u32 {
-        2 * hash_home(tensor, key, self.layout.home_buckets.trailing_zeros())
+        2 * hash_home(tensor, key, self.bases.home_bits)
     }
 
     #[inline]
     fn row_head(&self, tensor: u16, i: i64) -> u32 {
-        let b = hash_row(tensor, i, self.layout.row_buckets.trailing_zeros());
-        (self.layout.row_base() + 2 * b as usize) as u32
+        let b = hash_row(tensor, i, self.bases.row_bits);
+        self.bases.row + 2 * b
     }
 
     fn tensor_head(&self, tensor: u16) -> u32 {
-        (self.layout.tensor_base() + 2 * tensor as usize) as u32
+        self.bases.tensor + 2 * tensor as u32
     }
 
     /// Scans the home lists of `keys`, each bucket once (keys may share a bucket).
@@ -1073,7 +1071,7 @@ impl<S: Storage> TensorMap<S> {
         let mut flags = LIVE | if io.writes() { WRITE } else { 0 };
         flags |= if key.p0.is_some() { HAS_P0 } else { 0 };
         flags |= if key.p1.is_some() { HAS_P1 } else { 0 };
-        let at = self.layout.level_base() + TENSOR_WORDS * io.tensor as usize;
+        let at = self.bases.level as usize + TENSOR_WORDS * io.tensor as usize;
         let on = self.mem.parts().2[at];
         if let (Some(i), true) = (key.p0, on & ROW_ON != 0) {
             heads[ROW] = self.row_head(io.tensor, i) + kind;
@@ -1125,7 +1123,7 @@ impl<S: Storage> TensorMap<S> {
     /// needs them for (most: tiles are found through their home lists) never pay for them.
     #[inline]
     fn keep(&mut self, tensor: u16, level: u32) {
-        let at = self.layout.level_base() + TENSOR_WORDS * tensor as usize;
+        let at = self.bases.level as usize + TENSOR_WORDS * tensor as usize;
         if self.mem.parts().2[at] & level == 0 {
             self.start_keeping(tensor, level);
         }
@@ -1133,7 +1131,7 @@ impl<S: Storage> TensorMap<S> {
 
     #[cold]
     fn start_keeping(&mut self, tensor: u16, level: u32) {
-        let at = self.layout.level_base() + TENSOR_WORDS * tensor as usize;
+        let at = self.bases.level as usize + TENSOR_WORDS * tensor as usize;
         let (rows, tensors) = (self.layout.row_buckets, self.tensor_head(tensor));
         let (ents, _, words, _) = self.mem.parts();
         words[at] |= level;
@@ -1170,11 +1168,34 @@ fn link(ents: &mut [Entry], words: &mut [u32], e: u32, level: usize, head: u32) 
     }
 }
 
-/// Where the per-tensor words start: list heads, then flags and counts.
+/// Where the parts of the word array start, and the buckets' bit counts: worked out from the
+/// layout once, at creation.
 #[derive(Clone, Copy)]
 struct Bases {
+    /// The row lists' heads.
+    row: u32,
+    /// The tensor lists' heads.
     tensor: u32,
+    /// Per tensor, its flags and counts.
     level: u32,
+    /// Per handle, its region count.
+    handle: u32,
+    /// log2 of the home and row bucket counts.
+    home_bits: u32,
+    row_bits: u32,
+}
+
+impl Bases {
+    fn of(l: &MapLayout) -> Bases {
+        Bases {
+            row: l.row_base() as u32,
+            tensor: l.tensor_base() as u32,
+            level: l.level_base() as u32,
+            handle: l.handle_base() as u32,
+            home_bits: l.home_buckets.trailing_zeros(),
+            row_bits: l.row_buckets.trailing_zeros(),
+        }
+    }
 }
 
 /// Takes entry `e` off every list it is on, and out of its tensor's counts.
