@@ -651,6 +651,60 @@ fn runtime_errors() {
     assert_eq!(run("@workload w() { task @k() resources(U[1]) }\n@schedule s for w { dispatch = threshold(1 / z, round_robin) }", &[("z", S(0))]), RunError::DivByZero { pc: 0 });
 }
 
+/// A loop variable named as a single index is checked against the tensor's extent unless its
+/// loop (dense or dynamic, a fixed extent) cannot leave it; a loop one longer than the tensor,
+/// a dynamic extent past it, a ragged row (whose length changes) or a sparse column index
+/// (not an iteration index) are still caught, at the first task out of bounds.
+#[test]
+fn loop_indices_are_checked_unless_their_loop_stays_inside() {
+    let run = |src: &str, given: &[(&str, P)]| launch(src, given);
+    let bounds = |pc, start| {
+        Err(LaunchError::Run(RunError::RegionBounds {
+            pc,
+            tensor: 0,
+            dim: 0,
+            start,
+            end: start + 1,
+            extent: 4,
+        }))
+    };
+    let t = "@tensor T: f16[4, 4]\n";
+    let go =
+        |body: &str, given: &[(&str, P)]| run(&format!("{t}@workload w() {{ {body} }}"), given);
+    assert_eq!(
+        go(
+            "parallel_for i in dense[4] { task @k() resources(T[i]) }",
+            &[]
+        ),
+        Ok(4)
+    );
+    assert_eq!(
+        go(
+            "parallel_for i in dense[5] { task @k() resources(T[i]) }",
+            &[]
+        ),
+        bounds(2, 4)
+    );
+    let dynamic = "parallel_for i in dense_dyn(n) { for_each j in dense[4] { task @k() resources(T[i, j]) } }";
+    assert_eq!(go(dynamic, &[("n", S(4))]), Ok(16));
+    assert_eq!(go(dynamic, &[("n", S(6))]), bounds(3, 4));
+    let ragged = "parallel_for b in dense[2] { parallel_for c in ragged(b, lens) { task @k() resources(T[c]) } }";
+    assert_eq!(go(ragged, &[("lens", A(vec![4, 4]))]), Ok(8));
+    assert_eq!(go(ragged, &[("lens", A(vec![2, 5]))]), bounds(3, 4));
+    let sparse = "parallel_for b in dense[2] { select c in sparse(b, ptr, idx) { task @k() resources(T[c]) } }";
+    assert_eq!(
+        go(
+            sparse,
+            &[("ptr", A(vec![0, 2, 3])), ("idx", A(vec![0, 3, 1]))]
+        ),
+        Ok(3)
+    );
+    assert_eq!(
+        go(sparse, &[("ptr", A(vec![0, 1, 2])), ("idx", A(vec![1, 7]))]),
+        bounds(3, 7)
+    );
+}
+
 #[test]
 fn task_sites_with_many_region_dimensions() {
     // 4 regions of 8 dimensions: more than the interpreter's per-site plan holds, so this site

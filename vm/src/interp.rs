@@ -340,6 +340,10 @@ const OPERAND_CONST: u8 = 0;
 const OPERAND_VAR: u8 = 1;
 const OPERAND_EXPR: u8 = 2;
 const OPERAND_NEXT: u8 = 3;
+/// The start of a single-index dimension named by the variable at depth `a` of a loop over a
+/// dense or dynamic axis no longer than the dimension: its values `0 .. extent` are always in
+/// bounds, so the range `(v, v + 1)` needs no check.
+const OPERAND_INDEX: u8 = 4;
 
 /// One named region dimension of a task site: its bounds and the extent it is checked against
 /// (`i64::MAX` for an implicit tensor).
@@ -1471,11 +1475,42 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 } else {
                     i64::MAX
                 };
+                let start = if start.kind == OPERAND_VAR
+                    && end.kind == OPERAND_NEXT
+                    && self.index_within(start.a, extent)
+                {
+                    Operand {
+                        kind: OPERAND_INDEX,
+                        ..start
+                    }
+                } else {
+                    start
+                };
                 plan.dims[k] = PlanDim { start, end, extent };
                 k += 1;
             }
         }
         Some(plan)
+    }
+
+    /// Whether the variable at `depth` is that of an enclosing loop over a dense or dynamic
+    /// axis (values `0 .. ext`, the same extent at every execution of the loop in this run)
+    /// with `ext <= extent`.
+    fn index_within(&self, depth: u32, extent: i64) -> bool {
+        self.frames[..=self.sp].iter().any(|f| {
+            Opcode::from_u8(f.op).is_some_and(|o| o.class() == OpClass::Loop)
+                && f.depth as u32 == depth
+                && f.indices == NONE16
+                && f.ext <= extent.max(0) as u64
+                && self
+                    .v
+                    .axes()
+                    .get(self.rec(f.at).op1() as usize)
+                    .is_some_and(|a| {
+                        a.opcode == Opcode::AXIS_DENSE as u8
+                            || a.opcode == Opcode::AXIS_DENSE_DYN as u8
+                    })
+        })
     }
 
     fn fill_task(&mut self, pc: u32, r: Record, id: u64) -> R<()> {
@@ -1521,6 +1556,11 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 .get(pio.first as usize..pio.first as usize + pio.ndims as usize)
                 .unwrap_or(&[]);
             for (d, (range, pd)) in io.ranges.iter_mut().zip(dims).enumerate() {
+                if pd.start.kind == OPERAND_INDEX {
+                    let v = vars[pd.start.a as usize % limits::MAX_LOOP_DEPTH];
+                    *range = (v, v + 1);
+                    continue;
+                }
                 let start = operand(&pd.start, exprs, p, vars, opc)?;
                 let end = if pd.end.kind == OPERAND_NEXT {
                     start.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
