@@ -352,6 +352,9 @@ struct PlanDim {
     start: Operand,
     end: Operand,
     extent: i64,
+    /// Its region's position among the site's, and its own among the region's dimensions.
+    io: u8,
+    dim: u8,
 }
 
 /// One IO region of a task site.
@@ -360,14 +363,12 @@ struct PlanIo {
     tensor: u16,
     dir: u8,
     ndims: u8,
-    /// Index of its first dimension in `Plan::dims`.
-    first: u8,
 }
 
 /// Task sites whose decoded form is cached, direct-mapped by instruction index.
 const PLAN_SITES: usize = 8;
 /// Region dimensions a cached site may have in all; a larger site is decoded at every task.
-const PLAN_DIMS: usize = 24;
+const PLAN_DIMS: usize = 20;
 
 /// A task site decoded for emission. Runtime parameters do not change during a run, so `PARAM`
 /// operands and tensor extents are resolved when the plan is made.
@@ -378,6 +379,8 @@ struct Plan {
     pool: u8,
     nparams: u8,
     nio: u8,
+    /// Named dimensions of all its regions (`dims[..ndims]`).
+    ndims: u8,
     params: [Operand; limits::MAX_TASK_PARAMS],
     ios: [PlanIo; limits::MAX_TASK_IO],
     dims: [PlanDim; PLAN_DIMS],
@@ -394,17 +397,19 @@ const EMPTY_PLAN: Plan = Plan {
     pool: 0,
     nparams: 0,
     nio: 0,
+    ndims: 0,
     params: [EMPTY_OPERAND; limits::MAX_TASK_PARAMS],
     ios: [PlanIo {
         tensor: 0,
         dir: 0,
         ndims: 0,
-        first: 0,
     }; limits::MAX_TASK_IO],
     dims: [PlanDim {
         start: EMPTY_OPERAND,
         end: EMPTY_OPERAND,
         extent: 0,
+        io: 0,
+        dim: 0,
     }; PLAN_DIMS],
 };
 
@@ -1451,7 +1456,6 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 tensor: o.op1(),
                 dir,
                 ndims: ndims as u8,
-                first: k as u8,
             };
             for d in 0..ndims {
                 let rd = self
@@ -1486,10 +1490,17 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 } else {
                     start
                 };
-                plan.dims[k] = PlanDim { start, end, extent };
+                plan.dims[k] = PlanDim {
+                    start,
+                    end,
+                    extent,
+                    io: j as u8,
+                    dim: d as u8,
+                };
                 k += 1;
             }
         }
+        plan.ndims = k as u8;
         Some(plan)
     }
 
@@ -1541,39 +1552,32 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         for (i, (dst, o)) in task.params.iter_mut().zip(&plan.params[..np]).enumerate() {
             *dst = operand(o, exprs, p, vars, pc + 1 + i as u32)?;
         }
-        for (j, (io, pio)) in task
-            .io
-            .iter_mut()
-            .zip(&plan.ios[..plan.nio as usize])
-            .enumerate()
-        {
-            let opc = pc + 1 + (np + j) as u32;
+        for (io, pio) in task.io.iter_mut().zip(&plan.ios[..plan.nio as usize]) {
             io.tensor = pio.tensor;
             io.dir = pio.dir;
             io.ndims = pio.ndims;
-            let dims = plan
-                .dims
-                .get(pio.first as usize..pio.first as usize + pio.ndims as usize)
-                .unwrap_or(&[]);
-            for (d, (range, pd)) in io.ranges.iter_mut().zip(dims).enumerate() {
-                if pd.start.kind == OPERAND_INDEX {
-                    let v = vars[pd.start.a as usize % limits::MAX_LOOP_DEPTH];
-                    *range = (v, v + 1);
-                    continue;
-                }
-                let start = operand(&pd.start, exprs, p, vars, opc)?;
-                let end = if pd.end.kind == OPERAND_NEXT {
-                    start.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
-                } else {
-                    operand(&pd.end, exprs, p, vars, opc)?
-                };
-                if start < 0 || end < start || end > pd.extent {
-                    return Err(region_error(
-                        opc, pio.tensor, d as u8, start, end, pd.extent,
-                    ));
-                }
-                *range = (start, end);
+        }
+        // The named dimensions of all regions, in one pass (each knows its region and place).
+        for pd in &plan.dims[..plan.ndims as usize] {
+            let range = &mut task.io[pd.io as usize % limits::MAX_TASK_IO].ranges
+                [pd.dim as usize % limits::MAX_RANK];
+            if pd.start.kind == OPERAND_INDEX {
+                let v = vars[pd.start.a as usize % limits::MAX_LOOP_DEPTH];
+                *range = (v, v + 1);
+                continue;
             }
+            let opc = pc + 1 + np as u32 + pd.io as u32;
+            let start = operand(&pd.start, exprs, p, vars, opc)?;
+            let end = if pd.end.kind == OPERAND_NEXT {
+                start.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
+            } else {
+                operand(&pd.end, exprs, p, vars, opc)?
+            };
+            if start < 0 || end < start || end > pd.extent {
+                let tensor = task.io[pd.io as usize % limits::MAX_TASK_IO].tensor;
+                return Err(region_error(opc, tensor, pd.dim, start, end, pd.extent));
+            }
+            *range = (start, end);
         }
         Ok(())
     }
