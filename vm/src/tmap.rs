@@ -644,12 +644,11 @@ impl<S: Storage> TensorMap<S> {
     }
 
     /// [`TensorMap::add`] for the regions `how` (given each region's position and the region)
-    /// chooses: [`Use::Record`] ones are looked up
-    /// and recorded, [`Use::Lookup`] reads only looked up (no later write will need them: a
-    /// write is always recorded), [`Use::Insert`] ones only recorded (the caller knows that
-    /// no earlier access can meet them, so a lookup would find nothing and cover nothing),
-    /// [`Use::Skip`] ones ignored. Returns how many were recorded;
-    /// with none, the handle stays free (nothing to retire).
+    /// chooses: [`Use::Record`] ones are looked up and recorded, [`Use::Lookup`] reads only
+    /// looked up (no later write will need them: a write is always recorded), [`Use::Insert`]
+    /// ones only recorded (the caller knows that no earlier access can meet them, so a lookup
+    /// would find nothing and cover nothing), [`Use::Skip`] ones ignored. Returns how many
+    /// were recorded; with none, the handle stays free (nothing to retire).
     pub fn add_some(
         &mut self,
         id: u64,
@@ -816,8 +815,7 @@ impl<S: Storage> TensorMap<S> {
     /// case: every access of the LLaMA layer). Only entries of the point's own key, all on
     /// its home list, can meet it; it is looked up there (if `lookup`) and recorded (as entry
     /// `record`, if given) on that list alone, its key its whole region. The general path
-    /// does the same with the steps other
-    /// shapes need.
+    /// does the same with the steps other shapes need.
     #[inline]
     #[allow(clippy::too_many_arguments)]
     fn add_point(
@@ -842,7 +840,7 @@ impl<S: Storage> TensorMap<S> {
         let head = self.home_head(io.tensor, key);
         let writes = io.writes();
         let exact = self.mode == MatchMode::Exact;
-        let bases = self.bases();
+        let bases = self.bases;
         let layout = self.layout;
         let (ents, regions, words, marks) = self.mem.parts();
         let mut visits = 0;
@@ -919,7 +917,7 @@ impl<S: Storage> TensorMap<S> {
             });
         }
         let count = self.bases.handle as usize + handle as usize;
-        let bases = self.bases();
+        let bases = self.bases;
         let first = handle * self.layout.max_task_io;
         let (ents, _, words, _) = self.mem.parts();
         let n = core::mem::replace(&mut words[count], 0);
@@ -937,19 +935,14 @@ impl<S: Storage> TensorMap<S> {
         Ok(())
     }
 
-    fn bases(&self) -> Bases {
-        self.bases
-    }
-
     #[inline]
     fn home_head(&self, tensor: u16, key: Key) -> u32 {
-        2 * hash_home(tensor, key, self.bases.home_bits)
+        self.bases.home_head(tensor, key)
     }
 
     #[inline]
     fn row_head(&self, tensor: u16, i: i64) -> u32 {
-        let b = hash_row(tensor, i, self.bases.row_bits);
-        self.bases.row + 2 * b
+        self.bases.row_head(tensor, i)
     }
 
     fn tensor_head(&self, tensor: u16) -> u32 {
@@ -1012,7 +1005,7 @@ impl<S: Storage> TensorMap<S> {
         let exact = self.mode == MatchMode::Exact;
         let io_key = Key::of(io);
         let io_whole = io_key.is_whole(io);
-        let bases = self.bases();
+        let bases = self.bases;
         let layout = self.layout;
         let (ents, regions, words, marks) = self.mem.parts();
         let (w, r) = (words[head as usize], words[head as usize + 1]);
@@ -1132,7 +1125,7 @@ impl<S: Storage> TensorMap<S> {
     #[cold]
     fn start_keeping(&mut self, tensor: u16, level: u32) {
         let at = self.bases.level as usize + TENSOR_WORDS * tensor as usize;
-        let (rows, tensors) = (self.layout.row_buckets, self.tensor_head(tensor));
+        let (bases, tensors) = (self.bases, self.tensor_head(tensor));
         let (ents, _, words, _) = self.mem.parts();
         words[at] |= level;
         for e in 0..ents.len() as u32 {
@@ -1145,8 +1138,7 @@ impl<S: Storage> TensorMap<S> {
                 if x.flags & HAS_P0 == 0 {
                     continue;
                 }
-                let b = hash_row(tensor, x.p0, rows.trailing_zeros());
-                let h = (self.layout.row_base() + 2 * b as usize) as u32 + kind;
+                let h = bases.row_head(tensor, x.p0) + kind;
                 ents[e as usize].head_row = h;
                 link(ents, words, e, ROW, h);
             } else {
@@ -1186,6 +1178,18 @@ struct Bases {
 }
 
 impl Bases {
+    /// The write list of `key`'s home bucket (its read list is the next word).
+    #[inline]
+    fn home_head(&self, tensor: u16, key: Key) -> u32 {
+        2 * hash_home(tensor, key, self.home_bits)
+    }
+
+    /// The write list of row `i`'s bucket (its read list is the next word).
+    #[inline]
+    fn row_head(&self, tensor: u16, i: i64) -> u32 {
+        self.row + 2 * hash_row(tensor, i, self.row_bits)
+    }
+
     fn of(l: &MapLayout) -> Bases {
         Bases {
             row: l.row_base() as u32,
