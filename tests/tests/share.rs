@@ -2,7 +2,10 @@
 //! expander: a read-only tensor is written by no task; two overlapping accesses of a local
 //! tensor always belong to one AICPU; no task at or past a shared tensor's `writes_end` writes
 //! it, none at or past `accesses_end` accesses it. The scheduler relies on all three to record
-//! without waiting, so each is checked on random programs and on the bundled examples.
+//! without waiting. And the recording rule (`use_of`, with loop-indexed tensors): an access it
+//! does not look up conflicts with no earlier task's access, one it does not record with no
+//! later task's, and every task of a site gets its site's answer. Each is checked on random
+//! programs, on programs built around loop nests, and on the bundled examples.
 
 use proptest::prelude::*;
 use ptovm_assembler::{assemble, Options};
@@ -24,14 +27,15 @@ fn classes(bytes: &[u8], params: &ptovm_tests::Params, n: u32) -> Vec<Sharing> {
     out
 }
 
-/// Checks the three facts against the reference tasks; returns the violations.
+/// Checks the facts of the module's list against the reference tasks; returns the violations.
 fn violations(shares: &[Sharing], tasks: &[RefTask]) -> Vec<String> {
     recording(shares, tasks).0
 }
 
-/// [`violations`], and the facts `use_of` relies on for every access (the last three of the
-/// module's list): one it does not look up conflicts (overlaps, one of the two a write) with
-/// no earlier task's access; one it does not record, with no later task's. Also counts the
+/// [`violations`]: the class facts, and for every access the recording rule's — one `use_of`
+/// does not look up conflicts (overlaps, one of the two a write) with no earlier task's
+/// access, one it does not record with no later task's, a site's tasks all get one answer.
+/// Also counts the
 /// accesses whose lookup or record only a loop-indexed tensor's rule spares (the rest would be
 /// looked up, or recorded, without it).
 fn recording(shares: &[Sharing], tasks: &[RefTask]) -> (Vec<String>, usize) {
