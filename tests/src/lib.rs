@@ -403,6 +403,82 @@ pub fn hazard(n: u32) -> String {
     HAZARD.replace("%N%", &n.to_string())
 }
 
+/// Random programs of loops `i` ⊃ `j` ⊃ `m` (and a sibling `j` loop) whose sites name
+/// tensors mostly by exactly their loops' variables (`[i]`, `[i, j]`, `[i, j, m]`, whole
+/// outside every loop) — the loop-indexed form — and sometimes by forms that must not pass
+/// for it: the variables swapped, too few, an expression, a constant; sites under a `cond`;
+/// other statements before or after that touch the same tensors.
+pub fn indexed_program(seed: u64) -> String {
+    let mut g = Gen::new(seed);
+    let site = |g: &mut Gen, depth: usize| {
+        let index = |g: &mut Gen| {
+            let exact = ["", "i", "i, j", "i, j, m"][depth];
+            let wrong = ["j, i", "i", "i + 0", "0, j", "i, 0"][g.below(5) as usize];
+            let wrong = if depth < 2 && wrong.contains('j') {
+                "0"
+            } else {
+                wrong
+            };
+            match (g.below(5), depth) {
+                (0, 1..) => format!("[{wrong}]"),
+                (_, 0) => String::new(),
+                _ => format!("[{exact}]"),
+            }
+        };
+        let (a, b) = (g.below(3), g.below(3));
+        let (ia, ib) = (index(g), index(g));
+        let kernel = ["r", "w", "rw"][g.below(3) as usize];
+        let task = format!("task @{kernel}(0) resources(T{a}{ia}, T{b}{ib})");
+        if g.below(5) == 0 {
+            format!("cond {} {{ {task} }}", ["1", "i % 2", "j % 2", "m"][depth])
+        } else {
+            task
+        }
+    };
+    let sites = |g: &mut Gen, depth: usize, most: u64| {
+        (0..g.below(most + 1))
+            .map(|_| site(g, depth) + "\n")
+            .collect::<String>()
+    };
+    let inner = format!(
+        "for_each j in dense[3] {{\n{}{}{}}}\n",
+        sites(&mut g, 2, 3),
+        if g.below(2) == 0 {
+            format!("for_each m in dense[2] {{\n{}}}\n", sites(&mut g, 3, 2))
+        } else {
+            String::new()
+        },
+        sites(&mut g, 2, 2),
+    );
+    let sibling = if g.below(2) == 0 {
+        format!("for_each j in dense[2] {{\n{}}}\n", sites(&mut g, 2, 2))
+    } else {
+        String::new()
+    };
+    let mut body = format!(
+        "parallel_for i in dense[4] {{\n{}{inner}{}{sibling}}}\n",
+        sites(&mut g, 1, 2),
+        sites(&mut g, 1, 2),
+    );
+    let top = sites(&mut g, 0, 1);
+    match g.below(3) {
+        0 => body = top.clone() + &body,
+        1 => body += &top,
+        _ => {}
+    }
+    let policy = if top.is_empty() && g.below(2) == 0 {
+        "affinity(i)"
+    } else {
+        "round_robin(3)"
+    };
+    format!(
+        "@tensor T0: f16[8, 8, 4]\n@tensor T1: f16[8, 8, 4]\n@tensor T2: f16[8, 8, 4]\n\
+         @kernel r(x): vector(in a, in b)\n@kernel w(x): vector(in a, out b)\n\
+         @kernel rw(x): vector(inout a, inout b)\n\
+         @workload k() {{\n{body}}}\n@schedule s for k {{ dispatch = {policy} }}"
+    )
+}
+
 /// Runtime parameters in slot order: `(kind, scalar value, array values)`.
 pub type Params = Vec<(ParamKind, u32, Vec<u32>)>;
 

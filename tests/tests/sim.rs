@@ -154,6 +154,67 @@ proptest! {
     }
 }
 
+/// Programs built around loop nests (`ptovm_tests::indexed_program`: loop-indexed tensors,
+/// whose first accesses are only inserted and whose last reads only looked up, next to near
+/// misses) run checked on 1, 3 and 6 AICPUs with windows of 1, 2 and 4 slots, some with
+/// random yields: the accesses the scheduler no longer looks up or records lose no edge.
+#[test]
+fn loop_indexed_programs_are_checked() {
+    for seed in 0..1500u64 {
+        let src = ptovm_tests::indexed_program(seed);
+        let bytes = assemble("gen.pto", &src, &Options::default())
+            .unwrap_or_else(|e| panic!("{e}\n{src}"))
+            .bytes;
+        let aicpus = [1, 3, 6][seed as usize % 3];
+        let window = [1, 2, 4][(seed / 3) as usize % 3];
+        let o = opts(aicpus, window, (seed % 2 == 0).then_some(seed));
+        let r = run_bounded(bytes, vec![], o, Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("{aicpus} AICPUs, window {window}: {e}\n{src}"));
+        assert!(r.checked);
+    }
+}
+
+/// A loop-indexed tensor shared between AICPUs: its writes (the first accesses of their
+/// elements) are only inserted in the global map, and the later loop's reads (lookup only,
+/// past `writes_end`, on other AICPUs) must still find them there while they run.
+/// One AICPU's writes are slow (a registered kernel sleeps on its driver thread) while the
+/// other thread is free to run their readers, so a read that missed its edge would start
+/// before its writer ends and fail the check.
+#[test]
+fn inserted_shared_writes_hold_back_their_readers() {
+    use ptovm_host_sim::kernel::Registry;
+    let src = "@tensor X: f16[8]\n@kernel w(i): vector(out x)\n@kernel r(i): cube(in x)\n\
+        @workload k() {\n\
+          parallel_for i in dense[8] { task @w(i) resources(X[i]) }\n\
+          parallel_for i in dense[8] { task @r(i) resources(X[i]) }\n\
+        }\n@schedule s for k { dispatch = round_robin(3) }";
+    let bytes = assemble("x.pto", src, &Options::default()).unwrap().bytes;
+    let v = verify(&bytes).unwrap();
+    let p = RuntimeParams::new(&v, &[]).unwrap();
+    let mut s = vec![ptovm_vm::share::Sharing::default(); 1];
+    let it = ptovm_vm::Interpreter::new(v, p, 0, 3).unwrap();
+    ptovm_vm::share::analyze(&it, &mut s).unwrap();
+    // Task i writes X[i] on AICPU i mod 3, task 8 + i reads it on AICPU (i + 2) mod 3.
+    assert_eq!(s[0].class, ptovm_vm::share::Class::Shared);
+    assert!(s[0].loop_indexed);
+    let mut kernels = Registry::new();
+    // AICPU 1's writes are slow. Its driver thread (of two: AICPU i on thread i mod 2) runs
+    // them, so thread 0 is free to run AICPU 0's reads of them (tasks 9, 12, 15, on cube
+    // cores) at once unless they wait.
+    kernels.register("w", |c: &ptovm_host_sim::kernel::Call<'_>| {
+        if c.aicpu == 1 {
+            std::thread::sleep(Duration::from_millis(20))
+        }
+    });
+    for jitter in [None, Some(1)] {
+        let mut o = opts(3, 16, jitter);
+        o.threads = 2;
+        let r = sim::run_with_kernels(v, p, o, None, &kernels).unwrap_or_else(|e| panic!("{e}"));
+        assert!(r.cross_aicpu_edges > 0);
+        assert!(r.checked);
+    }
+}
+
 #[test]
 fn bad_options_are_errors() {
     let bytes = example("attention.pto");
