@@ -947,13 +947,20 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     ) -> Result<(), SchedError> {
         let base = me * sh.cap;
         while let Some(slot) = retiring.pop() {
+            let mut below_zero = false;
             map.retire_with(base + slot, |tensor, writes| {
                 if writes {
                     if let Some(w) = sh.writers.get(tensor as usize) {
-                        w.fetch_sub(1, Ordering::Release);
+                        // Every write recorded here was counted when it was recorded.
+                        below_zero |= w.fetch_sub(1, Ordering::Release) == 0;
                     }
                 }
             })?;
+            if below_zero {
+                return Err(SchedError::Corrupted(
+                    "a tensor's live-writer count went below zero",
+                ));
+            }
             let s = &sh.slots[(base + slot) as usize];
             s.global.store(0, Ordering::Relaxed);
             s.task.store(EMPTY, Ordering::Release);
