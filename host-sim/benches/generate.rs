@@ -156,8 +156,7 @@ fn with_window_deps(b: divan::Bencher, mode: &str) {
         // reads that no later write follows only looked up. Every edge is still found.
         let vals = [Value::Scalar(N)];
         let p = RuntimeParams::new(&v, &vals).unwrap();
-        d.shares = vec![Default::default(); v.tensors().len()];
-        ptovm_vm::share::analyze(&Interpreter::new(v, p, 0, 1).unwrap(), &mut d.shares).unwrap();
+        d.classify(&Interpreter::new(v, p, 0, 1).unwrap()).unwrap();
     }
     b.counter(divan::counter::ItemsCount::new(owned))
         .bench_local(|| {

@@ -25,8 +25,7 @@ fn main() {
     let layout = MapLayout::for_program(&v, window).unwrap();
     let mut d = InOrderWindow::new(layout, mode).unwrap();
     if a.get(3).map(String::as_str) == Some("classes") {
-        d.shares = vec![Default::default(); v.tensors().len()];
-        ptovm_vm::share::analyze(&Interpreter::new(v, rp, 0, 1).unwrap(), &mut d.shares).unwrap();
+        d.classify(&Interpreter::new(v, rp, 0, 1).unwrap()).unwrap();
     }
     let (mut total, mut visits) = (0, 0);
     let t0 = std::time::Instant::now();

@@ -383,9 +383,14 @@ pub struct InOrderWindow {
     /// Why the map refused a task, if it did (generation then pauses there).
     pub error: Option<tmap::MapError>,
     /// The tensor classes (spec/runtime.md §3.5) the scheduler would use: read-only tensors
-    /// are not recorded, reads no later write follows only looked up. Empty: every region is
-    /// recorded.
+    /// are not recorded, reads no later write follows only looked up, chained tensors (§3.6)
+    /// not at all. Empty: every region is recorded. Set by [`InOrderWindow::classify`].
     pub shares: Vec<ptovm_vm::share::Sharing>,
+    /// Each site's structural producers (`share::producers`), by instruction index.
+    producers: Vec<u64>,
+    /// The ids the map found for the task being added (to count a structural producer the
+    /// map also finds once).
+    found: Vec<u64>,
 }
 
 impl InOrderWindow {
@@ -397,7 +402,25 @@ impl InOrderWindow {
             edges: 0,
             error: None,
             shares: Vec::new(),
+            producers: Vec::new(),
+            found: Vec::new(),
         })
+    }
+
+    /// Records from now on as the scheduler of one AICPU records for `interp`'s program and
+    /// parameters (spec/runtime.md §3.5–3.6): the tensor classes, and each site's producers
+    /// named by the program's structure.
+    pub fn classify(
+        &mut self,
+        interp: &ptovm_vm::Interpreter<'_, '_>,
+    ) -> Result<(), ptovm_vm::share::ShareError> {
+        let v = interp.program();
+        self.shares = vec![Default::default(); v.tensors().len()];
+        ptovm_vm::share::analyze(interp, &mut self.shares)?;
+        self.producers = (0..v.code().len() as u32)
+            .map(|site| ptovm_vm::share::producers(&v, &self.shares, site))
+            .collect();
+        Ok(())
     }
 }
 
@@ -416,15 +439,34 @@ impl ptovm_vm::Sink for InOrderWindow {
                 self.map.add(t.id, h, t.ios(), &mut |_| *edges += 1)
             } else {
                 let shares = &self.shares;
+                let chain = self.producers.get(t.site as usize).copied().unwrap_or(0);
+                let found = &mut self.found;
+                found.clear();
                 self.map
                     .add_some(
                         t.id,
                         h,
                         t.ios(),
                         |_, io| ptovm_vm::share::use_of(shares, t.id, t.site, io).0,
-                        &mut |_| *edges += 1,
+                        &mut |p| {
+                            *edges += 1;
+                            if chain != 0 {
+                                found.push(p.id);
+                            }
+                        },
                     )
-                    .map(|_| ())
+                    .map(|_| {
+                        // The structural producers still in the window (task `t − d` retires
+                        // when task `t − d + window` arrives).
+                        let mut m = chain;
+                        while m != 0 {
+                            let d = m.trailing_zeros() as u64;
+                            m &= m - 1;
+                            if d < self.window && d <= t.id && !found.contains(&(t.id - d)) {
+                                *edges += 1;
+                            }
+                        }
+                    })
             }
         });
         match r {

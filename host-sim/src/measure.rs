@@ -94,13 +94,11 @@ pub fn generate_with_deps(
     let layout = MapLayout::for_program(&v, window)?;
     let mut d =
         InOrderWindow::new(layout, DepMode::Overlap).ok_or(MeasureError::Alloc(layout.bytes()))?;
-    d.shares = vec![Default::default(); v.tensors().len()];
-    ptovm_vm::share::analyze(&Interpreter::new(v, p, 0, 1)?, &mut d.shares).map_err(
-        |e| match e {
+    d.classify(&Interpreter::new(v, p, 0, 1)?)
+        .map_err(|e| match e {
             ptovm_vm::share::ShareError::Run(e) => MeasureError::Run(e),
             other => MeasureError::Share(other),
-        },
-    )?;
+        })?;
     Interpreter::new(v, p, 0, 1)?.run(&mut d, u64::MAX)?;
     if let Some(e) = d.error {
         return Err(e.into());

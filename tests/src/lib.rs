@@ -479,6 +479,81 @@ pub fn indexed_program(seed: u64) -> String {
     )
 }
 
+/// Random programs built around loop bodies made of `TASK` statements only, where tensors
+/// may be chained (spec/runtime.md §3.6): one or two nests `i` ⊃ `j` whose innermost body
+/// holds 1–9 tasks over four tensors, each site reading, writing or updating one or two of
+/// them, named mostly by exactly the loops' variables — and sometimes by forms that must break
+/// the chain: an index swapped or constant, the tensor also touched in another body (or
+/// whole), a `cond` or a nested loop in the body, a body longer than a chain
+/// may span, a dispatch that splits an iteration between AICPUs.
+pub fn chained_program(seed: u64) -> String {
+    let mut g = Gen::new(seed);
+    let dirs = ["in", "out", "inout"];
+    let mut kernels = String::new();
+    for a in dirs {
+        kernels += &format!("@kernel k_{a}(x): vector({a} a)\n");
+        for b in dirs {
+            kernels += &format!("@kernel k_{a}_{b}(x): vector({a} a, {b} b)\n");
+        }
+    }
+    let site = |g: &mut Gen, vars: &str| {
+        let index = |g: &mut Gen| match g.below(12) {
+            0 if vars.contains('j') => "[j, i]".to_string(),
+            0 | 1 => "[i, 0]".to_string(),
+            _ => format!("[{vars}]"),
+        };
+        let a = g.below(4);
+        let da = dirs[g.below(3) as usize];
+        let ia = index(g);
+        if g.below(2) == 0 {
+            format!("task @k_{da}(0) resources(T{a}{ia})\n")
+        } else {
+            let b = (a + 1 + g.below(3)) % 4;
+            let db = dirs[g.below(3) as usize];
+            let ib = index(g);
+            format!("task @k_{da}_{db}(0) resources(T{a}{ia}, T{b}{ib})\n")
+        }
+    };
+    let body = |g: &mut Gen| {
+        let n = if g.below(20) == 0 {
+            // Around the span: 64 tasks may chain, 65 may not.
+            [63, 64, 65][g.below(3) as usize]
+        } else {
+            1 + g.below(9)
+        };
+        let mut b: String = (0..n).map(|_| site(g, "i, j")).collect();
+        match g.below(10) {
+            0 => b += &format!("cond j % 2 {{ {} }}\n", site(g, "i, j")),
+            1 => b += "for_each m in dense[2] { task @k_in(0) resources(T3[i, j]) }\n",
+            _ => {}
+        }
+        b
+    };
+    let extent = |g: &mut Gen| ["dense[3]", "dense_dyn(N)"][g.below(2) as usize];
+    let mut program = format!(
+        "parallel_for i in dense[4] {{\nfor_each j in {} {{\n{}}}\n}}\n",
+        extent(&mut g),
+        body(&mut g)
+    );
+    match g.below(4) {
+        0 => {
+            program += &format!(
+                "parallel_for i in dense[4] {{\nfor_each j in dense[2] {{\n{}}}\n}}\n",
+                body(&mut g)
+            )
+        }
+        1 => program += &format!("parallel_for i in dense[4] {{\n{}}}\n", site(&mut g, "i")),
+        2 => program += "parallel_for i in dense[1] { task @k_inout(0) resources(T2) }\n",
+        _ => {}
+    }
+    let policy = ["affinity(i)", "static(i)", "round_robin(3)", "affinity(i)"][g.below(4) as usize];
+    format!(
+        "@tensor T0: f16[8, 8]\n@tensor T1: f16[8, 8]\n@tensor T2: f16[8, 8]\n\
+         @tensor T3: f16[8, 8]\n{kernels}\
+         @workload k(%n: dense_dyn(N)) {{\n{program}}}\n@schedule s for k {{ dispatch = {policy} }}"
+    )
+}
+
 /// Runtime parameters in slot order: `(kind, scalar value, array values)`.
 pub type Params = Vec<(ParamKind, u32, Vec<u32>)>;
 

@@ -12,9 +12,9 @@ use ptovm_assembler::{assemble, Options};
 use ptovm_host_sim::{reference_expand, RefTask};
 use ptovm_tests::{example, gen_params, values, Gen};
 
-use ptovm_vm::share::{analyze, use_of, Class, Sharing};
+use ptovm_vm::share::{analyze, producers, use_of, Class, Sharing, CHAIN_SPAN};
 use ptovm_vm::tmap::Use;
-use ptovm_vm::{verify, Interpreter, RuntimeParams};
+use ptovm_vm::{verify, Interpreter, RuntimeParams, Verified};
 
 /// The classes of a program on `n` AICPUs.
 fn classes(bytes: &[u8], params: &ptovm_tests::Params, n: u32) -> Vec<Sharing> {
@@ -28,8 +28,55 @@ fn classes(bytes: &[u8], params: &ptovm_tests::Params, n: u32) -> Vec<Sharing> {
 }
 
 /// Checks the facts of the module's list against the reference tasks; returns the violations.
-fn violations(shares: &[Sharing], tasks: &[RefTask]) -> Vec<String> {
-    recording(shares, tasks).0
+fn violations(v: &Verified<'_>, shares: &[Sharing], tasks: &[RefTask]) -> Vec<String> {
+    recording(v, shares, tasks).0
+}
+
+/// The structural producers (§3.6) against the reference: for every task, the tasks
+/// `producers` names are exactly its reference predecessors through its chained tensors'
+/// accesses (overlap mode, one edge per pair, as a map finds them), each one owned by the
+/// task's AICPU and less than `CHAIN_SPAN` ids before it.
+fn chain_violations(v: &Verified<'_>, shares: &[Sharing], tasks: &[RefTask]) -> Vec<String> {
+    let chained = |io: &ptovm_vm::Io| shares.get(io.tensor as usize).is_some_and(|s| s.chained);
+    let only: Vec<RefTask> = tasks
+        .iter()
+        .map(|t| RefTask {
+            io: t.io.iter().copied().filter(|io| chained(io)).collect(),
+            ..t.clone()
+        })
+        .collect();
+    let mut want = vec![Vec::new(); tasks.len()];
+    for e in ptovm_host_sim::edges(&only, ptovm_host_sim::DepMode::Overlap) {
+        want[e.to as usize].push(e.from);
+    }
+    let mut bad = Vec::new();
+    for (t, want) in tasks.iter().zip(want) {
+        let m = producers(v, shares, t.site);
+        let got: Vec<u64> = (1..CHAIN_SPAN as u64)
+            .rev()
+            .filter(|d| m & 1 << d != 0)
+            .map(|d| t.id.wrapping_sub(d))
+            .collect();
+        if got != want {
+            bad.push(format!(
+                "task {} (site {}): structural producers {got:?}, reference {want:?}",
+                t.id, t.site
+            ));
+        }
+        if m & 1 != 0 {
+            bad.push(format!("task {} names itself", t.id));
+        }
+        for &p in &got {
+            match tasks.get(p as usize) {
+                Some(q) if q.owner == t.owner => {}
+                _ => bad.push(format!(
+                    "task {}'s producer {p} is not its AICPU's ({})",
+                    t.id, t.owner
+                )),
+            }
+        }
+    }
+    bad
 }
 
 /// [`violations`]: the class facts, and for every access the recording rule's — one `use_of`
@@ -38,8 +85,8 @@ fn violations(shares: &[Sharing], tasks: &[RefTask]) -> Vec<String> {
 /// Also counts the
 /// accesses whose lookup or record only a loop-indexed tensor's rule spares (the rest would be
 /// looked up, or recorded, without it).
-fn recording(shares: &[Sharing], tasks: &[RefTask]) -> (Vec<String>, usize) {
-    let mut bad = Vec::new();
+fn recording(v: &Verified<'_>, shares: &[Sharing], tasks: &[RefTask]) -> (Vec<String>, usize) {
+    let mut bad = chain_violations(v, shares, tasks);
     let mut spared = 0;
     // The uses depend on the site alone (what `SiteUses` remembers).
     let mut by_site = std::collections::HashMap::new();
@@ -75,7 +122,8 @@ fn recording(shares: &[Sharing], tasks: &[RefTask]) -> (Vec<String>, usize) {
                 matches!(how, Use::Record | Use::Insert) || how == Use::Lookup && io.writes();
             let others: &[(&RefTask, &ptovm_vm::Io)] =
                 if io.writes() { &accesses } else { &writes };
-            if !lookup {
+            // A chained tensor's edges are the structural producers' (checked above).
+            if !lookup && !s.chained {
                 if let Some((b, _)) = others
                     .iter()
                     .find(|(b, bio)| b.id < t.id && conflict(io, bio))
@@ -86,7 +134,7 @@ fn recording(shares: &[Sharing], tasks: &[RefTask]) -> (Vec<String>, usize) {
                     ));
                 }
             }
-            if !record {
+            if !record && !s.chained {
                 if let Some((b, _)) = others
                     .iter()
                     .find(|(b, bio)| b.id > t.id && conflict(io, bio))
@@ -186,7 +234,7 @@ fn check_program(src: &str, params: &ptovm_tests::Params, n: u32) -> Option<Vec<
     let it = Interpreter::new(v, p, 0, n).ok()?;
     let mut shares = vec![Sharing::default(); v.tensors().len()];
     analyze(&it, &mut shares).ok()?;
-    let bad = violations(&shares, &tasks);
+    let bad = violations(&v, &shares, &tasks);
     assert!(bad.is_empty(), "{}\n{src}", bad.join("\n"));
     Some(shares)
 }
@@ -222,7 +270,7 @@ fn loop_indexed_tensors_skip_only_what_nothing_meets() {
         for n in [1u32, 3] {
             let tasks = reference_expand(&v, &p, n, 100_000).unwrap();
             let s = classes(&out.bytes, &Vec::new(), n);
-            let (bad, k) = recording(&s, &tasks);
+            let (bad, k) = recording(&v, &s, &tasks);
             assert!(bad.is_empty(), "{}\n{src}", bad.join("\n"));
             spared += k;
             indexed += s
@@ -278,7 +326,7 @@ fn a_sparse_loop_does_not_index_its_tensors() {
         assert!(!s[0].loop_indexed && !s[1].loop_indexed);
         let tasks = reference_expand(&v, &p, n, u64::MAX).unwrap();
         assert_eq!(tasks.len(), 8);
-        let (bad, _) = recording(&s, &tasks);
+        let (bad, _) = recording(&v, &s, &tasks);
         assert!(bad.is_empty(), "{}", bad.join("\n"));
     }
 }
@@ -328,6 +376,12 @@ fn the_llama_layer_shares_only_k_and_v() {
         );
         assert_eq!(s.loop_indexed, want, "{name}");
     }
+    // Chained (§3.6): the loop-indexed local tensors whose sites all sit in one body of
+    // `TASK` statements — `Xn` in the first loop's, `S` and `P` in the attention's inner one.
+    // The second loop's per-tile tensors share its body with the attention nest.
+    for (name, s) in names.iter().zip(&s) {
+        assert_eq!(s.chained, matches!(*name, "Xn" | "S" | "P"), "{name}");
+    }
     // On one AICPU nothing is shared.
     let one = classes(&bytes, &params, 1);
     assert!(one.iter().all(|s| s.class != Class::Shared));
@@ -335,7 +389,7 @@ fn the_llama_layer_shares_only_k_and_v() {
     let vals = values(&params);
     let p = RuntimeParams::new(&v, &vals).unwrap();
     let reference = reference_expand(&v, &p, 6, u64::MAX).unwrap();
-    assert!(violations(&s, &reference).is_empty());
+    assert!(violations(&v, &s, &reference).is_empty());
 }
 
 #[test]
@@ -347,7 +401,7 @@ fn the_examples_break_no_class() {
         for n in [1, 2, 4, 6] {
             let s = classes(&bytes, &params, n);
             let reference = reference_expand(&v, &p, n, u64::MAX).unwrap();
-            let bad = violations(&s, &reference);
+            let bad = violations(&v, &s, &reference);
             assert!(bad.is_empty(), "{name} on {n}: {}", bad.join("\n"));
         }
     }
@@ -365,4 +419,121 @@ fn a_short_class_buffer_is_an_error() {
         analyze(&it, &mut out),
         Err(ptovm_vm::share::ShareError::Short { need: 18, got: 3 })
     );
+}
+
+/// The runtime parameters of a `chained_program`: `N` (its dynamic extent) set to `n`.
+fn chained_params(out: &ptovm_assembler::Output, n: u32) -> ptovm_tests::Params {
+    out.module
+        .params
+        .iter()
+        .map(|slot| (slot.kind, n, Vec::new()))
+        .collect()
+}
+
+#[test]
+fn chained_tensors_name_exactly_their_reference_producers() {
+    let (mut chained, mut named, mut broken) = (0, 0, 0);
+    for seed in 0..600u64 {
+        let src = ptovm_tests::chained_program(seed);
+        let out =
+            assemble("gen.pto", &src, &Options::default()).unwrap_or_else(|e| panic!("{e}\n{src}"));
+        let v = verify(&out.bytes).unwrap();
+        let params = chained_params(&out, 1 + seed as u32 % 4);
+        let vals = values(&params);
+        let p = RuntimeParams::new(&v, &vals).unwrap();
+        for n in [1u32, 3] {
+            let tasks = reference_expand(&v, &p, n, 100_000).unwrap();
+            let s = classes(&out.bytes, &params, n);
+            let (bad, _) = recording(&v, &s, &tasks);
+            assert!(bad.is_empty(), "{}\n{src}", bad.join("\n"));
+            chained += s.iter().filter(|s| s.chained).count();
+            broken += s
+                .iter()
+                .filter(|s| !s.chained && s.loop_indexed && s.class == Class::Local)
+                .count();
+            named += tasks
+                .iter()
+                .map(|t| producers(&v, &s, t.site).count_ones())
+                .sum::<u32>();
+        }
+    }
+    // Both chained tensors and loop-indexed local ones that are not chained occur often.
+    assert!(
+        chained > 1000 && named > 10_000 && broken > 100,
+        "{chained} {named} {broken}"
+    );
+}
+
+/// A body of `CHAIN_SPAN` tasks chains its tensors; one more task does not.
+#[test]
+fn a_chain_spans_at_most_chain_span_tasks() {
+    for (n, want) in [(CHAIN_SPAN, true), (CHAIN_SPAN + 1, false)] {
+        let body: String = (0..n)
+            .map(|k| {
+                if k == 0 {
+                    "task @w(0) resources(T[i])\n".to_string()
+                } else {
+                    "task @r(0) resources(T[i])\n".to_string()
+                }
+            })
+            .collect();
+        let src = format!(
+            "@tensor T: f16[4, 8]\n@kernel w(x): vector(out a)\n@kernel r(x): vector(in a)\n\
+             @workload k() {{\nparallel_for i in dense[4] {{\n{body}}}\n}}\n\
+             @schedule s for k {{ dispatch = affinity(i) }}"
+        );
+        let out = assemble("span.pto", &src, &Options::default()).unwrap();
+        let v = verify(&out.bytes).unwrap();
+        let p = RuntimeParams::new(&v, &[]).unwrap();
+        let s = classes(&out.bytes, &Vec::new(), 2);
+        assert_eq!(s[0].chained, want, "{n} tasks");
+        let tasks = reference_expand(&v, &p, 2, u64::MAX).unwrap();
+        let (bad, _) = recording(&v, &s, &tasks);
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+        if want {
+            // The last read names the write 63 tasks before it.
+            let last = tasks[n as usize - 1].site;
+            assert_eq!(producers(&v, &s, last), 1 << (n - 1));
+        }
+    }
+}
+
+/// The single-instance measurement (`InOrderWindow`, behind `ptovm bench`), recording as the
+/// scheduler records — classes, loop-indexed uses, chained producers counted by distance —
+/// finds exactly the reference edges whose source is still in its window (task `t − d` is,
+/// for `d` below the window), on chained programs and the bundled examples.
+#[test]
+fn the_in_order_window_finds_exactly_the_reference_edges_in_it() {
+    let run = |bytes: &[u8], params: &ptovm_tests::Params, what: &str| {
+        let v = verify(bytes).unwrap();
+        let vals = values(params);
+        let p = RuntimeParams::new(&v, &vals).unwrap();
+        let tasks = reference_expand(&v, &p, 1, 1_000_000).unwrap();
+        let edges = ptovm_host_sim::edges(&tasks, ptovm_host_sim::DepMode::Overlap);
+        for window in [1u32, 2, 3, 8, 1024] {
+            let layout = ptovm_vm::tmap::MapLayout::for_program(&v, window).unwrap();
+            let mut d =
+                ptovm_host_sim::InOrderWindow::new(layout, ptovm_host_sim::DepMode::Overlap)
+                    .unwrap();
+            d.classify(&Interpreter::new(v, p, 0, 1).unwrap()).unwrap();
+            Interpreter::new(v, p, 0, 1)
+                .unwrap()
+                .run(&mut d, u64::MAX)
+                .unwrap();
+            assert_eq!(d.error, None);
+            let want = edges
+                .iter()
+                .filter(|e| e.to - e.from < window as u64)
+                .count() as u64;
+            assert_eq!(d.edges, want, "{what}, window {window}");
+        }
+    };
+    for seed in 0..300u64 {
+        let src = ptovm_tests::chained_program(seed);
+        let out = assemble("gen.pto", &src, &Options::default()).unwrap();
+        run(&out.bytes, &chained_params(&out, 2), &src);
+    }
+    for (name, bytes, params) in ptovm_tests::examples() {
+        run(&bytes, &params, name);
+    }
 }

@@ -374,6 +374,9 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     shares: &'m [Sharing],
     /// How its sites' regions are recorded.
     uses: SiteUses,
+    /// Its last placed tasks, `(id, slot)` at `id % CHAIN_SPAN`: where a structural producer
+    /// (§3.6, always one of its own last `CHAIN_SPAN` tasks) sits.
+    recent: [(u64, u32); share::CHAIN_SPAN as usize],
     /// The map of its local tensors.
     map: TensorMap<S>,
     /// The watermark the staged task needs every other AICPU to have passed before it records
@@ -508,6 +511,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             preds: local.preds,
             shares: local.shares,
             uses: SiteUses::default(),
+            recent: [(u64::MAX, 0); share::CHAIN_SPAN as usize],
             map: local.map,
             need: 0,
             deferred: None,
@@ -741,6 +745,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 s.kernel.store(t.kernel as u32, Ordering::Relaxed);
                 waitlist::open(&s.waiters, tag_of(t.id));
                 s.task.store(t.id, Ordering::Release);
+                self.recent[(t.id % share::CHAIN_SPAN as u64) as usize] = (t.id, k);
                 self.pending = Some(k);
                 self.in_window += 1;
                 progress = true;
@@ -993,11 +998,12 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             free,
             shares,
             uses,
+            recent,
             map,
             ..
         } = self;
         let t = interp.current_task();
-        let uses = uses.of(shares, t);
+        let (uses, chain) = uses.of(&interp.program(), shares, t);
         // Local tensors first: only this AICPU's own tasks can be found there.
         map.add_some(
             t.id,
@@ -1019,6 +1025,37 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 None => overflow = true,
             },
         )?;
+        // Its chained tensors' producers (§3.6): its own tasks, named by their distance.
+        let mut m = chain;
+        while m != 0 {
+            let d = m.trailing_zeros() as u64;
+            m &= m - 1;
+            let id = t.id.wrapping_sub(d);
+            let (at, slot) = recent[(id % share::CHAIN_SPAN as u64) as usize];
+            if at != id || d > t.id {
+                return Err(SchedError::Corrupted(
+                    "a structural producer is not among this AICPU's last tasks",
+                ));
+            }
+            let q = Pred {
+                aicpu: me,
+                slot,
+                id,
+            };
+            // A producer that completed imposes nothing (the scratch holds only tasks still
+            // in the window); one that completes from now on is skipped at registration.
+            let head = &sh.slots[(base + slot) as usize].waiters;
+            if waitlist::completed(head, tag_of(id)) || preds[..found].contains(&q) {
+                continue;
+            }
+            match preds.get_mut(found) {
+                Some(p) => {
+                    *p = q;
+                    found += 1;
+                }
+                None => overflow = true,
+            }
+        }
         // Shared tensors under the lock — unless all this task does there is read tensors
         // whose writes are all recorded (the watermark says so) and have all retired.
         let needs_map = t.ios().iter().zip(uses).any(|(io, u)| match *u {

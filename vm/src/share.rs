@@ -64,6 +64,14 @@ pub struct Sharing {
     pub first_write_site: u32,
     /// The last site that writes it (0 if none).
     pub last_write_site: u32,
+    /// Whether its producers are named by the program's structure (spec/runtime.md §3.6): it
+    /// is loop-indexed and local, and all its sites are statements of one loop body made of
+    /// `TASK` statements only, at most [`CHAIN_SPAN`] of them. Its accesses then go to no map:
+    /// [`producers`] gives each task's predecessors from their distance in ids.
+    pub chained: bool,
+    /// The instruction index of the loop whose body holds every site that accesses it, when
+    /// they all sit directly in one loop's body.
+    pub body: u32,
     /// During the walk: how every access was keyed so far (0: none yet; the policy kind, and
     /// for `static` its loop's axis); `UNKEYED` once one access was not.
     keyed: u32,
@@ -72,7 +80,14 @@ pub struct Sharing {
     seen: bool,
     wrote: bool,
     unindexed: bool,
+    /// During the walk: two sites sit in different loop bodies (or one outside every loop).
+    scattered: bool,
 }
+
+/// The most `TASK` statements a loop body holding a chained tensor may have (§3.6): distances
+/// between two of its tasks are below it, so a task's structural producers fit a `u64` mask,
+/// and a scheduler remembers the slots of its last `CHAIN_SPAN` tasks.
+pub const CHAIN_SPAN: u32 = 64;
 
 const UNKEYED: u32 = u32::MAX;
 
@@ -174,8 +189,8 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
     let regions = v.regions();
     let mut filters = [(0u32, PolicySpec::default()); limits::MAX_NESTING + 1];
     let mut nf = 0;
-    // The enclosing loops: their ends and axes.
-    let mut loops = [(0u32, 0u16); limits::MAX_LOOP_DEPTH];
+    // The enclosing loops: their ends, axes and instruction indices.
+    let mut loops = [(0u32, 0u16, 0u32); limits::MAX_LOOP_DEPTH];
     let mut nl = 0;
     let (mut top_end, mut ids_end) = (0u32, 0u64);
     let mut pc = 0u32;
@@ -194,7 +209,7 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
         }
         let r = code[pc as usize];
         if Opcode::from_u8(r.opcode).map(|o| o.class()) == Some(OpClass::Loop) && nl < loops.len() {
-            loops[nl] = (r.op2(), r.op1());
+            loops[nl] = (r.op2(), r.op1(), pc);
             nl += 1;
         }
         if r.opcode == Opcode::DISPATCH_FILTER as u8 && nf < filters.len() {
@@ -228,7 +243,7 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
         } else if policy.kind == Policy::StaticPartition as u8 {
             loops[..nl]
                 .get(policy.depth as usize)
-                .and_then(|&(_, axis)| dense_axis(&v, axis))
+                .and_then(|&(_, axis, _)| dense_axis(&v, axis))
                 .map(|a| {
                     (
                         policy.kind as u32 | (a as u32 + 1) << 8,
@@ -256,13 +271,19 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
                     s.wrote = true;
                 }
             }
+            // The loop whose body holds the site directly.
+            let body = if nl > 0 { loops[nl - 1].2 } else { u32::MAX };
             if !s.seen {
                 s.first_site = pc;
+                s.body = body;
                 s.seen = true;
             }
+            s.scattered |= body != s.body || body == u32::MAX;
             // Named by the variables of the loops around the site, outermost first?
             s.unindexed |= io.flags as usize != nl
-                || !loops[..nl].iter().all(|&(_, axis)| indexed_axis(&v, axis))
+                || !loops[..nl]
+                    .iter()
+                    .all(|&(_, axis, _)| indexed_axis(&v, axis))
                 || !(0..nl).all(|d| {
                     regions.get(io.op2() as usize + d).is_some_and(|r| {
                         r.end.get() == NONE16 && is_var(&v, r.start.get(), d as u8)
@@ -297,8 +318,110 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
         } else {
             Class::Shared
         };
+        s.chained = s.class == Class::Local
+            && s.loop_indexed
+            && !s.scattered
+            && simple_body(&v, s.body).is_some_and(|n| n <= CHAIN_SPAN);
     }
     Ok(())
+}
+
+/// The number of `TASK` statements of the body of the loop at `pc`, if the body holds nothing
+/// else (each iteration then runs each of them once, so its tasks have consecutive ids).
+fn simple_body(v: &crate::Verified<'_>, pc: u32) -> Option<u32> {
+    let code = v.code();
+    let r = code.get(pc as usize)?;
+    if Opcode::from_u8(r.opcode).map(|o| o.class()) != Some(OpClass::Loop) {
+        return None;
+    }
+    let (mut q, mut n) = (pc + 1, 0);
+    while q < r.op2() {
+        let t = code.get(q as usize)?;
+        if t.opcode != Opcode::TASK as u8 {
+            return None;
+        }
+        n += 1;
+        q += 1 + (t.op2() & 0xFFFF) + (t.op2() >> 16);
+    }
+    Some(n)
+}
+
+/// Whether the `TASK` at `site` reads, and whether it writes, tensor `x`.
+fn access(v: &crate::Verified<'_>, site: u32, x: u16) -> (bool, bool) {
+    let code = v.code();
+    let Some(r) = code.get(site as usize) else {
+        return (false, false);
+    };
+    let (params, ios) = (r.op2() & 0xFFFF, r.op2() >> 16);
+    let (mut reads, mut writes) = (false, false);
+    for k in 0..ios {
+        let Some(io) = code.get((site + 1 + params + k) as usize) else {
+            break;
+        };
+        if io.op1() != x {
+            continue;
+        }
+        match Opcode::from_u8(io.opcode).and_then(Dir::of_io) {
+            Some(Dir::In) => reads = true,
+            Some(Dir::Out) => writes = true,
+            Some(Dir::InOut) => (reads, writes) = (true, true),
+            None => {}
+        }
+    }
+    (reads, writes)
+}
+
+/// The predecessors that the program's structure names for a task of `site` through its
+/// chained tensors (§3.6), as a mask: bit `d` set means task `id − d` (`1 ≤ d <
+/// CHAIN_SPAN`). For each chained tensor the site accesses, walking its loop body up to the
+/// site: the last earlier statement that writes it, and, if the site writes it, the
+/// statements that read it since — the edges a map would find, since every access of the
+/// tensor in one iteration names the same region and none in another iteration overlaps it.
+pub fn producers(v: &crate::Verified<'_>, shares: &[Sharing], site: u32) -> u64 {
+    let code = v.code();
+    let Some(r) = code.get(site as usize) else {
+        return 0;
+    };
+    if r.opcode != Opcode::TASK as u8 {
+        return 0;
+    }
+    let (params, ios) = (r.op2() & 0xFFFF, r.op2() >> 16);
+    let mut mask = 0u64;
+    for k in 0..ios {
+        let Some(io) = code.get((site + 1 + params + k) as usize) else {
+            break;
+        };
+        let x = io.op1();
+        let Some(s) = shares.get(x as usize).filter(|s| s.chained) else {
+            continue;
+        };
+        // Positions (in tasks) in the body: the last write before the site, the reads since.
+        let (mut q, mut pos) = (s.body + 1, 0u32);
+        let (mut last_write, mut reads) = (None, 0u64);
+        while q < site && pos < CHAIN_SPAN {
+            let Some(t) = code.get(q as usize) else {
+                break;
+            };
+            match access(v, q, x) {
+                (_, true) => (last_write, reads) = (Some(pos), 0),
+                (true, false) => reads |= 1 << pos,
+                _ => {}
+            }
+            pos += 1;
+            q += 1 + (t.op2() & 0xFFFF) + (t.op2() >> 16);
+        }
+        if let Some(w) = last_write {
+            mask |= 1 << (pos - w);
+        }
+        if access(v, site, x).1 {
+            let mut r = reads;
+            while r != 0 {
+                mask |= 1 << (pos - r.trailing_zeros());
+                r &= r - 1;
+            }
+        }
+    }
+    mask
 }
 
 /// How region `io` of task `id` (generated by the `TASK` at instruction `site`) is recorded
@@ -312,6 +435,10 @@ pub fn use_of(shares: &[Sharing], id: u64, site: u32, io: &crate::Io) -> (Use, b
     let Some(s) = shares.get(io.tensor as usize) else {
         return (Use::Record, true);
     };
+    if s.chained {
+        // Its producers come from `producers`; nothing else meets its accesses.
+        return (Use::Skip, false);
+    }
     let global = match s.class {
         Class::ReadOnly => return (Use::Skip, false),
         Class::Local => false,
@@ -336,15 +463,16 @@ pub fn use_of(shares: &[Sharing], id: u64, site: u32, io: &crate::Io) -> (Use, b
 /// How many sites [`SiteUses`] remembers (direct-mapped by instruction index).
 pub const USE_SITES: usize = 16;
 
-/// [`use_of`] for each region of a task, remembered per site. They depend on the site alone:
-/// a site's tasks all belong to one top-level statement, so they are all below a tensor's
-/// `writes_end` or all at or past it (§3.5), and the rest of the rule reads only the site and
-/// its regions' tensors and directions, which the site fixes. Valid for one program and one
-/// set of classes; [`SiteUses::default`] remembers nothing.
+/// [`use_of`] for each region of a task and its structural [`producers`], remembered per
+/// site. They depend on the site alone: a site's tasks all belong to one top-level statement,
+/// so they are all below a tensor's `writes_end` or all at or past it (§3.5), and the rest of
+/// the rule reads only the site and its regions' tensors and directions, which the site fixes.
+/// Valid for one program and one set of classes; [`SiteUses::default`] remembers nothing.
 #[derive(Clone, Copy, Debug)]
 pub struct SiteUses {
     site: [u32; USE_SITES],
     uses: [[(Use, bool); limits::MAX_TASK_IO]; USE_SITES],
+    producers: [u64; USE_SITES],
 }
 
 impl Default for SiteUses {
@@ -352,22 +480,30 @@ impl Default for SiteUses {
         SiteUses {
             site: [u32::MAX; USE_SITES],
             uses: [[(Use::Skip, false); limits::MAX_TASK_IO]; USE_SITES],
+            producers: [0; USE_SITES],
         }
     }
 }
 
 impl SiteUses {
-    /// `use_of(shares, t.id, t.site, io)` for every region `io` of `t`, in order.
+    /// `use_of(shares, t.id, t.site, io)` for every region `io` of `t`, in order, and
+    /// `producers(v, shares, t.site)`.
     #[inline]
-    pub fn of(&mut self, shares: &[Sharing], t: &crate::Task) -> &[(Use, bool)] {
+    pub fn of(
+        &mut self,
+        v: &crate::Verified<'_>,
+        shares: &[Sharing],
+        t: &crate::Task,
+    ) -> (&[(Use, bool)], u64) {
         let k = t.site as usize % USE_SITES;
         let ios = t.ios();
         if self.site[k] != t.site {
             for (u, io) in self.uses[k].iter_mut().zip(ios) {
                 *u = use_of(shares, t.id, t.site, io);
             }
+            self.producers[k] = producers(v, shares, t.site);
             self.site[k] = t.site;
         }
-        &self.uses[k][..ios.len()]
+        (&self.uses[k][..ios.len()], self.producers[k])
     }
 }
