@@ -386,8 +386,9 @@ pub struct InOrderWindow {
     /// are not recorded, reads no later write follows only looked up, chained tensors (§3.6)
     /// not at all. Empty: every region is recorded. Set by [`InOrderWindow::classify`].
     pub shares: Vec<ptovm_vm::share::Sharing>,
-    /// Each site's structural producers (`share::producers`), by instruction index.
-    producers: Vec<u64>,
+    /// What the program's structure says about each site (`share::chain`), by instruction
+    /// index.
+    chains: Vec<ptovm_vm::share::Chain>,
     /// The ids the map found for the task being added (to count a structural producer the
     /// map also finds once).
     found: Vec<u64>,
@@ -402,7 +403,7 @@ impl InOrderWindow {
             edges: 0,
             error: None,
             shares: Vec::new(),
-            producers: Vec::new(),
+            chains: Vec::new(),
             found: Vec::new(),
         })
     }
@@ -417,8 +418,8 @@ impl InOrderWindow {
         let v = interp.program();
         self.shares = vec![Default::default(); v.tensors().len()];
         ptovm_vm::share::analyze(interp, &mut self.shares)?;
-        self.producers = (0..v.code().len() as u32)
-            .map(|site| ptovm_vm::share::producers(&v, &self.shares, site))
+        self.chains = (0..v.code().len() as u32)
+            .map(|site| ptovm_vm::share::chain(&v, &self.shares, site))
             .collect();
         Ok(())
     }
@@ -439,7 +440,12 @@ impl ptovm_vm::Sink for InOrderWindow {
                 self.map.add(t.id, h, t.ios(), &mut |_| *edges += 1)
             } else {
                 let shares = &self.shares;
-                let chain = self.producers.get(t.site as usize).copied().unwrap_or(0);
+                let c = self
+                    .chains
+                    .get(t.site as usize)
+                    .copied()
+                    .unwrap_or_default();
+                let chain = c.producers(t.iter);
                 let found = &mut self.found;
                 found.clear();
                 self.map
@@ -447,7 +453,13 @@ impl ptovm_vm::Sink for InOrderWindow {
                         t.id,
                         h,
                         t.ios(),
-                        |_, io| ptovm_vm::share::use_of(shares, t.id, t.site, io).0,
+                        |k, io| {
+                            if c.carried & 1 << k != 0 {
+                                c.use_of(k, t.iter)
+                            } else {
+                                ptovm_vm::share::use_of(shares, t.id, t.site, io).0
+                            }
+                        },
                         &mut |p| {
                             *edges += 1;
                             if chain != 0 {
@@ -562,6 +574,7 @@ mod tests {
             kernel: 0,
             pool: Pool::Vector,
             site: 0,
+            iter: 0,
             params: vec![],
             io,
             owner: 0,

@@ -19,6 +19,9 @@ pub struct RefTask {
     pub pool: Pool,
     /// Instruction index of the TASK.
     pub site: u32,
+    /// Where its iteration sits in the loop whose body holds the TASK directly
+    /// (`ptovm_vm::Task::iter`): first (1), last (2), both, or 0 outside a loop's body.
+    pub iter: u8,
     /// Parameter values.
     pub params: Vec<i64>,
     /// IO regions.
@@ -35,6 +38,7 @@ impl RefTask {
             kernel: t.kernel,
             pool: t.pool(),
             site: t.site,
+            iter: t.iter,
             params: t.params().to_vec(),
             io: t
                 .ios()
@@ -88,7 +92,7 @@ pub fn expand(v: &Verified<'_>, p: &RuntimeParams<'_>, aicpus: u32, limit: u64) 
         }
         policy = c.levels[chosen];
     }
-    w.block(0, v.code().len() as u32 - 1, policy)?;
+    w.block(0, v.code().len() as u32 - 1, policy, 0)?;
     Ok(w.out)
 }
 
@@ -226,8 +230,9 @@ impl Walker<'_, '_, '_> {
         })
     }
 
-    /// Runs the statements `[start, end)`.
-    fn block(&mut self, start: u32, end: u32, policy: PolicySpec) -> R<()> {
+    /// Runs the statements `[start, end)`; `iter` is the position flags of the iteration when
+    /// they are a loop's body (0 otherwise).
+    fn block(&mut self, start: u32, end: u32, policy: PolicySpec, iter: u8) -> R<()> {
         let mut pc = start;
         while pc < end {
             let r = self.rec(pc);
@@ -235,7 +240,7 @@ impl Walker<'_, '_, '_> {
             match op {
                 Opcode::NOP => pc += 1,
                 Opcode::TASK => {
-                    self.task(pc, r, &policy)?;
+                    self.task(pc, r, &policy, iter)?;
                     pc += 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
                 }
                 Opcode::PARALLEL_FOR | Opcode::FOR_EACH | Opcode::SELECT => {
@@ -244,7 +249,17 @@ impl Walker<'_, '_, '_> {
                     for (i, x) in vals.into_iter().enumerate() {
                         self.vars.push(x);
                         self.pos.push((i as u64, ext));
-                        let res = self.block(pc + 1, r.op2(), policy);
+                        let first = if i == 0 {
+                            ptovm_vm::interp::ITER_FIRST
+                        } else {
+                            0
+                        };
+                        let last = if i as u64 + 1 == ext {
+                            ptovm_vm::interp::ITER_LAST
+                        } else {
+                            0
+                        };
+                        let res = self.block(pc + 1, r.op2(), policy, first | last);
                         self.vars.pop();
                         self.pos.pop();
                         res?;
@@ -259,14 +274,14 @@ impl Walker<'_, '_, '_> {
                         r.op2()
                     };
                     if self.eval(r.op1() as u32, pc)? != 0 {
-                        self.block(pc + 1, r.op2(), policy)?;
+                        self.block(pc + 1, r.op2(), policy, 0)?;
                     } else if has_else {
-                        self.block(r.op2() + 1, after, policy)?;
+                        self.block(r.op2() + 1, after, policy, 0)?;
                     }
                     pc = after;
                 }
                 Opcode::COMBINE | Opcode::SEQUENTIAL => {
-                    self.block(pc + 1, r.op2(), policy)?;
+                    self.block(pc + 1, r.op2(), policy, 0)?;
                     pc = r.op2();
                 }
                 Opcode::DISPATCH_FILTER => {
@@ -287,7 +302,7 @@ impl Walker<'_, '_, '_> {
                             key: NONE16.into(),
                         },
                     };
-                    self.block(pc + 1, r.op2(), p)?;
+                    self.block(pc + 1, r.op2(), p, 0)?;
                     pc = r.op2();
                 }
                 _ => unreachable!("verified code holds no {op:?} here"),
@@ -296,7 +311,7 @@ impl Walker<'_, '_, '_> {
         Ok(())
     }
 
-    fn task(&mut self, pc: u32, r: Record, policy: &PolicySpec) -> R<()> {
+    fn task(&mut self, pc: u32, r: Record, policy: &PolicySpec, iter: u8) -> R<()> {
         let id = self.out.len() as u64;
         if id >= self.limit {
             return Err(RunError::TooManyTasks);
@@ -373,6 +388,7 @@ impl Walker<'_, '_, '_> {
             kernel: r.op1(),
             pool: Pool::from_u8(kernel.pool).expect("verified"),
             site: pc,
+            iter,
             params,
             io,
             owner,

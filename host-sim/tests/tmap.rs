@@ -235,6 +235,47 @@ fn kinds_and_one_report_per_predecessor() {
     assert_eq!(map.live(), 3);
 }
 
+/// `Use::Find` looks a region up without recording it, whatever its direction: a read finds
+/// the writes; a write finds writes and reads and unlinks what it covers, but leaves no entry
+/// of its own, so the handle stays free (spec/runtime.md §3.7).
+#[test]
+fn find_looks_up_and_covers_without_recording() {
+    use ptovm_vm::tmap::Use;
+    let layout = MapLayout::new(4, 2, 1).unwrap();
+    let mut map = heap_map(layout, DepMode::Overlap).unwrap();
+    let mut got = Vec::new();
+    let mut add = |map: &mut ptovm_host_sim::HeapMap, id: u64, x: Io, how: Use| {
+        got.clear();
+        let n = map
+            .add_some(id, id as u32, &[x], |_, _| how, &mut |p| {
+                got.push((p.id, p.kind))
+            })
+            .unwrap();
+        (n, got.clone())
+    };
+    let row = |dir: Dir| io(0, dir as u8, &[(3, 4)]);
+    assert_eq!(add(&mut map, 0, row(Dir::Out), Use::Record), (1, vec![]));
+    assert_eq!(
+        add(&mut map, 1, row(Dir::In), Use::Record),
+        (1, vec![(0, DepKind::Raw)])
+    );
+    // A read found: the write, nothing recorded.
+    assert_eq!(
+        add(&mut map, 2, row(Dir::In), Use::Find),
+        (0, vec![(0, DepKind::Raw)])
+    );
+    assert_eq!(map.live(), 2);
+    // A write found: the write and the read, which it covers; nothing recorded.
+    assert_eq!(
+        add(&mut map, 3, row(Dir::Out), Use::Find),
+        (0, vec![(0, DepKind::Waw), (1, DepKind::War)])
+    );
+    assert_eq!(map.live(), 0);
+    // So a later read finds nothing, and the handles of tasks 2 and 3 are free.
+    assert_eq!(add(&mut map, 2, row(Dir::In), Use::Record), (1, vec![]));
+    assert_eq!(add(&mut map, 3, row(Dir::In), Use::Lookup), (0, vec![]));
+}
+
 #[test]
 fn memory_is_fixed_and_retirement_frees_it() {
     // 10,000 tasks each reading one tile of a 2-D tensor and writing another, through a

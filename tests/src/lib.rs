@@ -480,7 +480,8 @@ pub fn indexed_program(seed: u64) -> String {
 }
 
 /// Random programs built around loop bodies made of `TASK` statements only, where tensors
-/// may be chained (spec/runtime.md §3.6): one or two nests `i` ⊃ `j` whose innermost body
+/// may be chained (spec/runtime.md §3.6) or carried (§3.7: named by the outer loop only in
+/// the inner body, and before and after the inner loop): one or two nests `i` ⊃ `j` whose innermost body
 /// holds 1–9 tasks over four tensors, each site reading, writing or updating one or two of
 /// them, named mostly by exactly the loops' variables — and sometimes by forms that must break
 /// the chain: an index swapped or constant, the tensor also touched in another body (or
@@ -497,20 +498,24 @@ pub fn chained_program(seed: u64) -> String {
         }
     }
     let site = |g: &mut Gen, vars: &str| {
-        let index = |g: &mut Gen| match g.below(12) {
+        // T0 and T1 are named by all the loops' variables (chained in a body of tasks), T2
+        // and T3 by the outer loop's alone (carried by the inner loop); now and then a near
+        // miss.
+        let index = |g: &mut Gen, t: u64| match g.below(12) {
             0 if vars.contains('j') => "[j, i]".to_string(),
             0 | 1 => "[i, 0]".to_string(),
+            _ if t >= 2 => "[i]".to_string(),
             _ => format!("[{vars}]"),
         };
         let a = g.below(4);
         let da = dirs[g.below(3) as usize];
-        let ia = index(g);
+        let ia = index(g, a);
         if g.below(2) == 0 {
             format!("task @k_{da}(0) resources(T{a}{ia})\n")
         } else {
             let b = (a + 1 + g.below(3)) % 4;
             let db = dirs[g.below(3) as usize];
-            let ib = index(g);
+            let ib = index(g, b);
             format!("task @k_{da}_{db}(0) resources(T{a}{ia}, T{b}{ib})\n")
         }
     };
@@ -530,12 +535,17 @@ pub fn chained_program(seed: u64) -> String {
         b
     };
     let extent = |g: &mut Gen| ["dense[3]", "dense_dyn(N)"][g.below(2) as usize];
+    // Around the inner loop, sites named by the outer one (a carried tensor's accesses
+    // before and after its loop).
+    let around = |g: &mut Gen| (0..g.below(3)).map(|_| site(g, "i")).collect::<String>();
     let mut program = format!(
-        "parallel_for i in dense[4] {{\nfor_each j in {} {{\n{}}}\n}}\n",
+        "parallel_for i in dense[4] {{\n{}for_each j in {} {{\n{}}}\n{}}}\n",
+        around(&mut g),
         extent(&mut g),
-        body(&mut g)
+        body(&mut g),
+        around(&mut g),
     );
-    match g.below(4) {
+    match g.below(5) {
         0 => {
             program += &format!(
                 "parallel_for i in dense[4] {{\nfor_each j in dense[2] {{\n{}}}\n}}\n",
@@ -544,6 +554,18 @@ pub fn chained_program(seed: u64) -> String {
         }
         1 => program += &format!("parallel_for i in dense[4] {{\n{}}}\n", site(&mut g, "i")),
         2 => program += "parallel_for i in dense[1] { task @k_inout(0) resources(T2) }\n",
+        // Wider than the element a carried tensor's loop names: not covered by its writes.
+        3 => {
+            let wide = format!(
+                "dispatch round_robin {{ task @k_inout(0) resources(T{}) }}\n",
+                2 + g.below(2)
+            );
+            program = if g.below(2) == 0 {
+                wide + &program
+            } else {
+                program + &wide
+            }
+        }
         _ => {}
     }
     let policy = ["affinity(i)", "static(i)", "round_robin(3)", "affinity(i)"][g.below(4) as usize];

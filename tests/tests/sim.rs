@@ -230,7 +230,10 @@ fn chained_readers_wait_for_their_producers() {
         assert!(s[0].chained && s[1].chained);
         // Task 3i + 2 reads X[i] from task 3i and Y[i] from task 3i + 1.
         let tasks = ptovm_host_sim::reference_expand(&v, &p, aicpus, u64::MAX).unwrap();
-        assert_eq!(ptovm_vm::share::producers(&v, &s, tasks[2].site), 0b110);
+        assert_eq!(
+            ptovm_vm::share::chain(&v, &s, tasks[2].site).producers(tasks[2].iter),
+            0b110
+        );
         for jitter in [None, Some(3)] {
             let o = opts(aicpus, 16, jitter);
             let r =

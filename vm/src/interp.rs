@@ -162,6 +162,10 @@ pub struct Task {
     pub kernel: u16,
     /// Pool code ([`Pool`] as u8).
     pub pool: u8,
+    /// Where its iteration sits in the loop whose body holds its `TASK` directly:
+    /// [`ITER_FIRST`] and [`ITER_LAST`] (both for a loop of one iteration); 0 for a `TASK`
+    /// directly in a block or outside every loop.
+    pub iter: u8,
     /// Instruction index of the `TASK`.
     pub site: u32,
     /// Number of parameters.
@@ -180,6 +184,7 @@ impl Default for Task {
             id: 0,
             kernel: 0,
             pool: 0,
+            iter: 0,
             site: 0,
             nparams: 0,
             params: [0; limits::MAX_TASK_PARAMS],
@@ -287,6 +292,17 @@ enum Leaf {
     Ran,
     /// Emission paused inside the loop.
     Paused,
+}
+
+/// [`Task::iter`]: the task's iteration is its loop's first.
+pub const ITER_FIRST: u8 = 1;
+/// [`Task::iter`]: the task's iteration is its loop's last.
+pub const ITER_LAST: u8 = 2;
+
+/// [`Task::iter`] of iteration `pos` of a loop of `ext` iterations.
+#[inline(always)]
+fn iter_flags(pos: u64, ext: u64) -> u8 {
+    ((pos == 0) as u8 * ITER_FIRST) | ((pos + 1 == ext) as u8 * ITER_LAST)
 }
 
 const UNKNOWN_SIMPLE: u32 = u32::MAX;
@@ -1139,6 +1155,13 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                         continue;
                     }
                     self.fill_task(pc, r, id)?;
+                    let f = &self.frames[self.sp];
+                    self.task.iter =
+                        if Opcode::from_u8(f.op).map(|o| o.class()) == Some(OpClass::Loop) {
+                            iter_flags(f.pos, f.ext)
+                        } else {
+                            0
+                        };
                     self.stats.emitted += 1;
                     emitted += 1;
                     if !sink.task(&self.task) {
@@ -1216,6 +1239,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                     };
                     if mine {
                         self.fill_task(q, r, id)?;
+                        self.task.iter = iter_flags(pos, f.ext);
                         self.stats.emitted += 1;
                         *emitted += 1;
                         if !sink.task(&self.task) || *emitted >= budget {

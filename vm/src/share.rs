@@ -67,10 +67,17 @@ pub struct Sharing {
     /// Whether its producers are named by the program's structure (spec/runtime.md §3.6): it
     /// is loop-indexed and local, and all its sites are statements of one loop body made of
     /// `TASK` statements only, at most [`CHAIN_SPAN`] of them. Its accesses then go to no map:
-    /// [`producers`] gives each task's predecessors from their distance in ids.
+    /// [`chain`] gives each task's predecessors from their distance in ids.
     pub chained: bool,
-    /// The instruction index of the loop whose body holds every site that accesses it, when
-    /// they all sit directly in one loop's body.
+    /// Whether it is carried by a loop (§3.7): local; the sites in the body of one loop `L`
+    /// (made of at most `CHAIN_SPAN − 1` `TASK` statements, one of them writing it) name it
+    /// by exactly the variables of the loops around `L`, so every iteration of `L` accesses
+    /// one element; every other site names it by exactly the variables of the (at least as
+    /// many) loops around it. Only `L`'s first iteration looks it up and its last records
+    /// it; the rest follows from [`chain`].
+    pub carried: bool,
+    /// For a chained tensor: the instruction index of the loop whose body holds every site
+    /// that accesses it. For a carried one: its loop `L`.
     pub body: u32,
     /// During the walk: how every access was keyed so far (0: none yet; the policy kind, and
     /// for `static` its loop's axis); `UNKEYED` once one access was not.
@@ -82,6 +89,9 @@ pub struct Sharing {
     unindexed: bool,
     /// During the walk: two sites sit in different loop bodies (or one outside every loop).
     scattered: bool,
+    /// During the walk: the innermost loop of the first site that names it by the variables
+    /// of all but that loop (the candidate `L` of a carried tensor), or `u32::MAX`.
+    carry: u32,
 }
 
 /// The most `TASK` statements a loop body holding a chained tensor may have (§3.6): distances
@@ -276,7 +286,11 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
             if !s.seen {
                 s.first_site = pc;
                 s.body = body;
+                s.carry = u32::MAX;
                 s.seen = true;
+            }
+            if s.carry == u32::MAX && nl > 0 && io.flags as usize + 1 == nl {
+                s.carry = body;
             }
             s.scattered |= body != s.body || body == u32::MAX;
             // Named by the variables of the loops around the site, outermost first?
@@ -323,7 +337,106 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
             && !s.scattered
             && simple_body(&v, s.body).is_some_and(|n| n <= CHAIN_SPAN);
     }
+    for (x, s) in out.iter_mut().enumerate() {
+        s.carried = s.class == Class::Local
+            && !s.loop_indexed
+            && s.carry != u32::MAX
+            && simple_body(&v, s.carry).is_some_and(|n| n < CHAIN_SPAN)
+            && carried_by(&v, x as u16, s.carry);
+        if s.carried {
+            s.body = s.carry;
+        }
+    }
     Ok(())
+}
+
+/// Whether every site that accesses tensor `x` names it as a tensor carried by the loop at
+/// `l` requires (§3.7), and one in `l`'s body writes it: those in `l`'s body by exactly the
+/// variables of the loops around `l`, every other one by exactly the variables of the loops
+/// around it, at least as many — all those loops over axes whose values are their iteration
+/// indices.
+fn carried_by(v: &crate::Verified<'_>, x: u16, l: u32) -> bool {
+    let code = v.code();
+    let regions = v.regions();
+    let last = code.len() as u32 - 1;
+    let mut loops = [(0u32, 0u16, 0u32); limits::MAX_LOOP_DEPTH];
+    let mut nl = 0;
+    let mut outer = usize::MAX; // the number of loops around `l`
+    let mut writes = false;
+    let mut pc = 0u32;
+    while pc < last {
+        while nl > 0 && loops[nl - 1].0 <= pc {
+            nl -= 1;
+        }
+        let r = code[pc as usize];
+        if Opcode::from_u8(r.opcode).map(|o| o.class()) == Some(OpClass::Loop) {
+            if pc == l {
+                outer = nl;
+            }
+            if nl < loops.len() {
+                loops[nl] = (r.op2(), r.op1(), pc);
+                nl += 1;
+            }
+        }
+        if r.opcode != Opcode::TASK as u8 {
+            pc += 1;
+            continue;
+        }
+        let (params, ios) = (r.op2() & 0xFFFF, r.op2() >> 16);
+        let inside = nl > 0 && loops[nl - 1].2 == l;
+        for k in 0..ios {
+            let io = code[(pc + 1 + params + k) as usize];
+            if io.op1() != x {
+                continue;
+            }
+            let Some(dir) = Opcode::from_u8(io.opcode).and_then(Dir::of_io) else {
+                return false;
+            };
+            // The loops whose variables name it: all but `l` inside, all of them outside.
+            let named = if inside { nl - 1 } else { nl };
+            let fits = io.flags as usize == named
+                && loops[..named]
+                    .iter()
+                    .all(|&(_, axis, _)| indexed_axis(v, axis))
+                && (0..named).all(|d| {
+                    regions
+                        .get(io.op2() as usize + d)
+                        .is_some_and(|r| r.end.get() == NONE16 && is_var(v, r.start.get(), d as u8))
+                });
+            if !fits {
+                return false;
+            }
+            writes |= inside && dir != Dir::In;
+        }
+        pc += 1 + params + ios;
+    }
+    writes && outer != usize::MAX && named_before_at_least(v, x, l, outer)
+}
+
+/// Whether every site of `x` before the loop at `l` names at least `outer` dimensions, so
+/// that the first write of each run of the loop covers it. (A site after it may name fewer:
+/// it meets the runs' last iterations, which are recorded, and no later run of the loop
+/// overlaps it — that run would have the same values of the loops the two share, so it
+/// would be the same run.)
+fn named_before_at_least(v: &crate::Verified<'_>, x: u16, l: u32, outer: usize) -> bool {
+    let code = v.code();
+    let mut pc = 0u32;
+    while pc < l {
+        let r = code[pc as usize];
+        if r.opcode != Opcode::TASK as u8 {
+            pc += 1;
+            continue;
+        }
+        let (params, ios) = (r.op2() & 0xFFFF, r.op2() >> 16);
+        for k in 0..ios {
+            let io = code[(pc + 1 + params + k) as usize];
+            if io.op1() == x && (io.flags as usize) < outer {
+                return false;
+            }
+        }
+        pc += 1 + params + ios;
+    }
+    true
 }
 
 /// The number of `TASK` statements of the body of the loop at `pc`, if the body holds nothing
@@ -371,57 +484,151 @@ fn access(v: &crate::Verified<'_>, site: u32, x: u16) -> (bool, bool) {
     (reads, writes)
 }
 
-/// The predecessors that the program's structure names for a task of `site` through its
-/// chained tensors (§3.6), as a mask: bit `d` set means task `id − d` (`1 ≤ d <
-/// CHAIN_SPAN`). For each chained tensor the site accesses, walking its loop body up to the
-/// site: the last earlier statement that writes it, and, if the site writes it, the
-/// statements that read it since — the edges a map would find, since every access of the
-/// tensor in one iteration names the same region and none in another iteration overlaps it.
-pub fn producers(v: &crate::Verified<'_>, shares: &[Sharing], site: u32) -> u64 {
+/// What the program's structure says about the tasks of one site (§3.6–3.7), from
+/// [`chain`]: the predecessors it names, as masks of distances in ids (bit `d`: task
+/// `id − d`, `1 ≤ d < CHAIN_SPAN`), and for each region of a carried tensor (bit `k`: region
+/// `k`) what the map does with it in its loop's first and last iterations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Chain {
+    /// Predecessors in the task's own iteration.
+    pub within: u64,
+    /// Predecessors in the previous iteration of its loop (carried tensors): named unless the
+    /// task's iteration is the loop's first.
+    pub across: u64,
+    /// The regions of carried tensors.
+    pub carried: u16,
+    /// Of those, the ones looked up in the loop's first iteration (no write of the tensor
+    /// before them in an iteration: they meet what came before the loop).
+    pub find: u16,
+    /// The ones recorded in the loop's last iteration (the body's last write of the tensor
+    /// and the reads after it: what comes after the loop meets them).
+    pub keep: u16,
+}
+
+impl Chain {
+    /// The predecessors named for a task whose iteration flags ([`crate::Task::iter`]) are
+    /// `iter`.
+    #[inline]
+    pub fn producers(&self, iter: u8) -> u64 {
+        if iter & crate::interp::ITER_FIRST != 0 {
+            self.within
+        } else {
+            self.within | self.across
+        }
+    }
+
+    /// How region `k` (a carried tensor's: bit `k` of `carried`) of a task whose iteration
+    /// flags are `iter` goes to the map: looked up in the first iteration if `find` (a
+    /// write's lookup unlinks what came before the loop: the first write of the first
+    /// iteration covers all of it), recorded in the last if `keep` (inserted: nothing of the
+    /// element is left in the map to cover).
+    #[inline]
+    pub fn use_of(&self, k: usize, iter: u8) -> Use {
+        let bit = 1u16 << (k % 16);
+        let lookup = iter & crate::interp::ITER_FIRST != 0 && self.find & bit != 0;
+        let record = iter & crate::interp::ITER_LAST != 0 && self.keep & bit != 0;
+        match (lookup, record) {
+            (true, true) => Use::Record,
+            (true, false) => Use::Find,
+            (false, true) => Use::Insert,
+            (false, false) => Use::Skip,
+        }
+    }
+}
+
+/// What the program's structure says about the tasks of `site` through its chained (§3.6)
+/// and carried (§3.7) tensors. For each such tensor the site accesses, walking its loop's
+/// body: in the same iteration, the last earlier statement that writes it and, if the site
+/// writes it, the statements that read it since; with no write before the site in the
+/// iteration, a carried tensor's predecessors continue into the previous iteration (the
+/// body's last write and, for a write, the reads after it) or, in the first iteration, are
+/// found in the map. These are exactly the predecessors a map would find: every access of the
+/// tensor in one iteration (for a carried tensor: in one run of its loop) names the same
+/// element, and no other overlaps it.
+pub fn chain(v: &crate::Verified<'_>, shares: &[Sharing], site: u32) -> Chain {
+    let mut c = Chain::default();
     let code = v.code();
     let Some(r) = code.get(site as usize) else {
-        return 0;
+        return c;
     };
     if r.opcode != Opcode::TASK as u8 {
-        return 0;
+        return c;
     }
     let (params, ios) = (r.op2() & 0xFFFF, r.op2() >> 16);
-    let mut mask = 0u64;
-    for k in 0..ios {
+    for k in 0..ios.min(16) {
         let Some(io) = code.get((site + 1 + params + k) as usize) else {
             break;
         };
         let x = io.op1();
-        let Some(s) = shares.get(x as usize).filter(|s| s.chained) else {
+        let Some(s) = shares.get(x as usize).filter(|s| s.chained || s.carried) else {
             continue;
         };
-        // Positions (in tasks) in the body: the last write before the site, the reads since.
-        let (mut q, mut pos) = (s.body + 1, 0u32);
+        // Positions (in tasks) in the body: the last write before the site and the reads
+        // since; the body's last write and the reads after it.
+        let end = code.get(s.body as usize).map_or(0, |l| l.op2());
+        let (mut q, mut pos, mut at) = (s.body + 1, 0u32, None);
         let (mut last_write, mut reads) = (None, 0u64);
-        while q < site && pos < CHAIN_SPAN {
+        let (mut body_write, mut tail) = (None, 0u64);
+        while q < end && pos < CHAIN_SPAN {
             let Some(t) = code.get(q as usize) else {
                 break;
             };
+            if q == site {
+                at = Some((pos, last_write, reads));
+            }
             match access(v, q, x) {
-                (_, true) => (last_write, reads) = (Some(pos), 0),
-                (true, false) => reads |= 1 << pos,
+                (_, true) => {
+                    (body_write, tail) = (Some(pos), 0);
+                    if at.is_none() {
+                        (last_write, reads) = (Some(pos), 0);
+                    }
+                }
+                (true, false) => {
+                    tail |= 1 << pos;
+                    if at.is_none() {
+                        reads |= 1 << pos;
+                    }
+                }
                 _ => {}
             }
             pos += 1;
             q += 1 + (t.op2() & 0xFFFF) + (t.op2() >> 16);
         }
+        let Some((p, last_write, reads)) = at else {
+            continue;
+        };
+        let (_, writes) = access(v, site, x);
+        let add = |mask: &mut u64, from: u32, bits: u64| {
+            let mut b = bits;
+            while b != 0 {
+                *mask |= 1 << (from - b.trailing_zeros());
+                b &= b - 1;
+            }
+        };
         if let Some(w) = last_write {
-            mask |= 1 << (pos - w);
+            c.within |= 1 << (p - w);
         }
-        if access(v, site, x).1 {
-            let mut r = reads;
-            while r != 0 {
-                mask |= 1 << (pos - r.trailing_zeros());
-                r &= r - 1;
+        if writes {
+            add(&mut c.within, p, reads);
+        }
+        if s.carried {
+            let bit = 1u16 << k;
+            c.carried |= bit;
+            let len = pos; // the body's task count (below CHAIN_SPAN)
+            if let (None, Some(w)) = (last_write, body_write) {
+                // The previous iteration's last write, and for a write the reads after it.
+                c.across |= 1 << (p + len - w);
+                if writes {
+                    add(&mut c.across, p + len, tail);
+                }
+                c.find |= bit;
+            }
+            if body_write.is_some_and(|w| p >= w) {
+                c.keep |= bit;
             }
         }
     }
-    mask
+    c
 }
 
 /// How region `io` of task `id` (generated by the `TASK` at instruction `site`) is recorded
@@ -436,7 +643,8 @@ pub fn use_of(shares: &[Sharing], id: u64, site: u32, io: &crate::Io) -> (Use, b
         return (Use::Record, true);
     };
     if s.chained {
-        // Its producers come from `producers`; nothing else meets its accesses.
+        // Its producers come from `chain`; nothing else meets its accesses. (A carried
+        // tensor's regions in its loop's body go by `Chain::use_of` instead of this.)
         return (Use::Skip, false);
     }
     let global = match s.class {
@@ -463,16 +671,20 @@ pub fn use_of(shares: &[Sharing], id: u64, site: u32, io: &crate::Io) -> (Use, b
 /// How many sites [`SiteUses`] remembers (direct-mapped by instruction index).
 pub const USE_SITES: usize = 16;
 
-/// [`use_of`] for each region of a task and its structural [`producers`], remembered per
-/// site. They depend on the site alone: a site's tasks all belong to one top-level statement,
-/// so they are all below a tensor's `writes_end` or all at or past it (§3.5), and the rest of
-/// the rule reads only the site and its regions' tensors and directions, which the site fixes.
-/// Valid for one program and one set of classes; [`SiteUses::default`] remembers nothing.
+/// [`use_of`] for each region of a task and what [`chain`] says about its site, remembered
+/// per site. They depend on the site alone: a site's tasks all belong to one top-level
+/// statement, so they are all below a tensor's `writes_end` or all at or past it (§3.5), and
+/// the rest of the rule reads only the site and its regions' tensors and directions, which
+/// the site fixes. A carried tensor's regions then depend on the task's iteration flags
+/// (§3.7). Valid for one program and one set of classes; [`SiteUses::default`] remembers
+/// nothing.
 #[derive(Clone, Copy, Debug)]
 pub struct SiteUses {
     site: [u32; USE_SITES],
     uses: [[(Use, bool); limits::MAX_TASK_IO]; USE_SITES],
-    producers: [u64; USE_SITES],
+    chains: [Chain; USE_SITES],
+    /// The uses of the last task with regions of carried tensors.
+    task: [(Use, bool); limits::MAX_TASK_IO],
 }
 
 impl Default for SiteUses {
@@ -480,14 +692,16 @@ impl Default for SiteUses {
         SiteUses {
             site: [u32::MAX; USE_SITES],
             uses: [[(Use::Skip, false); limits::MAX_TASK_IO]; USE_SITES],
-            producers: [0; USE_SITES],
+            chains: [Chain::default(); USE_SITES],
+            task: [(Use::Skip, false); limits::MAX_TASK_IO],
         }
     }
 }
 
 impl SiteUses {
-    /// `use_of(shares, t.id, t.site, io)` for every region `io` of `t`, in order, and
-    /// `producers(v, shares, t.site)`.
+    /// How each region of `t` goes to the maps, in order (`use_of`, and for a carried
+    /// tensor's region [`Chain::use_of`]), and the predecessors the program names
+    /// ([`Chain::producers`]).
     #[inline]
     pub fn of(
         &mut self,
@@ -501,9 +715,20 @@ impl SiteUses {
             for (u, io) in self.uses[k].iter_mut().zip(ios) {
                 *u = use_of(shares, t.id, t.site, io);
             }
-            self.producers[k] = producers(v, shares, t.site);
+            self.chains[k] = chain(v, shares, t.site);
             self.site[k] = t.site;
         }
-        (&self.uses[k][..ios.len()], self.producers[k])
+        let c = self.chains[k];
+        if c.carried == 0 {
+            return (&self.uses[k][..ios.len()], c.within);
+        }
+        for (j, u) in self.task.iter_mut().enumerate().take(ios.len()) {
+            *u = if c.carried & 1 << j != 0 {
+                (c.use_of(j, t.iter), false)
+            } else {
+                self.uses[k][j]
+            };
+        }
+        (&self.task[..ios.len()], c.producers(t.iter))
     }
 }

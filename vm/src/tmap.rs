@@ -232,6 +232,10 @@ pub enum Use {
     Lookup,
     /// Record it without looking it up (no earlier access can meet it).
     Insert,
+    /// Look it up without recording it, whatever its direction: a write still unlinks the
+    /// entries it covers (spec/runtime.md §3.7: the first iteration of a carried tensor's
+    /// loop finds what came before the loop; its later accesses are named by the program).
+    Find,
     /// Ignore it.
     Skip,
 }
@@ -696,7 +700,7 @@ impl<S: Storage> TensorMap<S> {
                 .enumerate()
                 .filter(|(_, io)| !keyed(io))
                 .filter(|&(k, io)| match how(k, io) {
-                    Use::Skip => false,
+                    Use::Skip | Use::Find => false,
                     Use::Lookup => io.writes(),
                     Use::Record | Use::Insert => true,
                 })
@@ -717,6 +721,7 @@ impl<S: Storage> TensorMap<S> {
             let (lookup, record) = match how(k, io) {
                 Use::Skip => continue,
                 Use::Lookup if !io.writes() => (true, false),
+                Use::Find => (true, false),
                 Use::Insert => (false, true),
                 _ => (true, true),
             };
