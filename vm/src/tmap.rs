@@ -651,8 +651,9 @@ impl<S: Storage> TensorMap<S> {
     /// chooses: [`Use::Record`] ones are looked up and recorded, [`Use::Lookup`] reads only
     /// looked up (no later write will need them: a write is always recorded), [`Use::Insert`]
     /// ones only recorded (the caller knows that no earlier access can meet them, so a lookup
-    /// would find nothing and cover nothing), [`Use::Skip`] ones ignored. Returns how many
-    /// were recorded; with none, the handle stays free (nothing to retire).
+    /// would find nothing and cover nothing), [`Use::Find`] ones looked up only (a write
+    /// still unlinks what it covers), [`Use::Skip`] ones ignored (and not checked). Returns
+    /// how many were recorded; with none, the handle stays free (nothing to retire).
     pub fn add_some(
         &mut self,
         id: u64,
@@ -678,11 +679,25 @@ impl<S: Storage> TensorMap<S> {
                 max: self.layout.max_task_io,
             });
         }
-        // The regions to store must fit: those their key does not describe and `how`
-        // records (asked only when the first count is over).
+        // What `how` does with each region, asked once. Only the regions it uses are
+        // checked, and those to store (their key does not describe them, and they are
+        // recorded) must fit.
+        let mut uses = [Use::Skip; crate::limits::MAX_TASK_IO];
         let max_stored = self.layout.max_stored_io as usize;
         let mut stored = 0;
-        for io in ios {
+        let mut any = false;
+        for (k, io) in ios.iter().enumerate() {
+            let u = how(k, io);
+            let Some(slot) = uses.get_mut(k) else {
+                return Err(MapError::Regions {
+                    regions: ios.len(),
+                    max: crate::limits::MAX_TASK_IO as u32,
+                });
+            };
+            *slot = u;
+            if u == Use::Skip {
+                continue;
+            }
             if io.tensor as u32 >= self.layout.tensors {
                 return Err(MapError::Tensor {
                     tensor: io.tensor,
@@ -692,19 +707,13 @@ impl<S: Storage> TensorMap<S> {
             if io.ndims as usize > crate::limits::MAX_RANK {
                 return Err(MapError::Rank { ndims: io.ndims });
             }
-            stored += !keyed(io) as usize;
-        }
-        if stored > max_stored {
-            stored = ios
-                .iter()
-                .enumerate()
-                .filter(|(_, io)| !keyed(io))
-                .filter(|&(k, io)| match how(k, io) {
-                    Use::Skip | Use::Find => false,
-                    Use::Lookup => io.writes(),
-                    Use::Record | Use::Insert => true,
-                })
-                .count();
+            any = true;
+            let records = match u {
+                Use::Lookup => io.writes(),
+                Use::Find | Use::Skip => false,
+                Use::Record | Use::Insert => true,
+            };
+            stored += (records && !keyed(io)) as usize;
         }
         if stored > max_stored {
             return Err(MapError::Stored {
@@ -712,13 +721,16 @@ impl<S: Storage> TensorMap<S> {
                 max: self.layout.max_stored_io,
             });
         }
+        if !any {
+            return Ok(0);
+        }
         let mark = id.wrapping_add(1);
         let first = handle * self.layout.max_task_io;
         let first_region = handle * self.layout.max_stored_io;
         let mut recorded = 0u32;
         let mut kept = 0u32;
-        for (k, io) in ios.iter().enumerate() {
-            let (lookup, record) = match how(k, io) {
+        for (io, &how) in ios.iter().zip(&uses) {
+            let (lookup, record) = match how {
                 Use::Skip => continue,
                 Use::Lookup if !io.writes() => (true, false),
                 Use::Find => (true, false),
