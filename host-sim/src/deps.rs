@@ -389,6 +389,8 @@ pub struct InOrderWindow {
     /// What the program's structure says about each site (`share::chain`), by instruction
     /// index.
     chains: Vec<ptovm_vm::share::Chain>,
+    /// Each site's uses, as the scheduler remembers them.
+    uses: ptovm_vm::share::SiteUses,
     /// The ids the map found for the task being added (to count a structural producer the
     /// map also finds once).
     found: Vec<u64>,
@@ -404,6 +406,7 @@ impl InOrderWindow {
             error: None,
             shares: Vec::new(),
             chains: Vec::new(),
+            uses: Default::default(),
             found: Vec::new(),
         })
     }
@@ -418,6 +421,7 @@ impl InOrderWindow {
         let v = interp.program();
         self.shares = vec![Default::default(); v.tensors().len()];
         ptovm_vm::share::analyze(interp, &mut self.shares)?;
+        self.uses = Default::default();
         self.chains = (0..v.code().len() as u32)
             .map(|site| ptovm_vm::share::chain(&v, &self.shares, site))
             .collect();
@@ -439,34 +443,19 @@ impl ptovm_vm::Sink for InOrderWindow {
             if self.shares.is_empty() {
                 self.map.add(t.id, h, t.ios(), &mut |_| *edges += 1)
             } else {
-                let shares = &self.shares;
-                let c = self
-                    .chains
-                    .get(t.site as usize)
-                    .copied()
-                    .unwrap_or_default();
-                let chain = c.producers(t.iter);
+                let chains = &self.chains;
+                let (uses, chain) = self.uses.of_with(&self.shares, t, |site| {
+                    chains.get(site as usize).copied().unwrap_or_default()
+                });
                 let found = &mut self.found;
                 found.clear();
                 self.map
-                    .add_some(
-                        t.id,
-                        h,
-                        t.ios(),
-                        |k, io| {
-                            if c.carried & 1 << k != 0 {
-                                c.use_of(k, t.iter)
-                            } else {
-                                ptovm_vm::share::use_of(shares, t.id, t.site, io).0
-                            }
-                        },
-                        &mut |p| {
-                            *edges += 1;
-                            if chain != 0 {
-                                found.push(p.id);
-                            }
-                        },
-                    )
+                    .add_some(t.id, h, t.ios(), |k, _| uses[k].0, &mut |p| {
+                        *edges += 1;
+                        if chain != 0 {
+                            found.push(p.id);
+                        }
+                    })
                     .map(|_| {
                         // The structural producers still in the window (task `t − d` retires
                         // when task `t − d + window` arrives).

@@ -709,13 +709,25 @@ impl SiteUses {
         shares: &[Sharing],
         t: &crate::Task,
     ) -> (&[(Use, bool)], u64) {
+        self.of_with(shares, t, |site| chain(v, shares, site))
+    }
+
+    /// [`SiteUses::of`] with the site's [`chain`] from `chain_of` (asked only when the site
+    /// is not remembered): for a caller that keeps them already.
+    #[inline]
+    pub fn of_with(
+        &mut self,
+        shares: &[Sharing],
+        t: &crate::Task,
+        chain_of: impl FnOnce(u32) -> Chain,
+    ) -> (&[(Use, bool)], u64) {
         let k = t.site as usize % USE_SITES;
         let ios = t.ios();
         if self.site[k] != t.site {
             for (u, io) in self.uses[k].iter_mut().zip(ios) {
                 *u = use_of(shares, t.id, t.site, io);
             }
-            self.chains[k] = chain(v, shares, t.site);
+            self.chains[k] = chain_of(t.site);
             self.site[k] = t.site;
         }
         let c = self.chains[k];
