@@ -384,7 +384,8 @@ pub struct InOrderWindow {
     pub error: Option<tmap::MapError>,
     /// The tensor classes (spec/runtime.md §3.5) the scheduler would use: read-only tensors
     /// are not recorded, reads no later write follows only looked up, chained tensors (§3.6)
-    /// not at all. Empty: every region is recorded. Set by [`InOrderWindow::classify`].
+    /// not at all, carried ones (§3.7) at their loop's ends only. Empty: every region is
+    /// recorded. Set by [`InOrderWindow::classify`].
     pub shares: Vec<ptovm_vm::share::Sharing>,
     /// What the program's structure says about each site (`share::chain`), by instruction
     /// index.
@@ -412,8 +413,8 @@ impl InOrderWindow {
     }
 
     /// Records from now on as the scheduler of one AICPU records for `interp`'s program and
-    /// parameters (spec/runtime.md §3.5–3.6): the tensor classes, and each site's producers
-    /// named by the program's structure.
+    /// parameters (spec/runtime.md §3.5–3.7): the tensor classes, and what the program's
+    /// structure says about each site.
     pub fn classify(
         &mut self,
         interp: &ptovm_vm::Interpreter<'_, '_>,

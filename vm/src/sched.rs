@@ -375,7 +375,7 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     /// How its sites' regions are recorded.
     uses: SiteUses,
     /// Its last placed tasks, `(id, slot)` at `id % CHAIN_SPAN`: where a structural producer
-    /// (§3.6, always one of its own last `CHAIN_SPAN` tasks) sits.
+    /// (§3.6–3.7, always one of its own last `CHAIN_SPAN` tasks) sits.
     recent: [(u64, u32); share::CHAIN_SPAN as usize],
     /// The map of its local tensors.
     map: TensorMap<S>,
@@ -1025,7 +1025,8 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 None => overflow = true,
             },
         )?;
-        // Its chained tensors' producers (§3.6): its own tasks, named by their distance.
+        // The producers of its chained and carried tensors (§3.6–3.7): its own tasks, named
+        // by their distance.
         let mut m = chain;
         while m != 0 {
             let d = m.trailing_zeros() as u64;

@@ -72,9 +72,9 @@ pub struct Sharing {
     /// Whether it is carried by a loop (§3.7): local; the sites in the body of one loop `L`
     /// (made of at most `CHAIN_SPAN − 1` `TASK` statements, one of them writing it) name it
     /// by exactly the variables of the loops around `L`, so every iteration of `L` accesses
-    /// one element; every other site names it by exactly the variables of the (at least as
-    /// many) loops around it. Only `L`'s first iteration looks it up and its last records
-    /// it; the rest follows from [`chain`].
+    /// one element; every other site names it by exactly the variables of the loops around
+    /// it, and those before `L` name at least as many dimensions. Only `L`'s first iteration
+    /// looks it up and its last records it; the rest follows from [`chain`].
     pub carried: bool,
     /// For a chained tensor: the instruction index of the loop whose body holds every site
     /// that accesses it. For a carried one: its loop `L`.
@@ -353,8 +353,8 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
 /// Whether every site that accesses tensor `x` names it as a tensor carried by the loop at
 /// `l` requires (§3.7), and one in `l`'s body writes it: those in `l`'s body by exactly the
 /// variables of the loops around `l`, every other one by exactly the variables of the loops
-/// around it, at least as many — all those loops over axes whose values are their iteration
-/// indices.
+/// around it — all those loops over axes whose values are their iteration indices — and
+/// those before `l` by at least as many dimensions.
 fn carried_by(v: &crate::Verified<'_>, x: u16, l: u32) -> bool {
     let code = v.code();
     let regions = v.regions();
@@ -382,10 +382,9 @@ fn carried_by(v: &crate::Verified<'_>, x: u16, l: u32) -> bool {
             pc += 1;
             continue;
         }
-        let (params, ios) = (r.op2() & 0xFFFF, r.op2() >> 16);
+        let (ios, next) = task_ios(code, pc, r);
         let inside = nl > 0 && loops[nl - 1].2 == l;
-        for k in 0..ios {
-            let io = code[(pc + 1 + params + k) as usize];
+        for io in ios {
             if io.op1() != x {
                 continue;
             }
@@ -408,7 +407,7 @@ fn carried_by(v: &crate::Verified<'_>, x: u16, l: u32) -> bool {
             }
             writes |= inside && dir != Dir::In;
         }
-        pc += 1 + params + ios;
+        pc = next;
     }
     writes && outer != usize::MAX && named_before_at_least(v, x, l, outer)
 }
@@ -427,14 +426,14 @@ fn named_before_at_least(v: &crate::Verified<'_>, x: u16, l: u32, outer: usize) 
             pc += 1;
             continue;
         }
-        let (params, ios) = (r.op2() & 0xFFFF, r.op2() >> 16);
-        for k in 0..ios {
-            let io = code[(pc + 1 + params + k) as usize];
-            if io.op1() == x && (io.flags as usize) < outer {
-                return false;
-            }
+        let (ios, next) = task_ios(code, pc, r);
+        if ios
+            .iter()
+            .any(|io| io.op1() == x && (io.flags as usize) < outer)
+        {
+            return false;
         }
-        pc += 1 + params + ios;
+        pc = next;
     }
     true
 }
@@ -454,23 +453,34 @@ fn simple_body(v: &crate::Verified<'_>, pc: u32) -> Option<u32> {
             return None;
         }
         n += 1;
-        q += 1 + (t.op2() & 0xFFFF) + (t.op2() >> 16);
+        q = task_ios(code, q, *t).1;
     }
     Some(n)
+}
+
+/// The `IO_*` records of the `TASK` at `pc` (its record `r`), and the instruction index after
+/// them (the next statement).
+fn task_ios(
+    code: &[crate::format::Record],
+    pc: u32,
+    r: crate::format::Record,
+) -> (&[crate::format::Record], u32) {
+    let (params, ios) = (r.op2() & 0xFFFF, r.op2() >> 16);
+    let start = pc + 1 + params;
+    let ios = code
+        .get(start as usize..(start + ios) as usize)
+        .unwrap_or(&[]);
+    (ios, start + ios.len() as u32)
 }
 
 /// Whether the `TASK` at `site` reads, and whether it writes, tensor `x`.
 fn access(v: &crate::Verified<'_>, site: u32, x: u16) -> (bool, bool) {
     let code = v.code();
-    let Some(r) = code.get(site as usize) else {
+    let Some(&r) = code.get(site as usize) else {
         return (false, false);
     };
-    let (params, ios) = (r.op2() & 0xFFFF, r.op2() >> 16);
     let (mut reads, mut writes) = (false, false);
-    for k in 0..ios {
-        let Some(io) = code.get((site + 1 + params + k) as usize) else {
-            break;
-        };
+    for io in task_ios(code, site, r).0 {
         if io.op1() != x {
             continue;
         }
@@ -548,17 +558,13 @@ impl Chain {
 pub fn chain(v: &crate::Verified<'_>, shares: &[Sharing], site: u32) -> Chain {
     let mut c = Chain::default();
     let code = v.code();
-    let Some(r) = code.get(site as usize) else {
+    let Some(&r) = code.get(site as usize) else {
         return c;
     };
     if r.opcode != Opcode::TASK as u8 {
         return c;
     }
-    let (params, ios) = (r.op2() & 0xFFFF, r.op2() >> 16);
-    for k in 0..ios.min(16) {
-        let Some(io) = code.get((site + 1 + params + k) as usize) else {
-            break;
-        };
+    for (k, io) in task_ios(code, site, r).0.iter().enumerate().take(16) {
         let x = io.op1();
         let Some(s) = shares.get(x as usize).filter(|s| s.chained || s.carried) else {
             continue;
@@ -592,7 +598,7 @@ pub fn chain(v: &crate::Verified<'_>, shares: &[Sharing], site: u32) -> Chain {
                 _ => {}
             }
             pos += 1;
-            q += 1 + (t.op2() & 0xFFFF) + (t.op2() >> 16);
+            q = task_ios(code, q, *t).1;
         }
         let Some((p, last_write, reads)) = at else {
             continue;
