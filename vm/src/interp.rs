@@ -400,6 +400,14 @@ struct Plan {
     params: [Operand; limits::MAX_TASK_PARAMS],
     ios: [PlanIo; limits::MAX_TASK_IO],
     dims: [PlanDim; PLAN_DIMS],
+    /// Whether every parameter is a loop variable, and then their depths: the parameters
+    /// are copied without dispatching on their kind.
+    vars_only: bool,
+    param_depths: [u8; limits::MAX_TASK_PARAMS],
+    /// Whether every named dimension is an [`OPERAND_INDEX`] one, and then `(region, dim,
+    /// depth)` of each: the ranges are written without dispatching or checking.
+    index_only: bool,
+    index_dims: [[u8; 3]; PLAN_DIMS],
 }
 
 const EMPTY_OPERAND: Operand = Operand {
@@ -427,6 +435,10 @@ const EMPTY_PLAN: Plan = Plan {
         io: 0,
         dim: 0,
     }; PLAN_DIMS],
+    vars_only: false,
+    param_depths: [0; limits::MAX_TASK_PARAMS],
+    index_only: false,
+    index_dims: [[0; 3]; PLAN_DIMS],
 };
 
 #[inline(always)]
@@ -1525,6 +1537,14 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             }
         }
         plan.ndims = k as u8;
+        plan.vars_only = plan.params[..np].iter().all(|o| o.kind == OPERAND_VAR);
+        for (d, o) in plan.param_depths.iter_mut().zip(&plan.params[..np]) {
+            *d = o.a as u8;
+        }
+        plan.index_only = plan.dims[..k].iter().all(|d| d.start.kind == OPERAND_INDEX);
+        for (x, d) in plan.index_dims.iter_mut().zip(&plan.dims[..k]) {
+            *x = [d.io, d.dim, d.start.a as u8];
+        }
         Some(plan)
     }
 
@@ -1573,13 +1593,27 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         task.nparams = plan.nparams;
         task.nio = plan.nio;
         let np = plan.nparams as usize;
-        for (i, (dst, o)) in task.params.iter_mut().zip(&plan.params[..np]).enumerate() {
-            *dst = operand(o, exprs, p, vars, pc + 1 + i as u32)?;
+        if plan.vars_only {
+            for (dst, &d) in task.params.iter_mut().zip(&plan.param_depths[..np]) {
+                *dst = vars[d as usize % limits::MAX_LOOP_DEPTH];
+            }
+        } else {
+            for (i, (dst, o)) in task.params.iter_mut().zip(&plan.params[..np]).enumerate() {
+                *dst = operand(o, exprs, p, vars, pc + 1 + i as u32)?;
+            }
         }
         for (io, pio) in task.io.iter_mut().zip(&plan.ios[..plan.nio as usize]) {
             io.tensor = pio.tensor;
             io.dir = pio.dir;
             io.ndims = pio.ndims;
+        }
+        if plan.index_only {
+            for &[io, dim, depth] in &plan.index_dims[..plan.ndims as usize] {
+                let v = vars[depth as usize % limits::MAX_LOOP_DEPTH];
+                task.io[io as usize % limits::MAX_TASK_IO].ranges
+                    [dim as usize % limits::MAX_RANK] = (v, v + 1);
+            }
+            return Ok(());
         }
         // The named dimensions of all regions, in one pass (each knows its region and place).
         for pd in &plan.dims[..plan.ndims as usize] {
