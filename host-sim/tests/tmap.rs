@@ -276,6 +276,40 @@ fn find_looks_up_and_covers_without_recording() {
     assert_eq!(add(&mut map, 3, row(Dir::In), Use::Lookup), (0, vec![]));
 }
 
+/// `quiet` is what `add_some` checks before a lookup: a tensor with no live entry of any
+/// shape (a tile, a row, a whole-tensor region) has nothing to find.
+#[test]
+fn a_tensor_is_quiet_exactly_while_it_has_no_live_entry() {
+    let layout = MapLayout::new(4, 2, 2).unwrap();
+    let mut map = heap_map(layout, DepMode::Overlap).unwrap();
+    assert!(map.quiet(0) && map.quiet(1));
+    assert!(!map.quiet(2), "a tensor past the layout is not quiet");
+    let shapes = [
+        io(1, Dir::Out as u8, &[(3, 4), (5, 6)]),
+        io(1, Dir::Out as u8, &[(3, 4)]),
+        io(1, Dir::Out as u8, &[(0, 2), (0, 8)]),
+        io(1, Dir::Out as u8, &[]),
+    ];
+    for (k, x) in shapes.into_iter().enumerate() {
+        let id = k as u64;
+        let h = id as u32 % 4;
+        map.add(id, h, &[x], &mut |_| {}).unwrap();
+        assert!(!map.quiet(1), "shape {k}: a live write");
+        assert!(map.quiet(0), "shape {k}: another tensor stays quiet");
+        // A read that looks it up only leaves it as it was.
+        map.add_some(
+            id + 100,
+            (h + 1) % 4,
+            &[io(1, Dir::In as u8, &[(3, 4)])],
+            |_, _| Use::Lookup,
+            &mut |_| {},
+        )
+        .unwrap();
+        map.retire(h).unwrap();
+        assert!(map.quiet(1), "shape {k}: retired");
+    }
+}
+
 #[test]
 fn memory_is_fixed_and_retirement_frees_it() {
     // 10,000 tasks each reading one tile of a 2-D tensor and writing another, through a

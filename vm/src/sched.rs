@@ -1003,28 +1003,41 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             ..
         } = self;
         let t = interp.current_task();
-        let (uses, chain) = uses.of(&interp.program(), shares, t);
-        // Local tensors first: only this AICPU's own tasks can be found there.
-        map.add_some(
-            t.id,
-            k,
-            t.ios(),
-            |k, _| match uses[k] {
-                (how, false) => how,
-                _ => Use::Skip,
-            },
-            &mut |p| match preds.get_mut(found) {
-                Some(d) => {
-                    *d = Pred {
-                        aicpu: me,
-                        slot: p.handle,
-                        id: p.id,
-                    };
-                    found += 1;
-                }
-                None => overflow = true,
-            },
-        )?;
+        let share::TaskUses {
+            regions: uses,
+            chain,
+            local,
+            global,
+            lookups_only,
+        } = uses.of(&interp.program(), shares, t);
+        // Local tensors first: only this AICPU's own tasks can be found there. A task that
+        // only looks up tensors with no live entry there has nothing to do in it.
+        let quiet = lookups_only
+            && t.ios().iter().zip(uses).all(|(io, u)| {
+                !matches!(u, (Use::Lookup | Use::Find, false)) || map.quiet(io.tensor)
+            });
+        if local && !quiet {
+            map.add_some(
+                t.id,
+                k,
+                t.ios(),
+                |k, _| match uses[k] {
+                    (how, false) => how,
+                    _ => Use::Skip,
+                },
+                &mut |p| match preds.get_mut(found) {
+                    Some(d) => {
+                        *d = Pred {
+                            aicpu: me,
+                            slot: p.handle,
+                            id: p.id,
+                        };
+                        found += 1;
+                    }
+                    None => overflow = true,
+                },
+            )?;
+        }
         // The producers of its chained and carried tensors (§3.6–3.7): its own tasks, named
         // by their distance.
         let mut m = chain;
@@ -1059,13 +1072,14 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         }
         // Shared tensors under the lock — unless all this task does there is read tensors
         // whose writes are all recorded (the watermark says so) and have all retired.
-        let needs_map = t.ios().iter().zip(uses).any(|(io, u)| match *u {
-            (Use::Lookup, true) => sh
-                .writers
-                .get(io.tensor as usize)
-                .is_none_or(|w| w.load(Ordering::Acquire) != 0),
-            (_, g) => g,
-        });
+        let needs_map = global
+            && t.ios().iter().zip(uses).any(|(io, u)| match *u {
+                (Use::Lookup, true) => sh
+                    .writers
+                    .get(io.tensor as usize)
+                    .is_none_or(|w| w.load(Ordering::Acquire) != 0),
+                (_, g) => g,
+            });
         if needs_map {
             let local = found;
             let recorded = sh.map.with_map(|gm| -> Result<u32, SchedError> {

@@ -682,15 +682,66 @@ pub const USE_SITES: usize = 16;
 /// statement, so they are all below a tensor's `writes_end` or all at or past it (§3.5), and
 /// the rest of the rule reads only the site and its regions' tensors and directions, which
 /// the site fixes. A carried tensor's regions then depend on the task's iteration flags
-/// (§3.7). Valid for one program and one set of classes; [`SiteUses::default`] remembers
-/// nothing.
+/// (§3.7): skipped in the middle iterations (remembered so), worked out in the first and
+/// last. Also remembers which maps a site's regions need ([`TaskUses`]). Valid for one
+/// program and one set of classes; [`SiteUses::default`] remembers nothing.
 #[derive(Clone, Copy, Debug)]
 pub struct SiteUses {
     site: [u32; USE_SITES],
     uses: [[(Use, bool); limits::MAX_TASK_IO]; USE_SITES],
+    /// Whether the site has a region to look up or record in the local map, and one in the
+    /// global map.
+    needs: [Needs; USE_SITES],
     chains: [Chain; USE_SITES],
     /// The uses of the last task with regions of carried tensors.
     task: [(Use, bool); limits::MAX_TASK_IO],
+}
+
+/// How a task's regions go to the maps ([`SiteUses::of`]).
+#[derive(Clone, Copy, Debug)]
+pub struct TaskUses<'a> {
+    /// Each region's use and whether it goes to the global map (`use_of`).
+    pub regions: &'a [(Use, bool)],
+    /// The predecessors the program names, by distance ([`Chain::producers`]).
+    pub chain: u64,
+    /// Whether some region is to be looked up or recorded in the local map (not
+    /// [`Use::Skip`], not global): without one, the local map has nothing to do.
+    pub local: bool,
+    /// The same for the global map.
+    pub global: bool,
+    /// Whether every region that goes to a map is only looked up (a read, [`Use::Lookup`]
+    /// or [`Use::Find`]): then a map whose tensors of those regions are all quiet
+    /// ([`crate::tmap::TensorMap::quiet`]) has nothing to find and nothing to change.
+    pub lookups_only: bool,
+}
+
+/// Whether `uses` (of the regions `ios`) has a region for the local map and one for the
+/// global map, and whether all those regions are reads only looked up.
+fn needs(uses: &[(Use, bool)], ios: &[crate::Io]) -> Needs {
+    let mut n = Needs {
+        local: false,
+        global: false,
+        lookups_only: true,
+    };
+    for (&(u, global), io) in uses.iter().zip(ios) {
+        if u != Use::Skip {
+            if global {
+                n.global = true;
+            } else {
+                n.local = true;
+            }
+            n.lookups_only &= matches!(u, Use::Lookup | Use::Find) && !io.writes();
+        }
+    }
+    n
+}
+
+/// What [`needs`] says about a site's regions.
+#[derive(Clone, Copy, Debug, Default)]
+struct Needs {
+    local: bool,
+    global: bool,
+    lookups_only: bool,
 }
 
 impl Default for SiteUses {
@@ -698,6 +749,7 @@ impl Default for SiteUses {
         SiteUses {
             site: [u32::MAX; USE_SITES],
             uses: [[(Use::Skip, false); limits::MAX_TASK_IO]; USE_SITES],
+            needs: [Needs::default(); USE_SITES],
             chains: [Chain::default(); USE_SITES],
             task: [(Use::Skip, false); limits::MAX_TASK_IO],
         }
@@ -714,7 +766,7 @@ impl SiteUses {
         v: &crate::Verified<'_>,
         shares: &[Sharing],
         t: &crate::Task,
-    ) -> (&[(Use, bool)], u64) {
+    ) -> TaskUses<'_> {
         self.of_with(shares, t, |site| chain(v, shares, site))
     }
 
@@ -726,19 +778,35 @@ impl SiteUses {
         shares: &[Sharing],
         t: &crate::Task,
         chain_of: impl FnOnce(u32) -> Chain,
-    ) -> (&[(Use, bool)], u64) {
+    ) -> TaskUses<'_> {
         let k = t.site as usize % USE_SITES;
         let ios = t.ios();
         if self.site[k] != t.site {
-            for (u, io) in self.uses[k].iter_mut().zip(ios) {
-                *u = use_of(shares, t.id, t.site, io);
+            let c = chain_of(t.site);
+            for (j, (u, io)) in self.uses[k].iter_mut().zip(ios).enumerate() {
+                // A carried tensor's region: skipped except in its loop's first and last
+                // iterations, which go by `Chain::use_of` below.
+                *u = if c.carried & 1 << j != 0 {
+                    (Use::Skip, false)
+                } else {
+                    use_of(shares, t.id, t.site, io)
+                };
             }
-            self.chains[k] = chain_of(t.site);
+            self.needs[k] = needs(&self.uses[k][..ios.len()], ios);
+            self.chains[k] = c;
             self.site[k] = t.site;
         }
         let c = self.chains[k];
-        if c.carried == 0 {
-            return (&self.uses[k][..ios.len()], c.within);
+        let ends = t.iter & (crate::interp::ITER_FIRST | crate::interp::ITER_LAST);
+        if c.carried == 0 || ends == 0 {
+            let n = self.needs[k];
+            return TaskUses {
+                regions: &self.uses[k][..ios.len()],
+                chain: c.producers(t.iter),
+                local: n.local,
+                global: n.global,
+                lookups_only: n.lookups_only,
+            };
         }
         for (j, u) in self.task.iter_mut().enumerate().take(ios.len()) {
             *u = if c.carried & 1 << j != 0 {
@@ -747,6 +815,13 @@ impl SiteUses {
                 self.uses[k][j]
             };
         }
-        (&self.task[..ios.len()], c.producers(t.iter))
+        let n = needs(&self.task[..ios.len()], ios);
+        TaskUses {
+            regions: &self.task[..ios.len()],
+            chain: c.producers(t.iter),
+            local: n.local,
+            global: n.global,
+            lookups_only: n.lookups_only,
+        }
     }
 }

@@ -631,6 +631,19 @@ impl<S: Storage> TensorMap<S> {
         self.visits
     }
 
+    /// Whether `tensor` has no live entry, so that a lookup of it finds nothing (and a lookup
+    /// that records nothing changes nothing): what [`TensorMap::add_some`] checks first for
+    /// such a region, for a caller that can then skip the call. False for a tensor past the
+    /// layout's (`add_some` reports it).
+    #[inline]
+    pub fn quiet(&mut self, tensor: u16) -> bool {
+        let at = self.bases.level as usize + TENSOR_WORDS * tensor as usize;
+        (tensor as u32) < self.layout.tensors
+            && self.mem.parts().2[at + 1..at + TENSOR_WORDS]
+                .iter()
+                .all(|&w| w == 0)
+    }
+
     /// Adds task `id`, held by `handle`, with its regions `ios`: reports each earlier task it
     /// depends on once to `pred` (RAW, WAW or WAR, by the reference graph's rules), records the
     /// regions, and unlinks the entries its writes cover. Accesses that conflict (overlap, one
