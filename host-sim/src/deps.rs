@@ -433,72 +433,67 @@ impl InOrderWindow {
 impl ptovm_vm::Sink for InOrderWindow {
     #[inline]
     fn task(&mut self, t: &ptovm_vm::Task) -> bool {
-        // Task `t` takes handle `t mod window`; ids mostly come one after another, so the
-        // handle follows the last one without a division.
-        // `t mod window`, without a division for a window that is a power of two.
-        let h = if self.window.is_power_of_two() {
-            t.id & (self.window - 1)
-        } else {
-            t.id % self.window
-        } as u32;
-        let edges = &mut self.edges;
-        let r = if t.id >= self.window {
-            self.map.retire(h)
-        } else {
-            Ok(())
-        }
-        .and_then(|()| {
-            if self.shares.is_empty() {
-                self.map.add(t.id, h, t.ios(), &mut |_| *edges += 1)
-            } else {
-                let chains = &self.chains;
-                let u = self.uses.of_with(&self.shares, t, |site| {
-                    chains.get(site as usize).copied().unwrap_or_default()
-                });
-                let (uses, chain) = (u.regions, u.chain);
-                let found = &mut self.found;
-                found.clear();
-                // One instance: every region is local (the flag says which map, not whether).
-                // As in the scheduler, a task that only looks up tensors with no live entry
-                // skips the map.
-                let map = &mut self.map;
-                let quiet = u.lookups_only
-                    && t.ios()
-                        .iter()
-                        .zip(uses)
-                        .all(|(io, u)| u.0 == tmap::Use::Skip || map.quiet(io.tensor));
-                if (u.local || u.global) && !quiet {
-                    self.map
-                        .add_some(t.id, h, t.ios(), |k, _| uses[k].0, &mut |p| {
-                            *edges += 1;
-                            if chain != 0 {
-                                found.push(p.id);
-                            }
-                        })
-                } else {
-                    Ok(0)
-                }
-                .map(|_| {
-                    // The structural producers still in the window (task `t − d` retires
-                    // when task `t − d + window` arrives).
-                    let mut m = chain;
-                    while m != 0 {
-                        let d = m.trailing_zeros() as u64;
-                        m &= m - 1;
-                        if d < self.window && d <= t.id && !found.contains(&(t.id - d)) {
-                            *edges += 1;
-                        }
-                    }
-                })
-            }
-        });
-        match r {
+        match self.add(t) {
             Ok(()) => true,
             Err(e) => {
                 self.error = Some(e);
                 false
             }
         }
+    }
+}
+
+impl InOrderWindow {
+    /// Retires the task whose handle `t` takes and adds `t`.
+    #[inline]
+    fn add(&mut self, t: &ptovm_vm::Task) -> Result<(), tmap::MapError> {
+        // `t mod window`, without a division for a window that is a power of two.
+        let h = if self.window.is_power_of_two() {
+            t.id & (self.window - 1)
+        } else {
+            t.id % self.window
+        } as u32;
+        if t.id >= self.window {
+            self.map.retire(h)?;
+        }
+        let edges = &mut self.edges;
+        if self.shares.is_empty() {
+            return self.map.add(t.id, h, t.ios(), &mut |_| *edges += 1);
+        }
+        let chains = &self.chains;
+        let u = self.uses.of_with(&self.shares, t, |site| {
+            chains.get(site as usize).copied().unwrap_or_default()
+        });
+        let (uses, chain) = (u.regions, u.chain);
+        // One instance: every region is local (the flag says which map, not whether). As in
+        // the scheduler, a task that only looks up tensors with no live entry skips the map.
+        let map = &mut self.map;
+        let quiet = u.lookups_only
+            && t.ios()
+                .iter()
+                .zip(uses)
+                .all(|(io, u)| u.0 == tmap::Use::Skip || map.quiet(io.tensor));
+        let found = &mut self.found;
+        found.clear();
+        if (u.local || u.global) && !quiet {
+            map.add_some(t.id, h, t.ios(), |k, _| uses[k].0, &mut |p| {
+                *edges += 1;
+                if chain != 0 {
+                    found.push(p.id);
+                }
+            })?;
+        }
+        // The structural producers still in the window (task `t − d` retires when task
+        // `t − d + window` arrives).
+        let mut m = chain;
+        while m != 0 {
+            let d = m.trailing_zeros() as u64;
+            m &= m - 1;
+            if d < self.window && d <= t.id && (found.is_empty() || !found.contains(&(t.id - d))) {
+                *edges += 1;
+            }
+        }
+        Ok(())
     }
 }
 

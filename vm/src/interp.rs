@@ -382,9 +382,9 @@ struct PlanIo {
 }
 
 /// Task sites whose decoded form is cached, direct-mapped by instruction index.
-const PLAN_SITES: usize = 8;
+const PLAN_SITES: usize = 16;
 /// Region dimensions a cached site may have in all; a larger site is decoded at every task.
-const PLAN_DIMS: usize = 20;
+const PLAN_DIMS: usize = 12;
 
 /// A task site decoded for emission. Runtime parameters do not change during a run, so `PARAM`
 /// operands and tensor extents are resolved when the plan is made.

@@ -951,6 +951,9 @@ impl<S: Storage> TensorMap<S> {
         let first = handle * self.layout.max_task_io;
         let (ents, _, words, _) = self.mem.parts();
         let n = core::mem::replace(&mut words[count], 0);
+        if n == 0 {
+            return Ok(());
+        }
         let mut unlinked = 0;
         for e in first..first + n {
             let x = &ents[e as usize];
