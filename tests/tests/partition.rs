@@ -70,6 +70,45 @@ proptest! {
     }
 }
 
+/// Programs built around loop nests whose sites name tensors by the loops' variables, where
+/// the interpreter's fast paths apply (index dimensions written without checks, and records
+/// of an innermost loop's sites kept from one iteration to the next with only the loop
+/// variable's fields rewritten): the same check, on 1–6 AICPUs, with pauses after every task,
+/// every few tasks, or none.
+#[test]
+fn loop_nest_programs_partition_the_reference() {
+    let mut ran = 0;
+    for seed in 0..300u64 {
+        let src = if seed % 2 == 0 {
+            ptovm_tests::indexed_program(seed)
+        } else {
+            ptovm_tests::chained_program(seed)
+        };
+        let aicpus = 1 + (seed % 6) as u32;
+        let step = [1u64, 3, u64::MAX][(seed / 2 % 3) as usize];
+        ran += check(&src, seed, aicpus, step) as u32;
+    }
+    assert!(ran >= 250, "only {ran} of 300 programs ran");
+    // Parameters named by the inner loop's variable, the outer one's and constants, in
+    // every position.
+    for policy in ["affinity(i)", "round_robin(3)", "static(i)"] {
+        let src = format!(
+            "@tensor A: f16[4, 6]\n@tensor B: f16[6, 4]\n\
+             @kernel k(a, b, c): vector(in x, out y)\n@kernel m(a, b): cube(inout x)\n\
+             @workload w() {{ parallel_for i in dense[4] {{ for_each j in dense[6] {{\n\
+               task @k(i, 7, j) resources(A[i, j], B[j, i])\n\
+               task @m(j, i) resources(A[i, j])\n\
+               task @k(j, j, i) resources(B[j, i], A[i, j])\n\
+             }} }} }}\n@schedule s for w {{ dispatch = {policy} }}"
+        );
+        for aicpus in 1..=4 {
+            for step in [1u64, 2, 5, u64::MAX] {
+                assert!(check(&src, 0, aicpus, step));
+            }
+        }
+    }
+}
+
 #[test]
 fn most_generated_programs_run() {
     // The differential property is only as strong as the share of cases that get past the

@@ -483,8 +483,40 @@ pub struct Interpreter<'a, 'p> {
     done: bool,
     task: Task,
     plans: [Plan; PLAN_SITES],
+    /// Task records of the sites of the innermost loop `leaf_loop` runs (its `k`-th site's in
+    /// `templates[k]`): filled in full at the first iteration, then only the fields that
+    /// depend on the loop's variable change ([`Template`]).
+    templates: [Task; TEMPLATES],
+    template_of: [Template; TEMPLATES],
+    /// Which record the last task was emitted in: 0 for `task`, `k + 1` for `templates[k]`.
+    current: u8,
     stats: Stats,
 }
+
+/// Body sites of an innermost loop whose task records `leaf_loop` keeps from one iteration
+/// to the next.
+const TEMPLATES: usize = 4;
+
+/// What changes from one iteration to the next in a site's record kept by `leaf_loop`: the
+/// parameters and the index dimensions named by the loop's own variable (the site's plan has
+/// only loop-variable parameters and index dimensions, and the variables of the loops
+/// around it keep their values for the whole loop).
+#[derive(Clone, Copy, Debug)]
+struct Template {
+    nparams: u8,
+    /// `(parameter, depth)`.
+    params: [[u8; 2]; limits::MAX_TASK_PARAMS],
+    ndims: u8,
+    /// `(region, dimension, depth)`.
+    dims: [[u8; 3]; PLAN_DIMS],
+}
+
+const EMPTY_TEMPLATE: Template = Template {
+    nparams: 0,
+    params: [[0; 2]; limits::MAX_TASK_PARAMS],
+    ndims: 0,
+    dims: [[0; 3]; PLAN_DIMS],
+};
 
 type R<T> = Result<T, RunError>;
 
@@ -520,6 +552,9 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             done: false,
             task: Task::default(),
             plans: [EMPTY_PLAN; PLAN_SITES],
+            templates: core::array::from_fn(|_| Task::default()),
+            template_of: [EMPTY_TEMPLATE; TEMPLATES],
+            current: 0,
             stats: Stats::default(),
         };
         let c = v.config();
@@ -555,7 +590,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     /// The record of the task emitted last (valid until the next `run`): lets a caller that
     /// paused right after a task use it without copying.
     pub fn current_task(&self) -> &Task {
-        &self.task
+        match self.current {
+            0 => &self.task,
+            k => &self.templates[(k as usize - 1) % TEMPLATES],
+        }
     }
 
     /// Whether the program has ended.
@@ -1167,6 +1205,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                         continue;
                     }
                     self.fill_task(pc, r, id)?;
+                    self.current = 0;
                     let f = &self.frames[self.sp];
                     self.task.iter =
                         if Opcode::from_u8(f.op).map(|o| o.class()) == Some(OpClass::Loop) {
@@ -1236,8 +1275,12 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         } else {
             let round_robin = f.own == Own::Undecided && f.policy.kind == Policy::RoundRobin as u8;
             let mut pos = f.pos;
+            // Bit `k`: `templates[k]` holds the `k`-th site's record from this call.
+            let mut kept = 0u32;
+            let keep = f.simple as usize <= TEMPLATES;
             loop {
                 let mut q = f.at + 1;
+                let mut k = 0usize;
                 while q < f.end {
                     let r = self.rec(q);
                     let next = q + 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
@@ -1250,11 +1293,27 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                         _ => self.owner(&f.policy, q)? == self.me,
                     };
                     if mine {
-                        self.fill_task(q, r, id)?;
-                        self.task.iter = iter_flags(pos, f.ext);
+                        let t = if k < TEMPLATES && kept & 1 << k != 0 {
+                            self.refill(k, id);
+                            k + 1
+                        } else {
+                            self.fill_task(q, r, id)?;
+                            if keep && self.keep_template(q, k, f.depth) {
+                                kept |= 1 << k;
+                                k + 1
+                            } else {
+                                0
+                            }
+                        };
+                        self.current = t as u8;
+                        let task = match t {
+                            0 => &mut self.task,
+                            t => &mut self.templates[(t - 1) % TEMPLATES],
+                        };
+                        task.iter = iter_flags(pos, f.ext);
                         self.stats.emitted += 1;
                         *emitted += 1;
-                        if !sink.task(&self.task) || *emitted >= budget {
+                        if !sink.task(task) || *emitted >= budget {
                             self.frames[self.sp].pos = pos;
                             self.pc = next;
                             return Ok(Leaf::Paused);
@@ -1263,6 +1322,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                         self.stats.skipped += 1;
                     }
                     q = next;
+                    k += 1;
                 }
                 pos += 1;
                 if pos >= f.ext {
@@ -1568,6 +1628,58 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         })
     }
 
+    /// After `fill_task` for the site at `pc`, the `k`-th of the innermost loop at `depth`:
+    /// if its plan has only constant and loop-variable parameters and index dimensions,
+    /// copies the record to `templates[k]` and notes the fields that depend on the loop's
+    /// variable.
+    fn keep_template(&mut self, pc: u32, k: usize, depth: u8) -> bool {
+        let plan = &self.plans[pc as usize % PLAN_SITES];
+        let params = &plan.params[..plan.nparams as usize];
+        if k >= TEMPLATES
+            || plan.site != pc
+            || !plan.index_only
+            || params
+                .iter()
+                .any(|o| o.kind != OPERAND_CONST && o.kind != OPERAND_VAR)
+        {
+            return false;
+        }
+        let mut t = EMPTY_TEMPLATE;
+        for (i, o) in params.iter().enumerate() {
+            if o.kind == OPERAND_VAR && o.a == depth as u32 {
+                t.params[t.nparams as usize] = [i as u8, depth];
+                t.nparams += 1;
+            }
+        }
+        for &x in &plan.index_dims[..plan.ndims as usize] {
+            if x[2] == depth {
+                t.dims[t.ndims as usize] = x;
+                t.ndims += 1;
+            }
+        }
+        self.template_of[k] = t;
+        self.templates[k] = self.task.clone();
+        true
+    }
+
+    /// Task `id` of the site whose record `templates[k]` keeps: only the fields that depend
+    /// on the loop's variable change.
+    #[inline]
+    fn refill(&mut self, k: usize, id: u64) {
+        let k = k % TEMPLATES;
+        let (task, t, vars) = (&mut self.templates[k], &self.template_of[k], &self.vars);
+        task.id = id;
+        for &[i, d] in &t.params[..t.nparams as usize] {
+            task.params[i as usize % limits::MAX_TASK_PARAMS] =
+                vars[d as usize % limits::MAX_LOOP_DEPTH];
+        }
+        for &[io, dim, d] in &t.dims[..t.ndims as usize] {
+            let v = vars[d as usize % limits::MAX_LOOP_DEPTH];
+            task.io[io as usize % limits::MAX_TASK_IO].ranges[dim as usize % limits::MAX_RANK] =
+                (v, v + 1);
+        }
+    }
+
     fn fill_task(&mut self, pc: u32, r: Record, id: u64) -> R<()> {
         let slot = pc as usize % PLAN_SITES;
         if self.plans[slot].site != pc {
@@ -1861,12 +1973,14 @@ mod tests {
     use super::*;
 
     /// An interpreter lives in memory its caller provides (on the AICPU: the kernel's); keep
-    /// its size known and bounded.
+    /// its size known and bounded. Most of it is task records: the one it emits and the
+    /// `TEMPLATES` that `leaf_loop` keeps (about 2.3 KiB each), and the plans.
     #[test]
     fn interpreter_size_is_bounded() {
         let size = core::mem::size_of::<Interpreter<'static, 'static>>();
-        assert!(size <= 24 * 1024, "Interpreter is {size} bytes");
-        assert!(core::mem::size_of::<Plan>() <= 1400);
+        assert!(size <= 32 * 1024, "Interpreter is {size} bytes");
+        assert!(core::mem::size_of::<Plan>() <= 1024);
+        assert!(core::mem::size_of::<Task>() * (1 + TEMPLATES) <= 12 * 1024);
     }
 
     #[test]
