@@ -378,6 +378,8 @@ pub struct InOrderWindow {
     pub map: HeapMap,
     /// Window size (the map's handle count).
     pub window: u64,
+    /// `window − 1` for a window that is a power of two (greater than 1), else 0.
+    mask: u64,
     /// Edges found so far.
     pub edges: u64,
     /// Why the map refused a task, if it did (generation then pauses there).
@@ -403,6 +405,11 @@ impl InOrderWindow {
         Some(InOrderWindow {
             map: heap_map(layout, mode)?,
             window: layout.handles as u64,
+            mask: if layout.handles.is_power_of_two() {
+                layout.handles as u64 - 1
+            } else {
+                0
+            },
             edges: 0,
             error: None,
             shares: Vec::new(),
@@ -448,8 +455,8 @@ impl InOrderWindow {
     #[inline]
     fn add(&mut self, t: &ptovm_vm::Task) -> Result<(), tmap::MapError> {
         // `t mod window`, without a division for a window that is a power of two.
-        let h = if self.window.is_power_of_two() {
-            t.id & (self.window - 1)
+        let h = if self.mask != 0 {
+            t.id & self.mask
         } else {
             t.id % self.window
         } as u32;
@@ -468,14 +475,15 @@ impl InOrderWindow {
         // One instance: every region is local (the flag says which map, not whether). As in
         // the scheduler, a task that only looks up tensors with no live entry skips the map.
         let map = &mut self.map;
-        let quiet = u.lookups_only
-            && t.ios()
-                .iter()
-                .zip(uses)
-                .all(|(io, u)| u.0 == tmap::Use::Skip || map.quiet(io.tensor));
+        let needed = (u.local || u.global)
+            && !(u.lookups_only
+                && t.ios()
+                    .iter()
+                    .zip(uses)
+                    .all(|(io, u)| u.0 == tmap::Use::Skip || map.quiet(io.tensor)));
         let found = &mut self.found;
         found.clear();
-        if (u.local || u.global) && !quiet {
+        if needed {
             map.add_some(t.id, h, t.ios(), |k, _| uses[k].0, &mut |p| {
                 *edges += 1;
                 if chain != 0 {

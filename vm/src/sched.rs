@@ -1012,11 +1012,12 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         } = uses.of(&interp.program(), shares, t);
         // Local tensors first: only this AICPU's own tasks can be found there. A task that
         // only looks up tensors with no live entry there has nothing to do in it.
-        let quiet = lookups_only
-            && t.ios().iter().zip(uses).all(|(io, u)| {
-                !matches!(u, (Use::Lookup | Use::Find, false)) || map.quiet(io.tensor)
-            });
-        if local && !quiet {
+        let needed = local
+            && !(lookups_only
+                && t.ios().iter().zip(uses).all(|(io, u)| {
+                    !matches!(u, (Use::Lookup | Use::Find, false)) || map.quiet(io.tensor)
+                }));
+        if needed {
             map.add_some(
                 t.id,
                 k,
