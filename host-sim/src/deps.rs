@@ -465,7 +465,7 @@ impl InOrderWindow {
         }
         let edges = &mut self.edges;
         if self.shares.is_empty() {
-            return self.map.add(t.id, h, t.ios(), &mut |_| *edges += 1);
+            return Self::add_all(&mut self.map, t, h, edges);
         }
         let chains = &self.chains;
         let u = self.uses.of_with(&self.shares, t, |site| {
@@ -484,12 +484,7 @@ impl InOrderWindow {
         let found = &mut self.found;
         found.clear();
         if needed {
-            map.add_some(t.id, h, t.ios(), |k, _| uses[k].0, &mut |p| {
-                *edges += 1;
-                if chain != 0 {
-                    found.push(p.id);
-                }
-            })?;
+            Self::look_up(map, t, h, uses, chain, edges, found)?;
         }
         // The structural producers still in the window (task `t − d` retires when task
         // `t − d + window` arrives).
@@ -502,6 +497,38 @@ impl InOrderWindow {
             }
         }
         Ok(())
+    }
+
+    /// [`InOrderWindow::add`] without tensor classes: every region recorded.
+    #[inline(never)]
+    fn add_all(
+        map: &mut HeapMap,
+        t: &ptovm_vm::Task,
+        h: u32,
+        edges: &mut u64,
+    ) -> Result<(), tmap::MapError> {
+        map.add(t.id, h, t.ios(), &mut |_| *edges += 1)
+    }
+
+    /// The map's part of [`InOrderWindow::add`] (kept out of line: most tasks of a program
+    /// with chained and carried tensors do not come here).
+    #[inline(never)]
+    fn look_up(
+        map: &mut HeapMap,
+        t: &ptovm_vm::Task,
+        h: u32,
+        uses: &[(tmap::Use, bool)],
+        chain: u64,
+        edges: &mut u64,
+        found: &mut Vec<u64>,
+    ) -> Result<(), tmap::MapError> {
+        map.add_some(t.id, h, t.ios(), |k, _| uses[k].0, &mut |p| {
+            *edges += 1;
+            if chain != 0 {
+                found.push(p.id);
+            }
+        })
+        .map(|_| ())
     }
 }
 

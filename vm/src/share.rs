@@ -757,6 +757,39 @@ impl Default for SiteUses {
 }
 
 impl SiteUses {
+    /// The uses of `t`, whose site (remembered in entry `k`, its [`chain`] `c`) has regions of
+    /// carried tensors and which is in its loop's first or last iteration, into `task`.
+    #[inline(never)]
+    fn at_ends(&mut self, k: usize, c: Chain, t: &crate::Task) -> Needs {
+        let ios = t.ios();
+        for (j, u) in self.task.iter_mut().enumerate().take(ios.len()) {
+            *u = if c.carried & 1 << j != 0 {
+                (c.use_of(j, t.iter), false)
+            } else {
+                self.uses[k][j]
+            };
+        }
+        needs(&self.task[..ios.len()], ios)
+    }
+
+    /// Works out and remembers, in entry `k`, the uses of `t`'s site, whose [`chain`] is `c`.
+    #[inline(never)]
+    fn remember(&mut self, k: usize, shares: &[Sharing], t: &crate::Task, c: Chain) {
+        let ios = t.ios();
+        for (j, (u, io)) in self.uses[k].iter_mut().zip(ios).enumerate() {
+            // A carried tensor's region: skipped except in its loop's first and last
+            // iterations, which go by `Chain::use_of` in `of_with`.
+            *u = if c.carried & 1 << j != 0 {
+                (Use::Skip, false)
+            } else {
+                use_of(shares, t.id, t.site, io)
+            };
+        }
+        self.needs[k] = needs(&self.uses[k][..ios.len()], ios);
+        self.chains[k] = c;
+        self.site[k] = t.site;
+    }
+
     /// How each region of `t` goes to the maps, in order (`use_of`, and for a carried
     /// tensor's region [`Chain::use_of`]), and the predecessors the program names
     /// ([`Chain::producers`]).
@@ -782,19 +815,7 @@ impl SiteUses {
         let k = t.site as usize % USE_SITES;
         let ios = t.ios();
         if self.site[k] != t.site {
-            let c = chain_of(t.site);
-            for (j, (u, io)) in self.uses[k].iter_mut().zip(ios).enumerate() {
-                // A carried tensor's region: skipped except in its loop's first and last
-                // iterations, which go by `Chain::use_of` below.
-                *u = if c.carried & 1 << j != 0 {
-                    (Use::Skip, false)
-                } else {
-                    use_of(shares, t.id, t.site, io)
-                };
-            }
-            self.needs[k] = needs(&self.uses[k][..ios.len()], ios);
-            self.chains[k] = c;
-            self.site[k] = t.site;
+            self.remember(k, shares, t, chain_of(t.site));
         }
         let c = self.chains[k];
         let ends = t.iter & (crate::interp::ITER_FIRST | crate::interp::ITER_LAST);
@@ -808,14 +829,7 @@ impl SiteUses {
                 lookups_only: n.lookups_only,
             };
         }
-        for (j, u) in self.task.iter_mut().enumerate().take(ios.len()) {
-            *u = if c.carried & 1 << j != 0 {
-                (c.use_of(j, t.iter), false)
-            } else {
-                self.uses[k][j]
-            };
-        }
-        let n = needs(&self.task[..ios.len()], ios);
+        let n = self.at_ends(k, c, t);
         TaskUses {
             regions: &self.task[..ios.len()],
             chain: c.producers(t.iter),

@@ -938,7 +938,7 @@ impl<S: Storage> TensorMap<S> {
     pub fn retire_with(
         &mut self,
         handle: u32,
-        mut each: impl FnMut(u16, bool),
+        each: impl FnMut(u16, bool),
     ) -> Result<(), MapError> {
         if handle >= self.layout.handles {
             return Err(MapError::Handle {
@@ -947,13 +947,20 @@ impl<S: Storage> TensorMap<S> {
             });
         }
         let count = self.bases.handle as usize + handle as usize;
+        if self.mem.parts().2[count] == 0 {
+            return Ok(());
+        }
+        self.retire_entries(handle, count, each);
+        Ok(())
+    }
+
+    /// [`TensorMap::retire_with`] for a handle that holds entries.
+    #[inline(never)]
+    fn retire_entries(&mut self, handle: u32, count: usize, mut each: impl FnMut(u16, bool)) {
         let bases = self.bases;
         let first = handle * self.layout.max_task_io;
         let (ents, _, words, _) = self.mem.parts();
         let n = core::mem::replace(&mut words[count], 0);
-        if n == 0 {
-            return Ok(());
-        }
         let mut unlinked = 0;
         for e in first..first + n {
             let x = &ents[e as usize];
@@ -965,7 +972,6 @@ impl<S: Storage> TensorMap<S> {
         }
         self.used -= n;
         self.live -= unlinked;
-        Ok(())
     }
 
     #[inline]
