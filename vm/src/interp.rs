@@ -490,6 +490,11 @@ pub struct Interpreter<'a, 'p> {
     template_of: [Template; TEMPLATES],
     /// Which record the last task was emitted in: 0 for `task`, `k + 1` for `templates[k]`.
     current: u8,
+    /// Bit `k`: `templates[k]` holds the `k`-th site's record of the loop at `kept_loop`,
+    /// from its current run (any loop's entry clears it; the scheduler's pauses after each
+    /// task do not).
+    kept: u32,
+    kept_loop: u32,
     stats: Stats,
 }
 
@@ -555,6 +560,8 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             templates: core::array::from_fn(|_| Task::default()),
             template_of: [EMPTY_TEMPLATE; TEMPLATES],
             current: 0,
+            kept: 0,
+            kept_loop: u32::MAX,
             stats: Stats::default(),
         };
         let c = v.config();
@@ -1275,8 +1282,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         } else {
             let round_robin = f.own == Own::Undecided && f.policy.kind == Policy::RoundRobin as u8;
             let mut pos = f.pos;
-            // Bit `k`: `templates[k]` holds the `k`-th site's record from this call.
-            let mut kept = 0u32;
+            // Bit `k`: `templates[k]` holds the `k`-th site's record from this run of the
+            // loop (kept across pauses: only entering a loop clears it).
+            let mut kept = if self.kept_loop == f.at { self.kept } else { 0 };
+            self.kept_loop = f.at;
             let keep = f.simple as usize <= TEMPLATES;
             loop {
                 let mut q = f.at + 1;
@@ -1314,6 +1323,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                         self.stats.emitted += 1;
                         *emitted += 1;
                         if !sink.task(task) || *emitted >= budget {
+                            self.kept = kept;
                             self.frames[self.sp].pos = pos;
                             self.pc = next;
                             return Ok(Leaf::Paused);
@@ -1332,6 +1342,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 self.stats.visits += 1;
             }
         }
+        self.kept = 0;
         self.sp -= 1;
         self.loops -= 1;
         self.pc = f.after;
@@ -1354,6 +1365,9 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     fn enter_loop(&mut self, pc: u32, r: Record) -> R<()> {
+        // The variables of the loops around this one may have changed since its last run:
+        // no record kept for an innermost loop stays valid.
+        self.kept = 0;
         let (ext, base, indices) = self.axis(r.op1(), pc)?;
         let end = r.op2();
         if ext == 0 {
