@@ -292,6 +292,8 @@ enum Leaf {
     Ran,
     /// Emission paused inside the loop.
     Paused,
+    /// The rest of an iteration that had paused ran; the loop goes on as usual.
+    Rest,
 }
 
 /// [`Task::iter`]: the task's iteration is its loop's first.
@@ -495,6 +497,9 @@ pub struct Interpreter<'a, 'p> {
     /// task do not).
     kept: u32,
     kept_loop: u32,
+    /// Where `leaf_loop` last paused inside an iteration of the loop at `kept_loop`: the
+    /// next site's instruction index and its position in the body.
+    resume: (u32, u32),
     stats: Stats,
 }
 
@@ -562,6 +567,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             current: 0,
             kept: 0,
             kept_loop: u32::MAX,
+            resume: (u32::MAX, 0),
             stats: Stats::default(),
         };
         let c = v.config();
@@ -1185,7 +1191,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             }
             match self.leaf_loop(sink, budget, &mut emitted)? {
                 Leaf::NotApplicable => {}
-                Leaf::Ran => continue,
+                Leaf::Ran | Leaf::Rest => continue,
                 Leaf::Paused => return Ok(Status::Paused),
             }
             let pc = self.pc;
@@ -1247,10 +1253,15 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             return Ok(Leaf::NotApplicable);
         }
         let f = &self.frames[self.sp];
-        if self.pc != f.at + 1
-            || f.deciding
-            || Opcode::from_u8(f.op).map(|o| o.class()) != Some(OpClass::Loop)
-        {
+        if f.deciding || Opcode::from_u8(f.op).map(|o| o.class()) != Some(OpClass::Loop) {
+            return Ok(Leaf::NotApplicable);
+        }
+        if self.pc != f.at + 1 {
+            // Inside an iteration: where this path paused (the scheduler stages one task at
+            // a time), it runs the rest of the iteration.
+            if self.kept_loop == f.at && self.resume.0 == self.pc && f.own != Own::NotMine {
+                return self.leaf_rest(sink, budget, emitted);
+            }
             return Ok(Leaf::NotApplicable);
         }
         if f.simple == UNKNOWN_SIMPLE {
@@ -1280,56 +1291,19 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             self.next_id = self.next_id.checked_add(n).ok_or(RunError::TooManyTasks)?;
             self.stats.skipped += n;
         } else {
-            let round_robin = f.own == Own::Undecided && f.policy.kind == Policy::RoundRobin as u8;
             let mut pos = f.pos;
             // Bit `k`: `templates[k]` holds the `k`-th site's record from this run of the
             // loop (kept across pauses: only entering a loop clears it).
             let mut kept = if self.kept_loop == f.at { self.kept } else { 0 };
             self.kept_loop = f.at;
-            let keep = f.simple as usize <= TEMPLATES;
             loop {
                 let mut q = f.at + 1;
                 let mut k = 0usize;
                 while q < f.end {
-                    let r = self.rec(q);
-                    let next = q + 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
-                    let id = self.next_id;
-                    self.next_id = id.checked_add(1).ok_or(RunError::TooManyTasks)?;
-                    self.stats.instructions += 1;
-                    let mine = match f.own {
-                        Own::Mine => true,
-                        _ if round_robin => id % self.n == self.me,
-                        _ => self.owner(&f.policy, q)? == self.me,
-                    };
-                    if mine {
-                        let t = if k < TEMPLATES && kept & 1 << k != 0 {
-                            self.refill(k, id);
-                            k + 1
-                        } else {
-                            self.fill_task(q, r, id)?;
-                            if keep && self.keep_template(q, k, f.depth) {
-                                kept |= 1 << k;
-                                k + 1
-                            } else {
-                                0
-                            }
-                        };
-                        self.current = t as u8;
-                        let task = match t {
-                            0 => &mut self.task,
-                            t => &mut self.templates[(t - 1) % TEMPLATES],
-                        };
-                        task.iter = iter_flags(pos, f.ext);
-                        self.stats.emitted += 1;
-                        *emitted += 1;
-                        if !sink.task(task) || *emitted >= budget {
-                            self.kept = kept;
-                            self.frames[self.sp].pos = pos;
-                            self.pc = next;
-                            return Ok(Leaf::Paused);
-                        }
-                    } else {
-                        self.stats.skipped += 1;
+                    let (next, paused) =
+                        self.leaf_site(sink, budget, emitted, &f, (q, k, pos), &mut kept)?;
+                    if paused {
+                        return Ok(Leaf::Paused);
                     }
                     q = next;
                     k += 1;
@@ -1347,6 +1321,91 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         self.loops -= 1;
         self.pc = f.after;
         Ok(Leaf::Ran)
+    }
+
+    /// `leaf_loop` from inside an iteration where it paused: the rest of the iteration's
+    /// sites, then back to the loop's usual end-of-body step.
+    #[inline(never)]
+    fn leaf_rest<S: Sink + ?Sized>(
+        &mut self,
+        sink: &mut S,
+        budget: u64,
+        emitted: &mut u64,
+    ) -> R<Leaf> {
+        let f = self.frames[self.sp];
+        let (mut q, mut k) = (self.pc, self.resume.1 as usize);
+        let mut kept = self.kept;
+        while q < f.end {
+            let (next, paused) =
+                self.leaf_site(sink, budget, emitted, &f, (q, k, f.pos), &mut kept)?;
+            if paused {
+                return Ok(Leaf::Paused);
+            }
+            q = next;
+            k += 1;
+        }
+        self.kept = kept;
+        self.pc = f.end;
+        Ok(Leaf::Rest)
+    }
+
+    /// One task site of a `leaf_loop` body, the `k`-th, at `q`, in iteration `pos` of the
+    /// loop `f`: emits its task if this instance owns it, in the record kept for the site
+    /// where it can. Gives the next site's index and whether emission paused (then the
+    /// interpreter's state is saved to resume at the next site).
+    #[inline(always)]
+    fn leaf_site<S: Sink + ?Sized>(
+        &mut self,
+        sink: &mut S,
+        budget: u64,
+        emitted: &mut u64,
+        f: &Frame,
+        (q, k, pos): (u32, usize, u64),
+        kept: &mut u32,
+    ) -> R<(u32, bool)> {
+        let r = self.rec(q);
+        let next = q + 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
+        let id = self.next_id;
+        self.next_id = id.checked_add(1).ok_or(RunError::TooManyTasks)?;
+        self.stats.instructions += 1;
+        let mine = match f.own {
+            Own::Mine => true,
+            Own::Undecided if f.policy.kind == Policy::RoundRobin as u8 => id % self.n == self.me,
+            _ => self.owner(&f.policy, q)? == self.me,
+        };
+        let (ext, depth, simple) = (f.ext, f.depth, f.simple);
+        if !mine {
+            self.stats.skipped += 1;
+            return Ok((next, false));
+        }
+        let t = if k < TEMPLATES && *kept & 1 << k != 0 {
+            self.refill(k, id);
+            k + 1
+        } else {
+            self.fill_task(q, r, id)?;
+            if simple as usize <= TEMPLATES && self.keep_template(q, k, depth) {
+                *kept |= 1 << k;
+                k + 1
+            } else {
+                0
+            }
+        };
+        self.current = t as u8;
+        let task = match t {
+            0 => &mut self.task,
+            t => &mut self.templates[(t - 1) % TEMPLATES],
+        };
+        task.iter = iter_flags(pos, ext);
+        self.stats.emitted += 1;
+        *emitted += 1;
+        if !sink.task(task) || *emitted >= budget {
+            self.kept = *kept;
+            self.resume = (next, k as u32 + 1);
+            self.frames[self.sp].pos = pos;
+            self.pc = next;
+            return Ok((next, true));
+        }
+        Ok((next, false))
     }
 
     fn push(&mut self, mut f: Frame) {
