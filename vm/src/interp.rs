@@ -486,8 +486,8 @@ pub struct Interpreter<'a, 'p> {
     task: Task,
     plans: [Plan; PLAN_SITES],
     /// Task records of the sites of the innermost loop `leaf_loop` runs (its `k`-th site's in
-    /// `templates[k]`): filled in full at the first iteration, then only the fields that
-    /// depend on the loop's variable change ([`Template`]).
+    /// `templates[k]`): filled in full the first time the site emits in a run of the loop,
+    /// then only the fields that depend on the loop's variable change ([`Template`]).
     templates: [Task; TEMPLATES],
     template_of: [Template; TEMPLATES],
     /// Which record the last task was emitted in: 0 for `task`, `k + 1` for `templates[k]`.
@@ -509,8 +509,8 @@ const TEMPLATES: usize = 4;
 
 /// What changes from one iteration to the next in a site's record kept by `leaf_loop`: the
 /// parameters and the index dimensions named by the loop's own variable (the site's plan has
-/// only loop-variable parameters and index dimensions, and the variables of the loops
-/// around it keep their values for the whole loop).
+/// only constant and loop-variable parameters and index dimensions, and the variables of the
+/// loops around it keep their values for the whole run of the loop).
 #[derive(Clone, Copy, Debug)]
 struct Template {
     nparams: u8,
