@@ -1373,7 +1373,6 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             Own::Undecided if f.policy.kind == Policy::RoundRobin as u8 => id % self.n == self.me,
             _ => self.owner(&f.policy, q)? == self.me,
         };
-        let (ext, depth, simple) = (f.ext, f.depth, f.simple);
         if !mine {
             self.stats.skipped += 1;
             return Ok((next, false));
@@ -1383,7 +1382,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             k + 1
         } else {
             self.fill_task(q, r, id)?;
-            if simple as usize <= TEMPLATES && self.keep_template(q, k, depth) {
+            if f.simple as usize <= TEMPLATES && self.keep_template(q, k, f.depth) {
                 *kept |= 1 << k;
                 k + 1
             } else {
@@ -1395,7 +1394,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             0 => &mut self.task,
             t => &mut self.templates[(t - 1) % TEMPLATES],
         };
-        task.iter = iter_flags(pos, ext);
+        task.iter = iter_flags(pos, f.ext);
         self.stats.emitted += 1;
         *emitted += 1;
         if !sink.task(task) || *emitted >= budget {
