@@ -107,6 +107,35 @@ fn loop_nest_programs_partition_the_reference() {
             }
         }
     }
+    // More task sites in one loop (20) than the interpreter keeps decoded (16), of several
+    // lengths so their instruction indices share cache slots, next to a loop of 7: every
+    // task is still its own site's.
+    let mut body = String::new();
+    for s in 0..20 {
+        body += &match s % 3 {
+            0 => format!(
+                "task @k(i, {s}, i) resources(A[i, {}], B[{}, i])\n",
+                s % 6,
+                s % 6
+            ),
+            1 => format!("task @m(i, {s}) resources(A[i, {}])\n", s % 6),
+            _ => format!("task @n(i) resources(B[{}, i], A[i, 0], A[i, 1])\n", s % 6),
+        };
+    }
+    let src = format!(
+        "@tensor A: f16[4, 6]\n@tensor B: f16[6, 4]\n\
+         @kernel k(a, b, c): vector(in x, out y)\n@kernel m(a, b): cube(inout x)\n\
+         @kernel n(a): vector(in x, in y, out z)\n\
+         @workload w() {{ parallel_for i in dense[4] {{\n{body}}}\n\
+           parallel_for i in dense[4] {{ for_each j in dense[3] {{\n\
+             task @m(i, j) resources(A[i, j])\n task @k(j, i, 1) resources(A[i, j], B[j, i])\n\
+           }}\n{body}}} }}\n@schedule s for w {{ dispatch = affinity(i) }}"
+    );
+    for aicpus in 1..=3 {
+        for step in [1u64, 4, u64::MAX] {
+            assert!(check(&src, 0, aicpus, step));
+        }
+    }
 }
 
 #[test]

@@ -383,7 +383,9 @@ struct PlanIo {
     ndims: u8,
 }
 
-/// Task sites whose decoded form is cached, direct-mapped by instruction index.
+/// Task sites whose decoded form is cached: a site's plan is looked for first in the slot its
+/// instruction index maps to, then in the others; a new one replaces the oldest (so a loop's
+/// sites stay cached together whatever their indices, up to this many).
 const PLAN_SITES: usize = 16;
 /// Region dimensions a cached site may have in all; a larger site is decoded at every task.
 const PLAN_DIMS: usize = 12;
@@ -485,6 +487,8 @@ pub struct Interpreter<'a, 'p> {
     done: bool,
     task: Task,
     plans: [Plan; PLAN_SITES],
+    /// The plan slot a new plan takes when its own is taken (round robin: the oldest).
+    plan_next: u8,
     /// Task records of the sites of the innermost loop `leaf_loop` runs (its `k`-th site's in
     /// `templates[k]`): filled in full the first time the site emits in a run of the loop,
     /// then only the fields that depend on the loop's variable change ([`Template`]).
@@ -513,19 +517,23 @@ const TEMPLATES: usize = 4;
 /// loops around it keep their values for the whole run of the loop).
 #[derive(Clone, Copy, Debug)]
 struct Template {
-    nparams: u8,
-    /// `(parameter, depth)`.
-    params: [[u8; 2]; limits::MAX_TASK_PARAMS],
+    /// The loop's depth: its variable is the value every field below takes.
+    depth: u8,
+    /// Bit `i`: parameter `i` is the loop's variable.
+    params: u16,
     ndims: u8,
-    /// `(region, dimension, depth)`.
-    dims: [[u8; 3]; PLAN_DIMS],
+    /// `(region, dimension)` of the index dimensions named by the loop's variable.
+    dims: [[u8; 2]; PLAN_DIMS],
+    /// The instruction after the site (the next site of the loop's body, or its end).
+    next: u32,
 }
 
 const EMPTY_TEMPLATE: Template = Template {
-    nparams: 0,
-    params: [[0; 2]; limits::MAX_TASK_PARAMS],
+    depth: 0,
+    params: 0,
     ndims: 0,
-    dims: [[0; 3]; PLAN_DIMS],
+    dims: [[0; 2]; PLAN_DIMS],
+    next: 0,
 };
 
 type R<T> = Result<T, RunError>;
@@ -562,6 +570,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             done: false,
             task: Task::default(),
             plans: [EMPTY_PLAN; PLAN_SITES],
+            plan_next: 0,
             templates: core::array::from_fn(|_| Task::default()),
             template_of: [EMPTY_TEMPLATE; TEMPLATES],
             current: 0,
@@ -1363,8 +1372,6 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         (q, k, pos): (u32, usize, u64),
         kept: &mut u32,
     ) -> R<(u32, bool)> {
-        let r = self.rec(q);
-        let next = q + 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
         let id = self.next_id;
         self.next_id = id.checked_add(1).ok_or(RunError::TooManyTasks)?;
         self.stats.instructions += 1;
@@ -1373,20 +1380,21 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             Own::Undecided if f.policy.kind == Policy::RoundRobin as u8 => id % self.n == self.me,
             _ => self.owner(&f.policy, q)? == self.me,
         };
-        if !mine {
-            self.stats.skipped += 1;
-            return Ok((next, false));
-        }
-        let t = if k < TEMPLATES && *kept & 1 << k != 0 {
-            self.refill(k, id);
-            k + 1
+        let (next, t) = if mine && k < TEMPLATES && *kept & 1 << k != 0 {
+            (self.refill(k, id), k + 1)
         } else {
+            let r = self.rec(q);
+            let next = q + 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
+            if !mine {
+                self.stats.skipped += 1;
+                return Ok((next, false));
+            }
             self.fill_task(q, r, id)?;
             if f.simple as usize <= TEMPLATES && self.keep_template(q, k, f.depth) {
                 *kept |= 1 << k;
-                k + 1
+                (next, k + 1)
             } else {
-                0
+                (next, 0)
             }
         };
         self.current = t as u8;
@@ -1705,7 +1713,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     /// copies the record to `templates[k]` and notes the fields that depend on the loop's
     /// variable.
     fn keep_template(&mut self, pc: u32, k: usize, depth: u8) -> bool {
-        let plan = &self.plans[pc as usize % PLAN_SITES];
+        let Some(slot) = self.plan_slot(pc) else {
+            return false;
+        };
+        let plan = &self.plans[slot];
         let params = &plan.params[..plan.nparams as usize];
         if k >= TEMPLATES
             || plan.site != pc
@@ -1717,49 +1728,78 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             return false;
         }
         let mut t = EMPTY_TEMPLATE;
+        t.depth = depth;
         for (i, o) in params.iter().enumerate() {
             if o.kind == OPERAND_VAR && o.a == depth as u32 {
-                t.params[t.nparams as usize] = [i as u8, depth];
-                t.nparams += 1;
+                t.params |= 1 << i;
             }
         }
-        for &x in &plan.index_dims[..plan.ndims as usize] {
-            if x[2] == depth {
-                t.dims[t.ndims as usize] = x;
+        for &[io, dim, d] in &plan.index_dims[..plan.ndims as usize] {
+            if d == depth {
+                t.dims[t.ndims as usize] = [io, dim];
                 t.ndims += 1;
             }
         }
+        let r = self.rec(pc);
+        t.next = pc + 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
         self.template_of[k] = t;
         self.templates[k] = self.task.clone();
         true
     }
 
     /// Task `id` of the site whose record `templates[k]` keeps: only the fields that depend
-    /// on the loop's variable change.
-    #[inline]
-    fn refill(&mut self, k: usize, id: u64) {
+    /// on the loop's variable change. Gives the instruction after the site.
+    #[inline(always)]
+    fn refill(&mut self, k: usize, id: u64) -> u32 {
         let k = k % TEMPLATES;
-        let (task, t, vars) = (&mut self.templates[k], &self.template_of[k], &self.vars);
+        let (task, t) = (&mut self.templates[k], &self.template_of[k]);
+        let v = self.vars[t.depth as usize % limits::MAX_LOOP_DEPTH];
         task.id = id;
-        for &[i, d] in &t.params[..t.nparams as usize] {
-            task.params[i as usize % limits::MAX_TASK_PARAMS] =
-                vars[d as usize % limits::MAX_LOOP_DEPTH];
+        let mut m = t.params;
+        while m != 0 {
+            task.params[m.trailing_zeros() as usize % limits::MAX_TASK_PARAMS] = v;
+            m &= m - 1;
         }
-        for &[io, dim, d] in &t.dims[..t.ndims as usize] {
-            let v = vars[d as usize % limits::MAX_LOOP_DEPTH];
+        for &[io, dim] in t.dims.iter().take(t.ndims as usize) {
             task.io[io as usize % limits::MAX_TASK_IO].ranges[dim as usize % limits::MAX_RANK] =
                 (v, v + 1);
         }
+        t.next
+    }
+
+    /// The plan slot holding the site at `pc`, if one does: its own slot first.
+    #[inline]
+    fn plan_slot(&self, pc: u32) -> Option<usize> {
+        let own = pc as usize % PLAN_SITES;
+        if self.plans[own].site == pc {
+            return Some(own);
+        }
+        self.plans.iter().position(|p| p.site == pc)
+    }
+
+    /// A new plan's slot: the site's own if it is empty, else the oldest of the others.
+    fn plan_victim(&mut self, pc: u32) -> usize {
+        let own = pc as usize % PLAN_SITES;
+        if self.plans[own].site == EMPTY_PLAN.site {
+            return own;
+        }
+        let slot = self.plan_next as usize % PLAN_SITES;
+        self.plan_next = ((slot + 1) % PLAN_SITES) as u8;
+        slot
     }
 
     fn fill_task(&mut self, pc: u32, r: Record, id: u64) -> R<()> {
-        let slot = pc as usize % PLAN_SITES;
-        if self.plans[slot].site != pc {
-            match self.make_plan(pc, r) {
-                Some(plan) => self.plans[slot] = plan,
+        let slot = match self.plan_slot(pc) {
+            Some(slot) => slot,
+            None => match self.make_plan(pc, r) {
+                Some(plan) => {
+                    let slot = self.plan_victim(pc);
+                    self.plans[slot] = plan;
+                    slot
+                }
                 None => return self.fill_task_decoding(pc, r, id),
-            }
-        }
+            },
+        };
         let Interpreter {
             v,
             p,
