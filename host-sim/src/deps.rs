@@ -472,15 +472,12 @@ impl InOrderWindow {
             chains.get(site as usize).copied().unwrap_or_default()
         });
         let (uses, chain) = (u.regions, u.chain);
-        // One instance: every region is local (the flag says which map, not whether). As in
-        // the scheduler, a task that only looks up tensors with no live entry skips the map.
+        // One instance: every region is local (the flag says which map, not whether; a
+        // tensor past the classes goes to the "global" one). As in the scheduler, a task that
+        // only looks up tensors with no live entry skips the map.
         let map = &mut self.map;
-        let needed = (u.local || u.global)
-            && !(u.lookups_only
-                && t.ios()
-                    .iter()
-                    .zip(uses)
-                    .all(|(io, u)| u.0 == tmap::Use::Skip || map.quiet(io.tensor)));
+        let needed =
+            u.global || (u.local && !(u.lookups_only && u.quiet.iter().all(|&x| map.quiet(x))));
         let found = &mut self.found;
         found.clear();
         if needed {

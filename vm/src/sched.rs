@@ -1009,14 +1009,11 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             local,
             global,
             lookups_only,
+            quiet,
         } = uses.of(&interp.program(), shares, t);
         // Local tensors first: only this AICPU's own tasks can be found there. A task that
         // only looks up tensors with no live entry there has nothing to do in it.
-        let needed = local
-            && !(lookups_only
-                && t.ios().iter().zip(uses).all(|(io, u)| {
-                    !matches!(u, (Use::Lookup | Use::Find, false)) || map.quiet(io.tensor)
-                }));
+        let needed = local && !(lookups_only && quiet.iter().all(|&x| map.quiet(x)));
         if needed {
             map.add_some(
                 t.id,

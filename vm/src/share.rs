@@ -693,8 +693,9 @@ pub struct SiteUses {
     /// global map.
     needs: [Needs; USE_SITES],
     chains: [Chain; USE_SITES],
-    /// The uses of the last task with regions of carried tensors.
+    /// The uses of the last task with regions of carried tensors, and their needs.
     task: [(Use, bool); limits::MAX_TASK_IO],
+    task_needs: Needs,
 }
 
 /// How a task's regions go to the maps ([`SiteUses::of`]).
@@ -713,15 +714,18 @@ pub struct TaskUses<'a> {
     /// or [`Use::Find`]): then a map whose tensors of those regions are all quiet
     /// ([`crate::tmap::TensorMap::quiet`]) has nothing to find and nothing to change.
     pub lookups_only: bool,
+    /// The tensors of the regions for the local map, each once: with `lookups_only`, the
+    /// local map has nothing to do while all of them are quiet.
+    pub quiet: &'a [u16],
 }
 
 /// Whether `uses` (of the regions `ios`) has a region for the local map and one for the
 /// global map, and whether all those regions are reads only looked up.
+/// Also lists the tensors of the regions for the local map, each once.
 fn needs(uses: &[(Use, bool)], ios: &[crate::Io]) -> Needs {
     let mut n = Needs {
-        local: false,
-        global: false,
         lookups_only: true,
+        ..Needs::default()
     };
     for (&(u, global), io) in uses.iter().zip(ios) {
         if u != Use::Skip {
@@ -729,6 +733,11 @@ fn needs(uses: &[(Use, bool)], ios: &[crate::Io]) -> Needs {
                 n.global = true;
             } else {
                 n.local = true;
+                let have = &n.quiet[..n.nquiet as usize];
+                if !have.contains(&io.tensor) {
+                    n.quiet[have.len() % limits::MAX_TASK_IO] = io.tensor;
+                    n.nquiet += 1;
+                }
             }
             n.lookups_only &= matches!(u, Use::Lookup | Use::Find) && !io.writes();
         }
@@ -742,6 +751,9 @@ struct Needs {
     local: bool,
     global: bool,
     lookups_only: bool,
+    nquiet: u8,
+    /// The tensors of the regions for the local map (`TaskUses::quiet`).
+    quiet: [u16; limits::MAX_TASK_IO],
 }
 
 impl Default for SiteUses {
@@ -752,6 +764,7 @@ impl Default for SiteUses {
             needs: [Needs::default(); USE_SITES],
             chains: [Chain::default(); USE_SITES],
             task: [(Use::Skip, false); limits::MAX_TASK_IO],
+            task_needs: Needs::default(),
         }
     }
 }
@@ -760,7 +773,7 @@ impl SiteUses {
     /// The uses of `t`, whose site (remembered in entry `k`, its [`chain`] `c`) has regions of
     /// carried tensors and which is in its loop's first or last iteration, into `task`.
     #[inline(never)]
-    fn at_ends(&mut self, k: usize, c: Chain, t: &crate::Task) -> Needs {
+    fn at_ends(&mut self, k: usize, c: Chain, t: &crate::Task) {
         let ios = t.ios();
         for (j, u) in self.task.iter_mut().enumerate().take(ios.len()) {
             *u = if c.carried & 1 << j != 0 {
@@ -769,7 +782,7 @@ impl SiteUses {
                 self.uses[k][j]
             };
         }
-        needs(&self.task[..ios.len()], ios)
+        self.task_needs = needs(&self.task[..ios.len()], ios);
     }
 
     /// Works out and remembers, in entry `k`, the uses of `t`'s site, whose [`chain`] is `c`.
@@ -820,22 +833,25 @@ impl SiteUses {
         let c = self.chains[k];
         let ends = t.iter & (crate::interp::ITER_FIRST | crate::interp::ITER_LAST);
         if c.carried == 0 || ends == 0 {
-            let n = self.needs[k];
+            let n = &self.needs[k];
             return TaskUses {
                 regions: &self.uses[k][..ios.len()],
                 chain: c.producers(t.iter),
                 local: n.local,
                 global: n.global,
                 lookups_only: n.lookups_only,
+                quiet: &n.quiet[..n.nquiet as usize],
             };
         }
-        let n = self.at_ends(k, c, t);
+        self.at_ends(k, c, t);
+        let n = &self.task_needs;
         TaskUses {
             regions: &self.task[..ios.len()],
             chain: c.producers(t.iter),
             local: n.local,
             global: n.global,
             lookups_only: n.lookups_only,
+            quiet: &n.quiet[..n.nquiet as usize],
         }
     }
 }
