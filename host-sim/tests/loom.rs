@@ -3,10 +3,11 @@
 //! interleaving (and memory-order outcome loom models) of a few threads is explored.
 #![cfg(loom)]
 
-use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use ptovm_host_sim::waitlist::{self, NIL};
+use ptovm_vm::sched::reaches_first;
 
 /// One waiter node: the next node of the list.
 struct Node {
@@ -177,6 +178,55 @@ fn watermark_publish_and_lookup() {
         }
         a.join().unwrap();
     });
+}
+
+/// The wake-up of §4.3: AICPU B, whose watermark check failed, announces the watermark it
+/// needs, fences and checks again; AICPU A publishes two watermarks and scans for waiters after
+/// the last (and after the first, or not: it scans every few), fencing before each scan and
+/// waking only an AICPU whose announced need that scan's watermark is the first scanned one
+/// to reach (`sched::reaches_first`). B then either sees a watermark that reaches its need or
+/// is woken: it never sleeps with nobody to wake it — for a need the first watermark reaches,
+/// the second, or neither.
+#[test]
+fn a_waiter_sees_the_watermark_or_is_woken() {
+    for need in [2u64, 5, 6, 7] {
+        for scan_first in [false, true] {
+            loom::model(move || {
+                let published = Arc::new(AtomicU64::new(0));
+                let waiting_for = Arc::new(AtomicU64::new(u64::MAX));
+                let woken = Arc::new(AtomicBool::new(false));
+                let a = {
+                    let (published, waiting_for, woken) =
+                        (published.clone(), waiting_for.clone(), woken.clone());
+                    thread::spawn(move || {
+                        let mut scanned = 0;
+                        for (mark, scan) in [(3u64, scan_first), (6, true)] {
+                            published.store(mark, Ordering::Release);
+                            if scan {
+                                fence(Ordering::SeqCst);
+                                let want = waiting_for.load(Ordering::Relaxed);
+                                if reaches_first(scanned, want, mark) {
+                                    woken.store(true, Ordering::Relaxed);
+                                }
+                                scanned = mark;
+                            }
+                        }
+                    })
+                };
+                let saw = published.load(Ordering::Acquire) >= need || {
+                    waiting_for.store(need, Ordering::SeqCst);
+                    fence(Ordering::SeqCst);
+                    published.load(Ordering::Acquire) >= need
+                };
+                a.join().unwrap();
+                let reached = published.load(Ordering::Relaxed) >= need;
+                assert!(
+                    saw || woken.load(Ordering::Relaxed) || !reached,
+                    "B sleeps past a watermark that reaches its need, with nobody to wake it"
+                );
+            });
+        }
+    }
 }
 
 /// The live-writer shortcut (§3.2, §4.1 step 5, §5): AICPU A records a write of tensor `x`

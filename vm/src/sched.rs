@@ -386,6 +386,9 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     /// `preds` it still waits for.
     deferred: Option<(u32, usize)>,
     others_min: u64,
+    /// The last watermark it woke waiters for, and how many it published since.
+    scanned: u64,
+    unscanned: u32,
     running: [u32; 2],
     started: bool,
     generated: u64,
@@ -516,6 +519,8 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             need: 0,
             deferred: None,
             others_min: 0,
+            scanned: 0,
+            unscanned: 0,
             running: [0, 0],
             started: false,
             generated: 0,
@@ -675,7 +680,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             }
             if left == 0 {
                 self.deferred = None;
-                release_guard(sh, self.me, slot, env)?;
+                release_guard(sh, self.me, self.me, slot, env)?;
                 progress = true;
             } else {
                 self.deferred = Some((slot, left));
@@ -698,14 +703,11 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     u64::MAX
                 };
                 sh.published[me].0.store(mark, Ordering::Release);
-                // Wake the AICPUs this may unblock (the fence pairs with theirs between
-                // announcing what they wait for and re-reading the watermarks).
-                fence(Ordering::SeqCst);
-                for a in 0..sh.n {
-                    if a != self.me && sh.waiting_for[a as usize].0.load(Ordering::Relaxed) <= mark
-                    {
-                        env.wake(a);
-                    }
+                // The AICPUs waiting for it are woken every few watermarks, and at the latest
+                // when this round's generation stops (below).
+                self.unscanned += 1;
+                if self.unscanned >= WAKE_EVERY || mark == u64::MAX {
+                    self.wake_waiters(sh, env, mark);
                 }
                 progress = true;
             }
@@ -765,6 +767,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             if !cfg.naive && self.others_min < need {
                 sh.waiting_for[me].0.store(need, Ordering::SeqCst);
                 // Re-check after announcing: a watermark published in between woke nobody.
+                // The fence pairs with the publisher's (§4.3): either it sees this need, or
+                // this re-check sees its watermark.
+                fence(Ordering::SeqCst);
                 self.others_min = self.others_min(sh);
                 if self.others_min < need {
                     // Blocked on another AICPU: holding ready tasks back now could deadlock
@@ -784,6 +789,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             self.staged = false;
             self.generated += 1;
             progress = true;
+        }
+        if self.unscanned > 0 {
+            self.wake_waiters(sh, env, sh.published[me].0.load(Ordering::Relaxed));
         }
         // A held-back batch goes out as soon as nothing else moves: holding it longer could
         // keep every AICPU waiting.
@@ -838,6 +846,23 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             || watermarks
             || (!self.staged && self.pending.is_none() && !self.done)
             || self.deferred.is_some()
+    }
+
+    /// Wakes the AICPUs that announced a need the watermark `mark` (published last) is the
+    /// first one this AICPU scanned for to reach (§4.3): the fence pairs with theirs between
+    /// announcing and re-reading the watermarks, so one whose need an earlier scanned
+    /// watermark reached was woken then or saw that watermark itself, and one that misses
+    /// `mark` is seen here.
+    fn wake_waiters<C, L>(&mut self, sh: &Shared<'_, C, L>, env: &mut impl Env, mark: u64) {
+        fence(Ordering::SeqCst);
+        for a in 0..sh.n {
+            let need = sh.waiting_for[a as usize].0.load(Ordering::Relaxed);
+            if a != self.me && reaches_first(self.scanned, need, mark) {
+                env.wake(a);
+            }
+        }
+        self.scanned = mark;
+        self.unscanned = 0;
     }
 
     fn others_min<C, L>(&self, sh: &Shared<'_, C, L>) -> u64 {
@@ -922,7 +947,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 let sa = nd.succ_aicpu.load(Ordering::Acquire);
                 let ss = nd.succ_slot.load(Ordering::Acquire);
                 let next = nd.next.load(Ordering::Acquire);
-                release_guard(sh, sa, ss, env)?;
+                release_guard(sh, self.me, sa, ss, env)?;
                 cur = next;
             }
             // Its accesses leave its own map now; those in the global map, and the slot,
@@ -1155,7 +1180,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             }
         }
         if rest == 0 {
-            release_guard(sh, self.me, k, env)?;
+            release_guard(sh, self.me, self.me, k, env)?;
         } else {
             self.deferred = Some((k, rest));
         }
@@ -1163,10 +1188,25 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     }
 }
 
+/// How many watermarks an AICPU publishes between two scans for the AICPUs waiting for them
+/// (§4.3); it also scans whenever its round's generation stops.
+pub const WAKE_EVERY: u32 = 16;
+
+/// Whether an AICPU that scans for waiters at watermark `mark`, having scanned last at `prev`,
+/// wakes one that announced it waits for `need` (§4.3): only when `mark` is the first scanned
+/// watermark to reach the need. An earlier one that reached it either saw the announcement
+/// and woke the waiter, or was seen by the waiter's re-check (both sides fence between their
+/// store and their load).
+#[inline]
+pub fn reaches_first(prev: u64, need: u64, mark: u64) -> bool {
+    prev < need && need <= mark
+}
+
 /// §4.1 step 7 (and §4.2 step 2): drops one hold on a task's fanin; the last one makes it
-/// ready.
+/// ready, and wakes its owner if that is not `me`, the AICPU releasing it.
 fn release_guard<C: AsRef<[Cell]>, L>(
     sh: &Shared<'_, C, L>,
+    me: u32,
     aicpu: u32,
     slot: u32,
     env: &mut impl Env,
@@ -1180,7 +1220,9 @@ fn release_guard<C: AsRef<[Cell]>, L>(
         sh.ready[aicpu as usize * 2 + pl]
             .push(slot)
             .map_err(|_| SchedError::Corrupted("a ready queue filled"))?;
-        env.wake(aicpu);
+        if aicpu != me {
+            env.wake(aicpu);
+        }
     }
     Ok(())
 }
