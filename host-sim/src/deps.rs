@@ -476,8 +476,7 @@ impl InOrderWindow {
         // tensor past the classes goes to the "global" one). As in the scheduler, a task that
         // only looks up tensors with no live entry skips the map.
         let map = &mut self.map;
-        let needed =
-            u.global || (u.local && !(u.lookups_only && u.quiet.iter().all(|&x| map.quiet(x))));
+        let needed = u.global || (u.local && !(u.lookups_only && u.all_quiet(map)));
         let found = &mut self.found;
         found.clear();
         if needed {

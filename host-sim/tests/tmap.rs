@@ -293,7 +293,11 @@ fn a_tensor_is_quiet_exactly_while_it_has_no_live_entry() {
     for (k, x) in shapes.into_iter().enumerate() {
         let id = k as u64;
         let h = id as u32 % 4;
+        // Only an insertion can end a tensor's quiet (what `TaskUses::all_quiet` relies on):
+        // each shape's write counts one, lookups and retirement none.
+        let before = map.inserted();
         map.add(id, h, &[x], &mut |_| {}).unwrap();
+        assert_eq!(map.inserted(), before + 1, "shape {k}: one insertion");
         assert!(!map.quiet(1), "shape {k}: a live write");
         assert!(map.quiet(0), "shape {k}: another tensor stays quiet");
         // A read that looks it up only leaves it as it was.
@@ -307,7 +311,15 @@ fn a_tensor_is_quiet_exactly_while_it_has_no_live_entry() {
         .unwrap();
         map.retire(h).unwrap();
         assert!(map.quiet(1), "shape {k}: retired");
+        assert_eq!(
+            map.inserted(),
+            before + 1,
+            "shape {k}: nothing else inserted"
+        );
     }
+    let before = map.inserted();
+    map.reset();
+    assert_eq!(map.inserted(), before, "a reset keeps the count");
 }
 
 #[test]

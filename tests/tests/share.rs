@@ -534,7 +534,7 @@ fn the_in_order_window_finds_exactly_the_reference_edges_in_it() {
         let p = RuntimeParams::new(&v, &vals).unwrap();
         let tasks = reference_expand(&v, &p, 1, 1_000_000).unwrap();
         let edges = ptovm_host_sim::edges(&tasks, ptovm_host_sim::DepMode::Overlap);
-        for window in [1u32, 2, 3, 8, 1024] {
+        for window in [1u32, 2, 3, 4, 8, 1024] {
             let layout = ptovm_vm::tmap::MapLayout::for_program(&v, window).unwrap();
             let mut d =
                 ptovm_host_sim::InOrderWindow::new(layout, ptovm_host_sim::DepMode::Overlap)
@@ -560,4 +560,26 @@ fn the_in_order_window_finds_exactly_the_reference_edges_in_it() {
     for (name, bytes, params) in ptovm_tests::examples() {
         run(&bytes, &params, name);
     }
+    // Task 4 finds X quiet (its writer, task 0, left a window of 4); task 6, whose site is 16
+    // instructions after task 4's and so takes its place in the per-site memory, reads Y,
+    // whose writer (task 3) is still in the window, with nothing inserted in between: the
+    // memory of task 4's answer (`TaskUses::all_quiet`) must not pass to task 6.
+    let src = "@tensor X: f16[4]\n@tensor Y: f16[4]\n@tensor Z: f16[4]\n@tensor R: f16[4]\n\
+               @kernel w(): vector(out x)\n@kernel r(): vector(in x)\n\
+               @kernel f(a, b, c, d, e, g, h, i, j, k, l, m): vector(in x)\n\
+               @workload q() {\n task @w() resources(X)\n task @w() resources(Z)\n\
+               task @w() resources(Z)\n task @w() resources(Y)\n task @r() resources(X)\n\
+               task @f(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12) resources(R)\n\
+               task @r() resources(Y)\n}\n";
+    let out = assemble("memo.pto", src, &Options::default()).unwrap();
+    let params = gen_params(&out.module, 0);
+    let v = verify(&out.bytes).unwrap();
+    let vals = values(&params);
+    let tasks = reference_expand(&v, &RuntimeParams::new(&v, &vals).unwrap(), 1, 100).unwrap();
+    assert_eq!(
+        tasks[6].site,
+        tasks[4].site + 16,
+        "the two reads share a memory slot"
+    );
+    run(&out.bytes, &params, src);
 }

@@ -1308,9 +1308,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             loop {
                 let mut q = f.at + 1;
                 let mut k = 0usize;
+                let iter = iter_flags(pos, f.ext);
                 while q < f.end {
                     let (next, paused) =
-                        self.leaf_site(sink, budget, emitted, &f, (q, k, pos), &mut kept)?;
+                        self.leaf_site(sink, budget, emitted, &f, (q, k, pos, iter), &mut kept)?;
                     if paused {
                         return Ok(Leaf::Paused);
                     }
@@ -1344,9 +1345,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         let f = self.frames[self.sp];
         let (mut q, mut k) = (self.pc, self.resume.1 as usize);
         let mut kept = self.kept;
+        let iter = iter_flags(f.pos, f.ext);
         while q < f.end {
             let (next, paused) =
-                self.leaf_site(sink, budget, emitted, &f, (q, k, f.pos), &mut kept)?;
+                self.leaf_site(sink, budget, emitted, &f, (q, k, f.pos, iter), &mut kept)?;
             if paused {
                 return Ok(Leaf::Paused);
             }
@@ -1359,7 +1361,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     /// One task site of a `leaf_loop` body, the `k`-th, at `q`, in iteration `pos` of the
-    /// loop `f`: emits its task if this instance owns it, in the record kept for the site
+    /// loop `f` (its flags `iter`): emits its task if this instance owns it, in the record kept for the site
     /// where it can. Gives the next site's index and whether emission paused (then the
     /// interpreter's state is saved to resume at the next site).
     #[inline(always)]
@@ -1369,7 +1371,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         budget: u64,
         emitted: &mut u64,
         f: &Frame,
-        (q, k, pos): (u32, usize, u64),
+        (q, k, pos, iter): (u32, usize, u64, u8),
         kept: &mut u32,
     ) -> R<(u32, bool)> {
         let id = self.next_id;
@@ -1402,7 +1404,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             0 => &mut self.task,
             t => &mut self.templates[(t - 1) % TEMPLATES],
         };
-        task.iter = iter_flags(pos, f.ext);
+        task.iter = iter;
         self.stats.emitted += 1;
         *emitted += 1;
         if !sink.task(task) || *emitted >= budget {

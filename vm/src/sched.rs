@@ -1028,17 +1028,11 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             ..
         } = self;
         let t = interp.current_task();
-        let share::TaskUses {
-            regions: uses,
-            chain,
-            local,
-            global,
-            lookups_only,
-            quiet,
-        } = uses.of(&interp.program(), shares, t);
+        let u = uses.of(&interp.program(), shares, t);
+        let (uses, chain, global) = (u.regions, u.chain, u.global);
         // Local tensors first: only this AICPU's own tasks can be found there. A task that
         // only looks up tensors with no live entry there has nothing to do in it.
-        let needed = local && !(lookups_only && quiet.iter().all(|&x| map.quiet(x)));
+        let needed = u.local && !(u.lookups_only && u.all_quiet(map));
         if needed {
             map.add_some(
                 t.id,

@@ -29,7 +29,8 @@
 use crate::format::{limits, PolicySpec, COND_HAS_ELSE, NONE16};
 use crate::interp::{Interpreter, RunError};
 use crate::opcodes::{Dir, OpClass, Opcode, Policy};
-use crate::tmap::Use;
+use crate::tmap::{Storage, TensorMap, Use};
+use core::cell::Cell;
 
 /// How the scheduler records a tensor's accesses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -685,7 +686,7 @@ pub const USE_SITES: usize = 16;
 /// (§3.7): skipped in the middle iterations (remembered so), worked out in the first and
 /// last. Also remembers which maps a site's regions need ([`TaskUses`]). Valid for one
 /// program and one set of classes; [`SiteUses::default`] remembers nothing.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct SiteUses {
     site: [u32; USE_SITES],
     uses: [[(Use, bool); limits::MAX_TASK_IO]; USE_SITES],
@@ -696,6 +697,11 @@ pub struct SiteUses {
     /// The uses of the last task with regions of carried tensors, and their needs.
     task: [(Use, bool); limits::MAX_TASK_IO],
     task_needs: Needs,
+    /// [`TaskUses::all_quiet`]'s memory: the map's insertion count when a site's tensors
+    /// were last all found quiet (`u64::MAX`: not since the site was remembered), and the
+    /// same for `task` (never kept).
+    quiet_at: [Cell<u64>; USE_SITES],
+    task_quiet_at: Cell<u64>,
 }
 
 /// How a task's regions go to the maps ([`SiteUses::of`]).
@@ -715,8 +721,27 @@ pub struct TaskUses<'a> {
     /// ([`crate::tmap::TensorMap::quiet`]) has nothing to find and nothing to change.
     pub lookups_only: bool,
     /// The tensors of the regions for the local map, each once: with `lookups_only`, the
-    /// local map has nothing to do while all of them are quiet.
+    /// local map has nothing to do while all of them are quiet ([`TaskUses::all_quiet`]).
     pub quiet: &'a [u16],
+    quiet_at: &'a Cell<u64>,
+}
+
+impl TaskUses<'_> {
+    /// Whether every tensor of `quiet` is quiet in `map` ([`TensorMap::quiet`]). The answer
+    /// is remembered for the site while the map inserts nothing (only an insertion gives a
+    /// tensor a live entry): the next tasks of the site check one count instead.
+    #[inline]
+    pub fn all_quiet<S: Storage>(&self, map: &mut TensorMap<S>) -> bool {
+        let n = map.inserted();
+        if self.quiet_at.get() == n {
+            return true;
+        }
+        let quiet = self.quiet.iter().all(|&x| map.quiet(x));
+        if quiet {
+            self.quiet_at.set(n);
+        }
+        quiet
+    }
 }
 
 /// Whether `uses` (of the regions `ios`) has a region for the local map and one for the
@@ -765,6 +790,8 @@ impl Default for SiteUses {
             chains: [Chain::default(); USE_SITES],
             task: [(Use::Skip, false); limits::MAX_TASK_IO],
             task_needs: Needs::default(),
+            quiet_at: core::array::from_fn(|_| Cell::new(u64::MAX)),
+            task_quiet_at: Cell::new(u64::MAX),
         }
     }
 }
@@ -783,6 +810,7 @@ impl SiteUses {
             };
         }
         self.task_needs = needs(&self.task[..ios.len()], ios);
+        self.task_quiet_at.set(u64::MAX);
     }
 
     /// Works out and remembers, in entry `k`, the uses of `t`'s site, whose [`chain`] is `c`.
@@ -801,6 +829,7 @@ impl SiteUses {
         self.needs[k] = needs(&self.uses[k][..ios.len()], ios);
         self.chains[k] = c;
         self.site[k] = t.site;
+        self.quiet_at[k].set(u64::MAX);
     }
 
     /// How each region of `t` goes to the maps, in order (`use_of`, and for a carried
@@ -841,6 +870,7 @@ impl SiteUses {
                 global: n.global,
                 lookups_only: n.lookups_only,
                 quiet: &n.quiet[..n.nquiet as usize],
+                quiet_at: &self.quiet_at[k],
             };
         }
         self.at_ends(k, c, t);
@@ -852,6 +882,7 @@ impl SiteUses {
             global: n.global,
             lookups_only: n.lookups_only,
             quiet: &n.quiet[..n.nquiet as usize],
+            quiet_at: &self.task_quiet_at,
         }
     }
 }

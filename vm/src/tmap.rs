@@ -555,6 +555,7 @@ pub struct TensorMap<S> {
     used: u32,
     live: u32,
     visits: u64,
+    inserted: u64,
 }
 
 impl<S: Storage> TensorMap<S> {
@@ -589,6 +590,7 @@ impl<S: Storage> TensorMap<S> {
             used: 0,
             live: 0,
             visits: 0,
+            inserted: 0,
         };
         map.reset();
         Ok(map)
@@ -629,6 +631,13 @@ impl<S: Storage> TensorMap<S> {
     /// Entries examined by lookups so far.
     pub fn visits(&self) -> u64 {
         self.visits
+    }
+
+    /// Entries inserted so far (it never goes down, not even at [`TensorMap::reset`]). Only
+    /// an insertion gives a tensor a live entry, so a tensor [`TensorMap::quiet`] found quiet
+    /// stays quiet while this count is the same.
+    pub fn inserted(&self) -> u64 {
+        self.inserted
     }
 
     /// Whether `tensor` has no live entry, so that a lookup of it finds nothing (and a lookup
@@ -909,6 +918,7 @@ impl<S: Storage> TensorMap<S> {
             let kind = !writes as u32;
             let at = bases.level as usize + TENSOR_WORDS * io.tensor as usize;
             words[at + if tile { 3 } else { 2 }] += 1;
+            self.inserted += 1;
             ents[e as usize] = Entry {
                 id,
                 p0,
@@ -1112,6 +1122,7 @@ impl<S: Storage> TensorMap<S> {
             heads[TENSOR] = self.tensor_head(io.tensor) + kind;
             flags |= ON_TENSOR;
         }
+        self.inserted += 1;
         let (ents, regions, words, _) = self.mem.parts();
         match (key.p0, key.p1) {
             (None, _) => words[at + 1] += 1,
