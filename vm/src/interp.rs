@@ -384,8 +384,10 @@ struct PlanIo {
 }
 
 /// Task sites whose decoded form is cached: a site's plan is looked for first in the slot its
-/// instruction index maps to, then in the others; a new one replaces the oldest (so a loop's
-/// sites stay cached together whatever their indices, up to this many).
+/// instruction index maps to, then in the others; a new one takes its own slot if that is
+/// empty, else the next slot of a round robin over all of them (so the sites a loop uses, up
+/// to this many, end up cached together whatever their indices: a plan the round robin placed
+/// stays until it has come round again, after as many misses as there are slots).
 const PLAN_SITES: usize = 16;
 /// Region dimensions a cached site may have in all; a larger site is decoded at every task.
 const PLAN_DIMS: usize = 12;
@@ -487,7 +489,7 @@ pub struct Interpreter<'a, 'p> {
     done: bool,
     task: Task,
     plans: [Plan; PLAN_SITES],
-    /// The plan slot a new plan takes when its own is taken (round robin: the oldest).
+    /// The plan slot a new plan takes when its own is taken (a round robin).
     plan_next: u8,
     /// Task records of the sites of the innermost loop `leaf_loop` runs (its `k`-th site's in
     /// `templates[k]`): filled in full the first time the site emits in a run of the loop,
@@ -1361,9 +1363,9 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     /// One task site of a `leaf_loop` body, the `k`-th, at `q`, in iteration `pos` of the
-    /// loop `f` (its flags `iter`): emits its task if this instance owns it, in the record kept for the site
-    /// where it can. Gives the next site's index and whether emission paused (then the
-    /// interpreter's state is saved to resume at the next site).
+    /// loop `f` (its flags `iter`): emits its task if this instance owns it, in the record
+    /// kept for the site where it can. Gives the next site's index and whether emission
+    /// paused (then the interpreter's state is saved to resume at the next site).
     #[inline(always)]
     fn leaf_site<S: Sink + ?Sized>(
         &mut self,
@@ -1779,7 +1781,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         self.plans.iter().position(|p| p.site == pc)
     }
 
-    /// A new plan's slot: the site's own if it is empty, else the oldest of the others.
+    /// A new plan's slot: the site's own if it is empty, else the round robin's next.
     fn plan_victim(&mut self, pc: u32) -> usize {
         let own = pc as usize % PLAN_SITES;
         if self.plans[own].site == EMPTY_PLAN.site {

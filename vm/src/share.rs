@@ -745,8 +745,8 @@ impl TaskUses<'_> {
 }
 
 /// Whether `uses` (of the regions `ios`) has a region for the local map and one for the
-/// global map, and whether all those regions are reads only looked up.
-/// Also lists the tensors of the regions for the local map, each once.
+/// global map, and whether all those regions are reads only looked up; and the tensors of the
+/// regions for the local map, each once.
 fn needs(uses: &[(Use, bool)], ios: &[crate::Io]) -> Needs {
     let mut n = Needs {
         lookups_only: true,
