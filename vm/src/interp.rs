@@ -1394,7 +1394,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 return Ok((next, false));
             }
             self.fill_task(q, r, id)?;
-            if f.simple as usize <= TEMPLATES && self.keep_template(q, k, f.depth) {
+            if f.simple as usize <= TEMPLATES && self.keep_template(q, next, k, f.depth) {
                 *kept |= 1 << k;
                 (next, k + 1)
             } else {
@@ -1712,11 +1712,11 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         })
     }
 
-    /// After `fill_task` for the site at `pc`, the `k`-th of the innermost loop at `depth`:
-    /// if its plan has only constant and loop-variable parameters and index dimensions,
-    /// copies the record to `templates[k]` and notes the fields that depend on the loop's
-    /// variable.
-    fn keep_template(&mut self, pc: u32, k: usize, depth: u8) -> bool {
+    /// After `fill_task` for the site at `pc` (followed by the instruction at `next`), the
+    /// `k`-th of the innermost loop at `depth`: if its plan has only constant and
+    /// loop-variable parameters and index dimensions, copies the record to `templates[k]` and
+    /// notes the fields that depend on the loop's variable.
+    fn keep_template(&mut self, pc: u32, next: u32, k: usize, depth: u8) -> bool {
         let Some(slot) = self.plan_slot(pc) else {
             return false;
         };
@@ -1744,8 +1744,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 t.ndims += 1;
             }
         }
-        let r = self.rec(pc);
-        t.next = pc + 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
+        t.next = next;
         self.template_of[k] = t;
         self.templates[k] = self.task.clone();
         true
