@@ -160,3 +160,26 @@ fn memory_that_does_not_fit_is_an_error() {
         Some(SchedError::Memory("core index past the handshake slots"))
     );
 }
+
+/// A read only looked up whose site found its tensor quiet must look again once the map has
+/// inserted something (`TaskUses::all_quiet`): each iteration writes `X[i]` and then only reads
+/// it (a loop-indexed tensor, not chained: the body is not only tasks), so one iteration's
+/// read may find the tensor quiet (its writer done and retired) and the next one's find it live.
+#[test]
+fn a_quiet_read_site_looks_again_after_an_insertion() {
+    let src = "@tensor X: f16[64]\n\
+               @kernel w(a): vector(out x)\n@kernel r(a): vector(in x)\n\
+               @workload q() { parallel_for i in dense[64] {\n\
+                 task @w(i) resources(X[i])\n\
+                 cond i < 100 { task @r(i) resources(X[i]) }\n\
+               } }\n@schedule s for q { dispatch = affinity(i) }";
+    let out = assemble("quiet.pto", src, &Options::default()).unwrap();
+    let params = gen_params(&out.module, 0);
+    for seed in 0..64u64 {
+        let (n, window) = ([1, 2][seed as usize % 2], [2, 3, 8][seed as usize % 3]);
+        let cfg = config(seed, window);
+        let r = run(&out.bytes, &params, n, window, cfg, seed)
+            .unwrap_or_else(|e| panic!("{e} ({cfg:?})"));
+        check(&out.bytes, &params, n, &r).unwrap_or_else(|e| panic!("{e} ({cfg:?}, seed {seed})"));
+    }
+}
