@@ -369,6 +369,9 @@ pub fn heap_map(layout: tmap::MapLayout, mode: DepMode) -> Option<HeapMap> {
     tmap::TensorMap::new(layout, mode, HeapStorage::new(&layout)?).ok()
 }
 
+/// The distance of a structural producer is below this ([`ptovm_vm::share::CHAIN_SPAN`]).
+const SPAN: u64 = ptovm_vm::share::CHAIN_SPAN as u64;
+
 /// Generation plus dependency building as one AICPU does it, with its window completing in
 /// order (for benchmarks and profiling): task `t` takes handle `t mod window` after task
 /// `t − window` retires, and every edge to a task still in the window is found (the others'
@@ -378,7 +381,7 @@ pub struct InOrderWindow {
     pub map: HeapMap,
     /// Window size (the map's handle count).
     pub window: u64,
-    /// `window − 1` for a window that is a power of two (greater than 1), else 0.
+    /// `window − 1` for a window that is a power of two of at least [`SPAN`], else 0.
     mask: u64,
     /// Edges found so far.
     pub edges: u64,
@@ -405,7 +408,7 @@ impl InOrderWindow {
         Some(InOrderWindow {
             map: heap_map(layout, mode)?,
             window: layout.handles as u64,
-            mask: if layout.handles.is_power_of_two() {
+            mask: if layout.handles.is_power_of_two() && layout.handles as u64 >= SPAN {
                 layout.handles as u64 - 1
             } else {
                 0
@@ -440,6 +443,40 @@ impl InOrderWindow {
 impl ptovm_vm::Sink for InOrderWindow {
     #[inline]
     fn task(&mut self, t: &ptovm_vm::Task) -> bool {
+        if self.quick(t) {
+            return true;
+        }
+        self.task_slow(t)
+    }
+}
+
+impl InOrderWindow {
+    /// Adds `t` if it is the common case — its handle's previous task left no entries, its
+    /// site's uses are remembered and it needs no map, it is past its window's first
+    /// [`SPAN`] tasks — and says whether it did (nothing changed if not).
+    #[inline]
+    fn quick(&mut self, t: &ptovm_vm::Task) -> bool {
+        let (id, mask) = (t.id, self.mask);
+        // (`mask` is 0 for a window that is not a power of two, or below `SPAN`.)
+        if id < SPAN || mask == 0 || !self.map.idle((id & mask) as u32) {
+            return false;
+        }
+        let Some(mut chain) = self.uses.no_map(t, self.map.inserted()) else {
+            return false;
+        };
+        // Every structural producer is still in the window (`d < SPAN <= window`, `d <= t`):
+        // counting the mask's bits counts them. (Bit by bit: most tasks name one or two,
+        // and a baseline x86-64 build has no `popcnt`.)
+        while chain != 0 {
+            self.edges += 1;
+            chain &= chain - 1;
+        }
+        true
+    }
+
+    /// [`InOrderWindow::add`], for the tasks [`InOrderWindow::quick`] leaves.
+    #[inline(never)]
+    fn task_slow(&mut self, t: &ptovm_vm::Task) -> bool {
         match self.add(t) {
             Ok(()) => true,
             Err(e) => {
@@ -471,28 +508,47 @@ impl InOrderWindow {
         let u = self.uses.of_with(&self.shares, t, |site| {
             chains.get(site as usize).copied().unwrap_or_default()
         });
-        let (uses, chain) = (u.regions, u.chain);
+        // The structural producers still in the window: task `t − d` retires when task
+        // `t − d + window` arrives, so those at distance `d < window` (and `d <= t`). The
+        // mask names them (distances are below `SPAN`: past the first `SPAN` tasks of a
+        // window of `SPAN` or more, all of them); counting its bits counts them.
+        let mut chain = u.chain;
+        if t.id < SPAN || self.window < SPAN {
+            chain &= Self::in_window(t.id, self.window);
+        }
         // One instance: every region is local (the flag says which map, not whether; a
         // tensor past the classes goes to the "global" one). As in the scheduler, a task that
         // only looks up tensors with no live entry skips the map.
         let map = &mut self.map;
-        let needed = u.global || (u.local && !(u.lookups_only && u.all_quiet(map)));
-        let found = &mut self.found;
-        found.clear();
-        if needed {
-            Self::look_up(map, t, h, uses, chain, edges, found)?;
+        if u.global || u.local_needed(map) {
+            return Self::look_up(
+                map,
+                t,
+                h,
+                u.regions,
+                chain,
+                &mut self.edges,
+                &mut self.found,
+            );
         }
-        // The structural producers still in the window (task `t − d` retires when task
-        // `t − d + window` arrives).
-        let mut m = chain;
-        while m != 0 {
-            let d = m.trailing_zeros() as u64;
-            m &= m - 1;
-            if d < self.window && d <= t.id && (found.is_empty() || !found.contains(&(t.id - d))) {
-                *edges += 1;
-            }
+        // (Bit by bit: most tasks name one or two, and a baseline x86-64 build has no
+        // `popcnt`.)
+        while chain != 0 {
+            self.edges += 1;
+            chain &= chain - 1;
         }
         Ok(())
+    }
+
+    /// The distances `d` with `d < window` and `d <= id`, as a mask.
+    #[inline]
+    fn in_window(id: u64, window: u64) -> u64 {
+        let n = window.min(id + 1);
+        if n >= 64 {
+            u64::MAX
+        } else {
+            (1 << n) - 1
+        }
     }
 
     /// [`InOrderWindow::add`] without tensor classes: every region recorded.
@@ -507,7 +563,8 @@ impl InOrderWindow {
     }
 
     /// The map's part of [`InOrderWindow::add`] (kept out of line: most tasks of a program
-    /// with chained and carried tensors do not come here).
+    /// with chained and carried tensors do not come here), and the structural producers
+    /// `chain` that the map has not found.
     #[inline(never)]
     fn look_up(
         map: &mut HeapMap,
@@ -518,13 +575,22 @@ impl InOrderWindow {
         edges: &mut u64,
         found: &mut Vec<u64>,
     ) -> Result<(), tmap::MapError> {
+        found.clear();
         map.add_some(t.id, h, t.ios(), |k, _| uses[k].0, &mut |p| {
             *edges += 1;
             if chain != 0 {
                 found.push(p.id);
             }
-        })
-        .map(|_| ())
+        })?;
+        let mut m = chain;
+        while m != 0 {
+            let d = m.trailing_zeros() as u64;
+            m &= m - 1;
+            if !found.contains(&(t.id - d)) {
+                *edges += 1;
+            }
+        }
+        Ok(())
     }
 }
 

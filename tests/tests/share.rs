@@ -534,7 +534,7 @@ fn the_in_order_window_finds_exactly_the_reference_edges_in_it() {
         let p = RuntimeParams::new(&v, &vals).unwrap();
         let tasks = reference_expand(&v, &p, 1, 1_000_000).unwrap();
         let edges = ptovm_host_sim::edges(&tasks, ptovm_host_sim::DepMode::Overlap);
-        for window in [1u32, 2, 3, 4, 8, 1024] {
+        for window in [1u32, 2, 3, 4, 8, 64, 100, 1024] {
             let layout = ptovm_vm::tmap::MapLayout::for_program(&v, window).unwrap();
             let mut d =
                 ptovm_host_sim::InOrderWindow::new(layout, ptovm_host_sim::DepMode::Overlap)
@@ -582,4 +582,18 @@ fn the_in_order_window_finds_exactly_the_reference_edges_in_it() {
         "the two reads share a memory slot"
     );
     run(&out.bytes, &params, src);
+    // The same past the first 64 tasks of a window of 64 (the measurement's quick path,
+    // `SiteUses::no_map`): iterations 0–2 put 70 tasks between writing `X[i]` and reading
+    // it, reads of a tensor nothing writes (they insert nothing), so the read finds `X`
+    // quiet (its writer retired); iteration 3 does not, so its read must look again after
+    // the write's insertion, and find it.
+    let src = "@tensor X: f16[6]\n@tensor Z: f16[70]\n\
+               @kernel w(a): vector(out x)\n@kernel r(a): vector(in x)\n\
+               @workload q() { parallel_for i in dense[6] {\n\
+                 task @w(i) resources(X[i])\n\
+                 cond i < 3 { parallel_for j in dense[70] { task @r(j) resources(Z[j]) } }\n\
+                 task @r(i) resources(X[i])\n\
+               } }\n";
+    let out = assemble("quick.pto", src, &Options::default()).unwrap();
+    run(&out.bytes, &gen_params(&out.module, 0), src);
 }

@@ -1032,7 +1032,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         let (uses, chain, global) = (u.regions, u.chain, u.global);
         // Local tensors first: only this AICPU's own tasks can be found there. A task that
         // only looks up tensors with no live entry there has nothing to do in it.
-        let needed = u.local && !(u.lookups_only && u.all_quiet(map));
+        let needed = u.local_needed(map);
         if needed {
             map.add_some(
                 t.id,

@@ -711,71 +711,119 @@ pub struct TaskUses<'a> {
     pub regions: &'a [(Use, bool)],
     /// The predecessors the program names, by distance ([`Chain::producers`]).
     pub chain: u64,
-    /// Whether some region is to be looked up or recorded in the local map (not
-    /// [`Use::Skip`], not global): without one, the local map has nothing to do.
-    pub local: bool,
-    /// The same for the global map.
+    /// Whether some region is to be looked up or recorded in the global map (not
+    /// [`Use::Skip`], global): without one, the global map has nothing to do.
     pub global: bool,
-    /// Whether every region that goes to a map is only looked up (a read, [`Use::Lookup`]
-    /// or [`Use::Find`]): then a map whose tensors of those regions are all quiet
-    /// ([`crate::tmap::TensorMap::quiet`]) has nothing to find and nothing to change.
-    pub lookups_only: bool,
-    /// The tensors of the regions for the local map, each once: with `lookups_only`, the
-    /// local map has nothing to do while all of them are quiet ([`TaskUses::all_quiet`]).
-    pub quiet: &'a [u16],
+    needs: &'a Needs,
     quiet_at: &'a Cell<u64>,
 }
 
 impl TaskUses<'_> {
-    /// Whether every tensor of `quiet` is quiet in `map` ([`TensorMap::quiet`]). The answer
-    /// is remembered for the site while the map inserts nothing (only an insertion gives a
-    /// tensor a live entry): the next tasks of the site check one count instead.
+    /// Whether some region is to be looked up or recorded in the local map (not
+    /// [`Use::Skip`], not global): without one, the local map has nothing to do.
+    pub fn local(&self) -> bool {
+        self.needs.local != LOCAL_NONE
+    }
+
+    /// Whether every region for the local map is only looked up (a read, [`Use::Lookup`] or
+    /// [`Use::Find`]): then a map whose tensors of those regions are all quiet
+    /// ([`crate::tmap::TensorMap::quiet`]) has nothing to find and nothing to change.
+    pub fn lookups_only(&self) -> bool {
+        self.needs.local == LOCAL_UNLESS_QUIET
+    }
+
+    /// The tensors of the regions for the local map, each once: with
+    /// [`TaskUses::lookups_only`], the local map has nothing to do while all of them are
+    /// quiet ([`TaskUses::all_quiet`]).
+    pub fn quiet(&self) -> &[u16] {
+        let n = self.needs;
+        &n.quiet[..n.nquiet as usize]
+    }
+
+    /// Whether every tensor of [`TaskUses::quiet`] is quiet in `map`
+    /// ([`TensorMap::quiet`]). The answer is remembered for the site while the map inserts
+    /// nothing (only an insertion gives a tensor a live entry): the next tasks of the site
+    /// check one count instead.
     #[inline]
     pub fn all_quiet<S: Storage>(&self, map: &mut TensorMap<S>) -> bool {
         let n = map.inserted();
         if self.quiet_at.get() == n {
             return true;
         }
-        let quiet = self.quiet.iter().all(|&x| map.quiet(x));
+        self.check_quiet(map, n)
+    }
+
+    #[inline(never)]
+    fn check_quiet<S: Storage>(&self, map: &mut TensorMap<S>, n: u64) -> bool {
+        let quiet = self.quiet().iter().all(|&x| map.quiet(x));
         if quiet {
             self.quiet_at.set(n);
         }
         quiet
     }
+
+    /// Whether the local map has something to do for the task: it has a region for that
+    /// map, and not only reads of tensors that are all quiet there
+    /// ([`TaskUses::all_quiet`]).
+    #[inline]
+    pub fn local_needed<S: Storage>(&self, map: &mut TensorMap<S>) -> bool {
+        match self.needs.local {
+            LOCAL_NONE => false,
+            LOCAL_UNLESS_QUIET => !self.all_quiet(map),
+            _ => true,
+        }
+    }
 }
+
+/// [`Needs::local`]: no region for the local map.
+const LOCAL_NONE: u8 = 0;
+/// Regions for the local map, some of them written or recorded.
+const LOCAL_ALWAYS: u8 = 1;
+/// Regions for the local map, all only looked up: nothing to do while their tensors are
+/// quiet.
+const LOCAL_UNLESS_QUIET: u8 = 2;
 
 /// Whether `uses` (of the regions `ios`) has a region for the local map and one for the
 /// global map, and whether all those regions are reads only looked up; and the tensors of the
 /// regions for the local map, each once.
 fn needs(uses: &[(Use, bool)], ios: &[crate::Io]) -> Needs {
-    let mut n = Needs {
-        lookups_only: true,
-        ..Needs::default()
-    };
+    let mut n = Needs::default();
+    let mut local = false;
+    let mut lookups_only = true;
     for (&(u, global), io) in uses.iter().zip(ios) {
         if u != Use::Skip {
             if global {
                 n.global = true;
             } else {
-                n.local = true;
+                local = true;
                 let have = &n.quiet[..n.nquiet as usize];
                 if !have.contains(&io.tensor) {
                     n.quiet[have.len() % limits::MAX_TASK_IO] = io.tensor;
                     n.nquiet += 1;
                 }
             }
-            n.lookups_only &= matches!(u, Use::Lookup | Use::Find) && !io.writes();
+            lookups_only &= matches!(u, Use::Lookup | Use::Find) && !io.writes();
         }
     }
+    n.local = match (local, lookups_only) {
+        (false, _) => LOCAL_NONE,
+        (true, true) => LOCAL_UNLESS_QUIET,
+        (true, false) => LOCAL_ALWAYS,
+    };
+    n.any = if n.global { LOCAL_ALWAYS } else { n.local };
     n
 }
 
 /// What [`needs`] says about a site's regions.
 #[derive(Clone, Copy, Debug, Default)]
 struct Needs {
-    local: bool,
+    /// Whether a region goes to the local map, and whether they are all only looked up:
+    /// [`LOCAL_NONE`], [`LOCAL_ALWAYS`] or [`LOCAL_UNLESS_QUIET`].
+    local: u8,
     global: bool,
-    lookups_only: bool,
+    /// `local`, or [`LOCAL_ALWAYS`] if a region goes to the global map
+    /// ([`SiteUses::no_map`]).
+    any: u8,
     nquiet: u8,
     /// The tensors of the regions for the local map (`TaskUses::quiet`).
     quiet: [u16; limits::MAX_TASK_IO],
@@ -845,6 +893,30 @@ impl SiteUses {
         self.of_with(shares, t, |site| chain(v, shares, site))
     }
 
+    /// The predecessors the program names for `t` ([`Chain::producers`]) when its site is
+    /// remembered and neither map has anything to do for it: it has no region for the
+    /// global map, and none for the local map or only reads of tensors found all quiet at
+    /// the map's insertion count `inserted` ([`TaskUses::all_quiet`], whose memory this
+    /// reads). `None`: ask [`SiteUses::of`], which says what to do. Changes nothing: a quick
+    /// first look for a caller that then skips the maps.
+    #[inline]
+    pub fn no_map(&self, t: &crate::Task, inserted: u64) -> Option<u64> {
+        let k = t.site as usize % USE_SITES;
+        if self.site[k] != t.site {
+            return None;
+        }
+        let c = &self.chains[k];
+        if c.carried != 0 && t.iter & (crate::interp::ITER_FIRST | crate::interp::ITER_LAST) != 0 {
+            return None;
+        }
+        let quiet = match self.needs[k].any {
+            LOCAL_NONE => true,
+            LOCAL_UNLESS_QUIET => self.quiet_at[k].get() == inserted,
+            _ => false,
+        };
+        quiet.then(|| c.producers(t.iter))
+    }
+
     /// [`SiteUses::of`] with the site's [`chain`] from `chain_of` (asked only when the site
     /// is not remembered): for a caller that keeps them already.
     #[inline]
@@ -866,10 +938,8 @@ impl SiteUses {
             return TaskUses {
                 regions: &self.uses[k][..ios.len()],
                 chain: c.producers(t.iter),
-                local: n.local,
                 global: n.global,
-                lookups_only: n.lookups_only,
-                quiet: &n.quiet[..n.nquiet as usize],
+                needs: n,
                 quiet_at: &self.quiet_at[k],
             };
         }
@@ -878,10 +948,8 @@ impl SiteUses {
         TaskUses {
             regions: &self.task[..ios.len()],
             chain: c.producers(t.iter),
-            local: n.local,
             global: n.global,
-            lookups_only: n.lookups_only,
-            quiet: &n.quiet[..n.nquiet as usize],
+            needs: n,
             quiet_at: &self.task_quiet_at,
         }
     }

@@ -937,6 +937,14 @@ impl<S: Storage> TensorMap<S> {
         }
     }
 
+    /// Whether `handle` holds no entries (retiring it would do nothing; `false` for a
+    /// handle out of range).
+    #[inline]
+    pub fn idle(&mut self, handle: u32) -> bool {
+        let count = self.bases.handle as usize + handle as usize;
+        handle < self.layout.handles && self.mem.parts().2.get(count) == Some(&0)
+    }
+
     /// Retires the task held by `handle` (it completed): its entries are dropped and the handle
     /// is free for another task. Retiring a free handle does nothing.
     pub fn retire(&mut self, handle: u32) -> Result<(), MapError> {
