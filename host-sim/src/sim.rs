@@ -627,7 +627,7 @@ pub fn run_with_kernels(
         progress,
         kernels: kernels.resolve(&v),
     };
-    // AICPU i runs on driver thread i mod threads (and on another one that has finished its own).
+    // AICPU i runs on driver thread i mod threads (and on another one that helps: `drive`).
     let cpus: Vec<Mutex<Cpu>> = cpus.into_iter().map(Mutex::new).collect();
     let start = Instant::now();
     let results: Vec<DriverResult> = thread::scope(|s| {
@@ -721,8 +721,11 @@ pub fn run_with_kernels(
 type DriverResult = Result<Vec<Event>, SimError>;
 
 /// A driver thread: steps its AICPUs (`i mod threads == d`) and runs the cores' tasks until
-/// every AICPU has finished; once its own have, it helps with the others' (whichever no other
-/// driver is stepping at the moment), so one slow thread does not leave the other idle.
+/// every AICPU has finished; once its own have, or after a round in which none of them moved,
+/// it helps with the others' (whichever no other driver is stepping at the moment), so one
+/// slow thread does not leave the other idle, spinning or parked, while there is work. (Without
+/// the second case a driver whose AICPUs waited on the other driver's parked for up to half
+/// of some runs.)
 fn drive(
     dr: &Drivers<'_>,
     sh: &Sched<'_>,
@@ -777,7 +780,7 @@ fn drive(
                 dr.wake_all();
             }
         }
-        helping = !own_left;
+        helping = !own_left || !progress;
         // Run the cores that were handed a task.
         for core in doorbell.drain(..) {
             if let Err(e) = execute(dr, sh, core, &mut events, d) {
