@@ -34,8 +34,13 @@ impl Sink for Collect {
     }
 }
 
+/// The `step` of [`expand_aicpu`] that takes tasks one at a time through
+/// [`Interpreter::next_task`], as the scheduler stages them.
+pub const NEXT_TASK: u64 = 0;
+
 /// Runs AICPU `aicpu` of `aicpus` to the end, keeping at most `keep` tasks (all are counted).
-/// `step` is the emission budget per `run` call, to exercise pausing and resuming.
+/// `step` is the emission budget per `run` call, to exercise pausing and resuming, or
+/// [`NEXT_TASK`].
 pub fn expand_aicpu(
     v: Verified<'_>,
     p: RuntimeParams<'_>,
@@ -50,7 +55,20 @@ pub fn expand_aicpu(
         tasks: Vec::new(),
         limit: keep,
     };
-    while it.run(&mut sink, step.max(1)).map_err(LaunchError::Run)? == Status::Paused {}
+    if step == NEXT_TASK {
+        loop {
+            let before = it.stats().emitted;
+            let status = it.next_task().map_err(LaunchError::Run)?;
+            if it.stats().emitted > before {
+                sink.task(it.current_task());
+            }
+            if status == Status::Done {
+                break;
+            }
+        }
+    } else {
+        while it.run(&mut sink, step).map_err(LaunchError::Run)? == Status::Paused {}
+    }
     Ok(Expansion {
         aicpu,
         tasks: sink.tasks,

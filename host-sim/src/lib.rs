@@ -22,5 +22,5 @@ pub use deps::{
     check_run, edges, heap_map, DepBuilder, DepMode, Edge, EdgeKind, HeapMap, HeapStorage,
     InOrderWindow,
 };
-pub use expand::{expand_aicpu, expand_all, Expansion};
+pub use expand::{expand_aicpu, expand_all, Expansion, NEXT_TASK};
 pub use reference::{expand as reference_expand, RefTask};

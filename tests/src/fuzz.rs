@@ -211,7 +211,7 @@ pub fn partition(data: &[u8]) -> Result<(), String> {
         return Ok(());
     };
     let n = 1 + first as u32 % 8;
-    let step = [1u64, 2, 7, u64::MAX][(first >> 3) as usize % 4];
+    let step = [ptovm_host_sim::NEXT_TASK, 1, 2, 7, u64::MAX][(first >> 3) as usize % 5];
     let src = Gen::from_bytes(rest, true).module();
     let out = assemble("gen.pto", &src, &Options::default())
         .map_err(|e| format!("a generated module does not assemble: {e}\n{src}"))?;

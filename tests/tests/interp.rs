@@ -401,7 +401,7 @@ fn pausing_and_resuming_gives_the_same_tasks() {
     for aicpus in [1, 3] {
         for aicpu in 0..aicpus {
             let whole = expand_aicpu(v, rp, aicpu, aicpus, usize::MAX, u64::MAX).unwrap();
-            for step in [1, 2, 5] {
+            for step in [ptovm_host_sim::NEXT_TASK, 1, 2, 5] {
                 let stepped = expand_aicpu(v, rp, aicpu, aicpus, usize::MAX, step).unwrap();
                 assert_eq!(stepped.tasks, whole.tasks);
             }

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use ptovm_assembler::{assemble, Options};
-use ptovm_host_sim::{expand_aicpu, reference_expand, RefTask};
+use ptovm_host_sim::{expand_aicpu, reference_expand, RefTask, NEXT_TASK};
 use ptovm_tests::{gen_params, values, Gen};
 use ptovm_vm::{verify, LaunchError, RuntimeParams};
 
@@ -64,7 +64,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
     #[test]
-    fn instances_partition_the_reference(seed in any::<u64>(), aicpus in 1u32..=8, step in prop::sample::select(vec![1u64, 2, 7, u64::MAX])) {
+    fn instances_partition_the_reference(seed in any::<u64>(), aicpus in 1u32..=8, step in prop::sample::select(vec![NEXT_TASK, 1, 2, 7, u64::MAX])) {
         let src = Gen::runnable(seed).module();
         check(&src, seed, aicpus, step);
     }
@@ -73,8 +73,9 @@ proptest! {
 /// Programs built around loop nests whose sites name tensors by the loops' variables, where
 /// the interpreter's fast paths apply (index dimensions written without checks, and records
 /// of an innermost loop's sites kept from one iteration to the next with only the loop
-/// variable's fields rewritten): the same check, on 1–6 AICPUs, with pauses after every task,
-/// every few tasks, or none.
+/// variable's fields rewritten): the same check, on 1–6 AICPUs, with pauses after every task
+/// (through `run` and through `next_task`, which refills a kept record without going back
+/// into the loop), every few tasks, or none.
 #[test]
 fn loop_nest_programs_partition_the_reference() {
     let mut ran = 0;
@@ -85,7 +86,7 @@ fn loop_nest_programs_partition_the_reference() {
             ptovm_tests::chained_program(seed)
         };
         let aicpus = 1 + (seed % 6) as u32;
-        let step = [1u64, 3, u64::MAX][(seed / 2 % 3) as usize];
+        let step = [NEXT_TASK, 1, 3, u64::MAX][(seed / 2 % 4) as usize];
         ran += check(&src, seed, aicpus, step) as u32;
     }
     assert!(ran >= 250, "only {ran} of 300 programs ran");
@@ -102,7 +103,7 @@ fn loop_nest_programs_partition_the_reference() {
              }} }} }}\n@schedule s for w {{ dispatch = {policy} }}"
         );
         for aicpus in 1..=4 {
-            for step in [1u64, 2, 5, u64::MAX] {
+            for step in [NEXT_TASK, 1, 2, 5, u64::MAX] {
                 assert!(check(&src, 0, aicpus, step));
             }
         }
@@ -132,7 +133,7 @@ fn loop_nest_programs_partition_the_reference() {
            }}\n{body}}} }}\n@schedule s for w {{ dispatch = affinity(i) }}"
     );
     for aicpus in 1..=3 {
-        for step in [1u64, 4, u64::MAX] {
+        for step in [NEXT_TASK, 1, 4, u64::MAX] {
             assert!(check(&src, 0, aicpus, step));
         }
     }

@@ -1182,6 +1182,64 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         Ok(true)
     }
 
+    /// Emits this instance's next task and pauses after it (the task is then
+    /// [`Interpreter::current_task`]): what `run` does with a budget of one task, for a
+    /// caller that takes tasks one at a time, as the scheduler stages them. Inside an
+    /// iteration of a loop whose body is only tasks, when the next site is this instance's
+    /// and its record is kept, it refills that record directly (what `run` would do, without
+    /// its way back into the loop).
+    pub fn next_task(&mut self) -> R<Status> {
+        struct Pause;
+        impl Sink for Pause {
+            fn task(&mut self, _: &Task) -> bool {
+                false
+            }
+        }
+        if let Some(k) = self.kept_next() {
+            let f = &self.frames[self.sp];
+            let iter = iter_flags(f.pos, f.ext);
+            let id = self.next_id;
+            self.next_id = id.checked_add(1).ok_or(RunError::TooManyTasks)?;
+            self.stats.instructions += 1;
+            let next = self.refill(k, id);
+            self.current = k as u8 + 1;
+            self.templates[k % TEMPLATES].iter = iter;
+            self.stats.emitted += 1;
+            self.resume = (next, k as u32 + 1);
+            self.pc = next;
+            return Ok(Status::Paused);
+        }
+        self.run(&mut Pause, 1)
+    }
+
+    /// The kept record of the next site, when `run` would resume inside an iteration of a
+    /// loop whose body is only tasks (`leaf_rest`) at a site this instance owns (in a loop it
+    /// owns, or by round robin) whose record is kept.
+    #[inline]
+    fn kept_next(&self) -> Option<usize> {
+        if self.done || self.sp == 0 {
+            return None;
+        }
+        let f = &self.frames[self.sp];
+        let k = self.resume.1 as usize;
+        // (Only `leaf_loop` sets `kept_loop`, to a loop's header: a frame there is that loop.)
+        let resumes = !f.deciding
+            && self.pc < f.end
+            && self.pc != f.at + 1
+            && self.kept_loop == f.at
+            && self.resume.0 == self.pc
+            && k < TEMPLATES
+            && self.kept & 1 << k != 0;
+        let mine = match f.own {
+            Own::Mine => true,
+            Own::Undecided if f.policy.kind == Policy::RoundRobin as u8 => {
+                self.next_id % self.n == self.me
+            }
+            _ => false,
+        };
+        (resumes && mine).then_some(k)
+    }
+
     /// Runs until the program ends, `budget` tasks were emitted, or the sink asks to pause.
     pub fn run<S: Sink + ?Sized>(&mut self, sink: &mut S, budget: u64) -> R<Status> {
         let mut emitted = 0u64;

@@ -13,7 +13,7 @@
 //!   task, and optional hooks for tracing and stress testing.
 
 use crate::handshake::{self, CoreSlot};
-use crate::interp::{Interpreter, RunError, Sink, Task};
+use crate::interp::{Interpreter, RunError, Task};
 use crate::ring::{Cell, Ring};
 use crate::share::{self, Class, ShareError, Sharing, SiteUses};
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
@@ -328,13 +328,6 @@ impl<'m, T: Copy> Stack<'m, T> {
     }
     fn as_slice(&self) -> &[T] {
         &self.buf[..self.len]
-    }
-}
-
-struct Pause;
-impl Sink for Pause {
-    fn task(&mut self, _: &Task) -> bool {
-        false
     }
 }
 
@@ -691,7 +684,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             if !self.staged && self.pending.is_none() && !self.done {
                 env.jitter();
                 let before = self.interp.stats().emitted;
-                self.interp.run(&mut Pause, 1)?;
+                self.interp.next_task()?;
                 let mark = if self.interp.stats().emitted > before {
                     self.staged = true;
                     let id = self.interp.current_task().id;
