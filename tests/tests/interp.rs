@@ -404,6 +404,7 @@ fn pausing_and_resuming_gives_the_same_tasks() {
             for step in [ptovm_host_sim::NEXT_TASK, 1, 2, 5] {
                 let stepped = expand_aicpu(v, rp, aicpu, aicpus, usize::MAX, step).unwrap();
                 assert_eq!(stepped.tasks, whole.tasks);
+                assert_eq!(stepped.stats, whole.stats, "step {step}");
             }
         }
     }

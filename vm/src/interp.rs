@@ -1184,10 +1184,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
 
     /// Emits this instance's next task and pauses after it (the task is then
     /// [`Interpreter::current_task`]): what `run` does with a budget of one task, for a
-    /// caller that takes tasks one at a time, as the scheduler stages them. Inside an
-    /// iteration of a loop whose body is only tasks, when the next site is this instance's
-    /// and its record is kept, it refills that record directly (what `run` would do, without
-    /// its way back into the loop).
+    /// caller that takes tasks one at a time, as the scheduler stages them. In a loop whose
+    /// body is only tasks, when the next site (in this iteration, or the first of the next
+    /// one) is this instance's and its record is kept, it refills that record directly: what
+    /// `run` would do, without its way back into the loop.
     pub fn next_task(&mut self) -> R<Status> {
         struct Pause;
         impl Sink for Pause {
@@ -1195,7 +1195,16 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 false
             }
         }
-        if let Some(k) = self.kept_next() {
+        if let Some((k, advance)) = self.kept_next() {
+            if advance {
+                // What `close` and `next_iteration` do at the end of an iteration of a loop
+                // that does not decide ownership per iteration.
+                let f = self.frames[self.sp];
+                let p = f.pos + 1;
+                self.bind(f.depth, p, f.ext, f.base, f.indices);
+                self.frames[self.sp].pos = p;
+                self.stats.visits += 1;
+            }
             let f = &self.frames[self.sp];
             let iter = iter_flags(f.pos, f.ext);
             let id = self.next_id;
@@ -1212,24 +1221,33 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         self.run(&mut Pause, 1)
     }
 
-    /// The kept record of the next site, when `run` would resume inside an iteration of a
-    /// loop whose body is only tasks (`leaf_rest`) at a site this instance owns (in a loop it
-    /// owns, or by round robin) whose record is kept.
+    /// The kept record of the next site when `run` would go on in a loop whose body is only
+    /// tasks (`leaf_loop` has run it): inside an iteration where `leaf_loop` paused
+    /// (`leaf_rest`), or at the end of one with another to go (then `true`: the loop advances
+    /// first, as `close` would advance it; only for a loop that does not decide ownership per
+    /// iteration, whose next iteration has the same owner). Only a site this instance owns
+    /// (in a loop it owns, or by round robin) whose record is kept.
     #[inline]
-    fn kept_next(&self) -> Option<usize> {
+    fn kept_next(&self) -> Option<(usize, bool)> {
         if self.done || self.sp == 0 {
             return None;
         }
         let f = &self.frames[self.sp];
-        let k = self.resume.1 as usize;
-        // (Only `leaf_loop` sets `kept_loop`, to a loop's header: a frame there is that loop.)
-        let resumes = !f.deciding
-            && self.pc < f.end
-            && self.pc != f.at + 1
-            && self.kept_loop == f.at
-            && self.resume.0 == self.pc
-            && k < TEMPLATES
-            && self.kept & 1 << k != 0;
+        // (Only `leaf_loop` sets `kept_loop`, to a loop's header: a frame there is that loop,
+        // and `enter_loop` empties `kept` when it starts a run of it.)
+        if f.deciding || self.kept_loop != f.at {
+            return None;
+        }
+        let (k, advance) = if self.pc == f.end {
+            (0, true)
+        } else {
+            (self.resume.1 as usize, false)
+        };
+        let at = if advance {
+            f.pos + 1 < f.ext
+        } else {
+            self.pc < f.end && self.pc != f.at + 1 && self.resume.0 == self.pc
+        };
         let mine = match f.own {
             Own::Mine => true,
             Own::Undecided if f.policy.kind == Policy::RoundRobin as u8 => {
@@ -1237,7 +1255,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             }
             _ => false,
         };
-        (resumes && mine).then_some(k)
+        (at && mine && k < TEMPLATES && self.kept & 1 << k != 0).then_some((k, advance))
     }
 
     /// Runs until the program ends, `budget` tasks were emitted, or the sink asks to pause.
