@@ -719,22 +719,10 @@ pub struct TaskUses<'a> {
 }
 
 impl TaskUses<'_> {
-    /// Whether some region is to be looked up or recorded in the local map (not
-    /// [`Use::Skip`], not global): without one, the local map has nothing to do.
-    pub fn local(&self) -> bool {
-        self.needs.local != LOCAL_NONE
-    }
-
-    /// Whether every region for the local map is only looked up (a read, [`Use::Lookup`] or
-    /// [`Use::Find`]): then a map whose tensors of those regions are all quiet
-    /// ([`crate::tmap::TensorMap::quiet`]) has nothing to find and nothing to change.
-    pub fn lookups_only(&self) -> bool {
-        self.needs.local == LOCAL_UNLESS_QUIET
-    }
-
-    /// The tensors of the regions for the local map, each once: with
-    /// [`TaskUses::lookups_only`], the local map has nothing to do while all of them are
-    /// quiet ([`TaskUses::all_quiet`]).
+    /// The tensors of the regions for the local map, each once: when every region that
+    /// goes to a map is only looked up (a read, [`Use::Lookup`] or [`Use::Find`]), the local
+    /// map has nothing to find and nothing to change while all of them are quiet
+    /// ([`TaskUses::all_quiet`]).
     pub fn quiet(&self) -> &[u16] {
         let n = self.needs;
         &n.quiet[..n.nquiet as usize]
@@ -762,8 +750,9 @@ impl TaskUses<'_> {
         quiet
     }
 
-    /// Whether the local map has something to do for the task: it has a region for that
-    /// map, and not only reads of tensors that are all quiet there
+    /// Whether the local map has something to do for the task: some region is to be looked
+    /// up or recorded there (not [`Use::Skip`], not global), and not every region that goes
+    /// to a map is a read only looked up while the local map's tensors are all quiet
     /// ([`TaskUses::all_quiet`]).
     #[inline]
     pub fn local_needed<S: Storage>(&self, map: &mut TensorMap<S>) -> bool {
@@ -777,10 +766,10 @@ impl TaskUses<'_> {
 
 /// [`Needs::local`]: no region for the local map.
 const LOCAL_NONE: u8 = 0;
-/// Regions for the local map, some of them written or recorded.
+/// Regions for the local map, and some region that goes to a map written or recorded.
 const LOCAL_ALWAYS: u8 = 1;
-/// Regions for the local map, all only looked up: nothing to do while their tensors are
-/// quiet.
+/// Regions for the local map, and every region that goes to a map only looked up: the local
+/// map has nothing to do while its tensors are quiet.
 const LOCAL_UNLESS_QUIET: u8 = 2;
 
 /// Whether `uses` (of the regions `ios`) has a region for the local map and one for the
@@ -817,8 +806,8 @@ fn needs(uses: &[(Use, bool)], ios: &[crate::Io]) -> Needs {
 /// What [`needs`] says about a site's regions.
 #[derive(Clone, Copy, Debug, Default)]
 struct Needs {
-    /// Whether a region goes to the local map, and whether they are all only looked up:
-    /// [`LOCAL_NONE`], [`LOCAL_ALWAYS`] or [`LOCAL_UNLESS_QUIET`].
+    /// Whether a region goes to the local map, and whether every region that goes to a map
+    /// is only looked up: [`LOCAL_NONE`], [`LOCAL_ALWAYS`] or [`LOCAL_UNLESS_QUIET`].
     local: u8,
     global: bool,
     /// `local`, or [`LOCAL_ALWAYS`] if a region goes to the global map
