@@ -372,6 +372,18 @@ pub fn heap_map(layout: tmap::MapLayout, mode: DepMode) -> Option<HeapMap> {
 /// The distance of a structural producer is below this ([`ptovm_vm::share::CHAIN_SPAN`]).
 const SPAN: u64 = ptovm_vm::share::CHAIN_SPAN as u64;
 
+/// The number of bits set in `m`, one at a time: the structural producers' masks have one or
+/// two, and a baseline x86-64 build has no `popcnt` (its software count is longer).
+#[inline]
+fn bits(mut m: u64) -> u64 {
+    let mut n = 0;
+    while m != 0 {
+        n += 1;
+        m &= m - 1;
+    }
+    n
+}
+
 /// Generation plus dependency building as one AICPU does it, with its window completing in
 /// order (for benchmarks and profiling): task `t` takes handle `t mod window` after task
 /// `t − window` retires, and every edge to a task still in the window is found (the others'
@@ -461,16 +473,12 @@ impl InOrderWindow {
         if id < SPAN || mask == 0 || !self.map.idle((id & mask) as u32) {
             return false;
         }
-        let Some(mut chain) = self.uses.no_map(t, self.map.inserted()) else {
+        let Some(chain) = self.uses.no_map(t, self.map.inserted()) else {
             return false;
         };
         // Every structural producer is still in the window (`d < SPAN <= window`, `d <= t`):
-        // counting the mask's bits counts them. (Bit by bit: most tasks name one or two,
-        // and a baseline x86-64 build has no `popcnt`.)
-        while chain != 0 {
-            self.edges += 1;
-            chain &= chain - 1;
-        }
+        // counting the mask's bits counts them.
+        self.edges += bits(chain);
         true
     }
 
@@ -531,12 +539,7 @@ impl InOrderWindow {
                 &mut self.found,
             );
         }
-        // (Bit by bit: most tasks name one or two, and a baseline x86-64 build has no
-        // `popcnt`.)
-        while chain != 0 {
-            self.edges += 1;
-            chain &= chain - 1;
-        }
+        self.edges += bits(chain);
         Ok(())
     }
 
