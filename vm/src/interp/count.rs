@@ -1,0 +1,215 @@
+//! Task counts of subtrees an instance skips, and the work bound known before running
+//! (spec/bytecode.md §5.7-5.8).
+
+use super::*;
+
+impl<'a, 'p> Interpreter<'a, 'p> {
+    // ---------------------------------------------------------------- counting
+
+    /// The number of tasks the statements `[start, end)` generate with the current loop
+    /// variables (`self.loops` of them bound). Walks only what the count depends on: a loop
+    /// whose body's count does not depend on its variable is counted once and multiplied.
+    pub fn count_range(&mut self, start: u32, end: u32) -> R<u64> {
+        #[derive(Clone, Copy)]
+        struct C {
+            end: u32,
+            after: u32,
+            sum: u64,
+            mult: u64,
+            is_loop: bool,
+            at: u32,
+            depth: u8,
+            pos: u64,
+            ext: u64,
+            base: u32,
+            indices: u16,
+            dependent: bool,
+        }
+        let base_frame = C {
+            end,
+            after: end,
+            sum: 0,
+            mult: 1,
+            is_loop: false,
+            at: start,
+            depth: 0,
+            pos: 0,
+            ext: 0,
+            base: 0,
+            indices: NONE16,
+            dependent: false,
+        };
+        let mut st = [base_frame; limits::MAX_NESTING + 1];
+        let mut sp = 0usize;
+        let mut depth = self.loops as u8;
+        let mut pc = start;
+        loop {
+            if pc >= st[sp].end {
+                let f = st[sp];
+                if sp == 0 {
+                    return Ok(f.sum);
+                }
+                if f.is_loop && f.dependent && f.pos + 1 < f.ext {
+                    let p = f.pos + 1;
+                    st[sp].pos = p;
+                    self.bind(f.depth, p, f.ext, f.base, f.indices);
+                    self.stats.count_visits += 1;
+                    pc = f.at + 1;
+                    continue;
+                }
+                let add = f.sum.checked_mul(f.mult).ok_or(RunError::TooManyTasks)?;
+                sp -= 1;
+                st[sp].sum = st[sp].sum.checked_add(add).ok_or(RunError::TooManyTasks)?;
+                if f.is_loop {
+                    depth -= 1;
+                }
+                pc = f.after;
+                continue;
+            }
+            let r = self.rec(pc);
+            match Opcode::from_u8(r.opcode).map(|o| o.class()) {
+                Some(OpClass::Task) => {
+                    st[sp].sum = st[sp].sum.checked_add(1).ok_or(RunError::TooManyTasks)?;
+                    pc += 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
+                }
+                Some(OpClass::Loop) => {
+                    let (ext, base, indices) = self.axis(r.op1(), pc)?;
+                    if ext == 0 || sp + 1 >= st.len() {
+                        pc = r.op2();
+                        continue;
+                    }
+                    let dependent = self.count_depends(pc + 1, r.op2(), depth);
+                    self.bind(depth, 0, ext, base, indices);
+                    self.stats.count_visits += 1;
+                    sp += 1;
+                    st[sp] = C {
+                        end: r.op2(),
+                        after: r.op2(),
+                        sum: 0,
+                        mult: if dependent { 1 } else { ext },
+                        is_loop: true,
+                        at: pc,
+                        depth,
+                        pos: 0,
+                        ext,
+                        base,
+                        indices,
+                        dependent,
+                    };
+                    depth += 1;
+                    pc += 1;
+                }
+                Some(OpClass::Block) => {
+                    let mut after = r.op2();
+                    if r.opcode == Opcode::COND as u8 {
+                        let has_else = r.flags & COND_HAS_ELSE != 0;
+                        if self.eval(r.op1() as u32, pc)? == 0 {
+                            pc = r.op2(); // the else block, if any, runs as a SEQUENTIAL
+                            continue;
+                        }
+                        if has_else {
+                            after = self.rec(r.op2()).op2();
+                        }
+                    }
+                    if sp + 1 >= st.len() {
+                        pc = after;
+                        continue;
+                    }
+                    sp += 1;
+                    st[sp] = C {
+                        end: r.op2(),
+                        after,
+                        sum: 0,
+                        mult: 1,
+                        is_loop: false,
+                        at: pc,
+                        ..base_frame
+                    };
+                    pc += 1;
+                }
+                _ => pc += 1,
+            }
+        }
+    }
+
+    /// An upper bound on the walk, from the code and the runtime parameters alone, in one pass
+    /// over the code (no loop is entered): the loop iterations a walk of the whole program can
+    /// start (an instance, which skips what it does not own, starts no more, counting included),
+    /// and the tasks it can emit, with every loop at the largest extent its axis can
+    /// have (a ragged axis its longest row, a sparse axis its longest row of the indptr) and
+    /// every COND branch taken. Saturates at `u64::MAX`. A host or device can refuse a program
+    /// whose bound is over its budget before running or counting anything
+    /// (`count_tasks` walks the loops whose task count depends on their variable, so its own
+    /// cost is up to `iterations`).
+    pub fn work_bound(&self) -> WorkBound {
+        let code = self.v.code();
+        let last = code.len().saturating_sub(1) as u32;
+        // The enclosing loops: their ends and the iterations each of their bodies runs.
+        let mut stack = [(0u32, 1u64); limits::MAX_NESTING + 1];
+        let mut sp = 0usize;
+        let mut b = WorkBound::default();
+        let mut pc = 0u32;
+        while pc < last {
+            while sp > 0 && stack[sp].0 <= pc {
+                sp -= 1;
+            }
+            let mult = stack[sp].1;
+            let r = self.rec(pc);
+            match Opcode::from_u8(r.opcode).map(|o| o.class()) {
+                Some(OpClass::Loop) => {
+                    let runs = mult.saturating_mul(self.max_extent(r.op1()));
+                    b.iterations = b.iterations.saturating_add(runs);
+                    if sp + 1 < stack.len() {
+                        sp += 1;
+                        stack[sp] = (r.op2(), runs);
+                    }
+                    pc += 1;
+                }
+                Some(OpClass::Task) => {
+                    b.tasks = b.tasks.saturating_add(mult);
+                    pc += 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
+                }
+                _ => pc += 1,
+            }
+        }
+        b
+    }
+
+    /// The largest extent axis `axis` can have with these runtime parameters.
+    pub(super) fn max_extent(&self, axis: u16) -> u64 {
+        let a = self.axis_rec(axis);
+        match Opcode::from_u8(a.opcode) {
+            Some(Opcode::AXIS_DENSE) => a.op2() as u64,
+            Some(Opcode::AXIS_DENSE_DYN) => self.p.scalar(a.op1() as usize) as u64,
+            Some(Opcode::AXIS_RAGGED) => self
+                .p
+                .array(a.op1() as usize)
+                .iter()
+                .max()
+                .map_or(0, |&l| l as u64),
+            Some(Opcode::AXIS_SPARSE) => self
+                .p
+                .array(a.op1() as usize)
+                .windows(2)
+                .map(|w| w[1].saturating_sub(w[0]) as u64)
+                .max()
+                .unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// The number of tasks the whole program generates with these runtime parameters: the
+    /// bound on work that is known before running.
+    pub fn count_tasks(&mut self) -> R<u64> {
+        self.count_top(0, self.v.code().len() as u32 - 1)
+    }
+
+    /// The number of tasks the top-level statements `[start, end)` generate.
+    pub fn count_top(&mut self, start: u32, end: u32) -> R<u64> {
+        let saved = self.loops;
+        self.loops = 0;
+        let n = self.count_range(start, end);
+        self.loops = saved;
+        n
+    }
+}

@@ -1,0 +1,454 @@
+//! The interpreter (spec/bytecode.md §5): expands a verified program on one AICPU, emitting only
+//! the tasks its dispatch policy gives that AICPU, in program order, into a caller-supplied
+//! [`Sink`]. No heap, no recursion: fixed stacks sized by the format's limits. It can stop after
+//! any task and resume, so generation can be pipelined with execution.
+//!
+//! Subtrees owned by other AICPUs are skipped without being walked whenever the policy decides
+//! ownership at an outer loop: the task ids they would have used are counted (`count_range`),
+//! by multiplication where a loop's body does not depend on its variable.
+//!
+//! The rooms: `task` (what the interpreter emits and its errors), `plan` (task sites decoded
+//! once, and the records `leaf_loop` keeps), `expr` (expression evaluation), `count` (task
+//! counts of skipped subtrees and the work bound), `walk` (the walk itself: loops, blocks,
+//! ownership decisions, the leaf-loop fast path). This file holds the interpreter's state,
+//! its ownership rules and the facts it reads from the code.
+
+mod count;
+mod expr;
+mod plan;
+mod task;
+mod walk;
+
+pub use task::{Io, LaunchError, RunError, Sink, Stats, Status, Task};
+
+use expr::*;
+use plan::*;
+
+use crate::format::{
+    limits, PolicySpec, Record, COND_HAS_ELSE, DIM_IS_SLOT, NONE16, TENSOR_IMPLICIT,
+};
+use crate::opcodes::{Dir, ExprKind, ExprOp, OpClass, Opcode};
+use crate::params::{ParamError, RuntimeParams};
+use crate::{Policy, Pool, Verified};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Own {
+    Undecided,
+    Mine,
+    NotMine,
+}
+
+const UNKNOWN: u8 = 2;
+
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    /// Opcode byte of the header (HALT for the top level).
+    op: u8,
+    /// Header instruction index.
+    at: u32,
+    /// End of the body.
+    end: u32,
+    /// Where to continue after the body (differs from `end` for a COND with an else block).
+    after: u32,
+    /// Ownership of the tasks in this frame (for the current iteration of a loop).
+    own: Own,
+    /// Dispatch policy in force and the loops it needs bound to decide.
+    policy: PolicySpec,
+    need: u32,
+    /// Loop state: depth, position, extent, sparse base and indices slot (0xFFFF: not sparse).
+    depth: u8,
+    pos: u64,
+    ext: u64,
+    base: u32,
+    indices: u16,
+    /// Cached facts about a loop body: does its task count depend on the loop variable
+    /// (0/1/UNKNOWN), does it contain a DISPATCH_FILTER (0/1/UNKNOWN), and its task count when
+    /// it does not depend on the variable.
+    depends: u8,
+    filter: u8,
+    body_count: Option<u64>,
+    /// Whether the loop decides ownership per iteration (then each iteration goes through
+    /// `next_iteration`).
+    deciding: bool,
+    /// The number of tasks of a body made only of TASK statements, or NOT_SIMPLE, or
+    /// UNKNOWN_SIMPLE before it is looked at.
+    simple: u32,
+}
+
+/// What the leaf-loop fast path did.
+enum Leaf {
+    /// The loop does not qualify; run the general loop.
+    NotApplicable,
+    /// The loop ran to its end.
+    Ran,
+    /// Emission paused inside the loop.
+    Paused,
+    /// The rest of an iteration that had paused ran; the loop goes on as usual.
+    Rest,
+}
+
+/// [`Task::iter`]: the task's iteration is its loop's first.
+pub const ITER_FIRST: u8 = 1;
+/// [`Task::iter`]: the task's iteration is its loop's last.
+pub const ITER_LAST: u8 = 2;
+
+/// [`Task::iter`] of iteration `pos` of a loop of `ext` iterations.
+#[inline(always)]
+fn iter_flags(pos: u64, ext: u64) -> u8 {
+    ((pos == 0) as u8 * ITER_FIRST) | ((pos + 1 == ext) as u8 * ITER_LAST)
+}
+
+const UNKNOWN_SIMPLE: u32 = u32::MAX;
+const NOT_SIMPLE: u32 = u32::MAX - 1;
+
+impl Frame {
+    fn top(end: u32, policy: PolicySpec, need: u32) -> Frame {
+        Frame {
+            op: Opcode::HALT as u8,
+            at: 0,
+            end,
+            after: end,
+            own: Own::Undecided,
+            policy,
+            need,
+            depth: 0,
+            pos: 0,
+            ext: 0,
+            base: 0,
+            indices: NONE16,
+            depends: UNKNOWN,
+            filter: UNKNOWN,
+            body_count: None,
+            deciding: false,
+            simple: UNKNOWN_SIMPLE,
+        }
+    }
+}
+
+/// The SplitMix64 finalizer used by the `hash` policy.
+#[inline]
+pub fn mix64(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// An upper bound on a program's walk ([`Interpreter::work_bound`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkBound {
+    /// Loop iterations all instances together can start.
+    pub iterations: u64,
+    /// Tasks the program can emit.
+    pub tasks: u64,
+}
+
+/// One AICPU's interpreter over a verified program.
+#[derive(Clone, Debug)]
+pub struct Interpreter<'a, 'p> {
+    v: Verified<'a>,
+    p: RuntimeParams<'p>,
+    me: u64,
+    n: u64,
+    pc: u32,
+    sp: usize,
+    frames: [Frame; limits::MAX_NESTING + 1],
+    loops: u32,
+    vars: [i64; limits::MAX_LOOP_DEPTH],
+    pos: [u64; limits::MAX_LOOP_DEPTH],
+    ext: [u64; limits::MAX_LOOP_DEPTH],
+    next_id: u64,
+    done: bool,
+    task: Task,
+    plans: [Plan; PLAN_SITES],
+    /// The plan slot a new plan takes when its own is taken (a round robin).
+    plan_next: u8,
+    /// Task records of the sites of the innermost loop `leaf_loop` runs (its `k`-th site's in
+    /// `templates[k]`): filled in full the first time the site emits in a run of the loop,
+    /// then only the fields that depend on the loop's variable change ([`Template`]).
+    templates: [Task; TEMPLATES],
+    template_of: [Template; TEMPLATES],
+    /// Which record the last task was emitted in: 0 for `task`, `k + 1` for `templates[k]`.
+    current: u8,
+    /// Bit `k`: `templates[k]` holds the `k`-th site's record of the loop at `kept_loop`,
+    /// from its current run (any loop's entry clears it; the scheduler's pauses after each
+    /// task do not).
+    kept: u32,
+    kept_loop: u32,
+    /// Where `leaf_loop` last paused inside an iteration of the loop at `kept_loop`: the
+    /// next site's instruction index and its position in the body.
+    resume: (u32, u32),
+    stats: Stats,
+}
+
+type R<T> = Result<T, RunError>;
+
+impl<'a, 'p> Interpreter<'a, 'p> {
+    /// Prepares AICPU `aicpu` of `aicpus` to run `v` with runtime parameters `p` (already
+    /// validated against `v`). A threshold policy selects its level here.
+    pub fn new(
+        v: Verified<'a>,
+        p: RuntimeParams<'p>,
+        aicpu: u32,
+        aicpus: u32,
+    ) -> Result<Self, LaunchError> {
+        if aicpus == 0 || aicpus > limits::MAX_AICPUS as u32 || aicpu >= aicpus {
+            return Err(LaunchError::Params(ParamError::Aicpu {
+                aicpu,
+                count: aicpus,
+            }));
+        }
+        let last = v.code().len() as u32 - 1;
+        let mut me = Interpreter {
+            v,
+            p,
+            me: aicpu as u64,
+            n: aicpus as u64,
+            pc: 0,
+            sp: 0,
+            frames: [Frame::top(last, PolicySpec::default(), 0); limits::MAX_NESTING + 1],
+            loops: 0,
+            vars: [0; limits::MAX_LOOP_DEPTH],
+            pos: [0; limits::MAX_LOOP_DEPTH],
+            ext: [0; limits::MAX_LOOP_DEPTH],
+            next_id: 0,
+            done: false,
+            task: Task::default(),
+            plans: [EMPTY_PLAN; PLAN_SITES],
+            plan_next: 0,
+            templates: core::array::from_fn(|_| Task::default()),
+            template_of: [EMPTY_TEMPLATE; TEMPLATES],
+            current: 0,
+            kept: 0,
+            kept_loop: u32::MAX,
+            resume: (u32::MAX, 0),
+            stats: Stats::default(),
+        };
+        let c = v.config();
+        let mut policy = c.policy;
+        if policy.kind == Policy::Threshold as u8 {
+            let sel = me
+                .eval(c.selector.get() as u32, 0)
+                .map_err(LaunchError::Run)?;
+            let levels = c.num_levels as usize;
+            let i = (0..levels)
+                .find(|&i| sel <= c.thresholds[i].get() as i64)
+                .unwrap_or(levels.saturating_sub(1));
+            policy = c.levels[i];
+        }
+        let need = me.need(&policy);
+        me.frames[0] = Frame::top(last, policy, need);
+        me.frames[0].own = me
+            .decide_scope(&policy, need, 0)
+            .map_err(LaunchError::Run)?;
+        Ok(me)
+    }
+
+    /// Work counters so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// The id the next task will get (after the run: the program's task count).
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    /// The record of the task emitted last (valid until the next `run`): lets a caller that
+    /// paused right after a task use it without copying.
+    pub fn current_task(&self) -> &Task {
+        match self.current {
+            0 => &self.task,
+            k => &self.templates[(k as usize - 1) % TEMPLATES],
+        }
+    }
+
+    /// Whether the program has ended.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The program it runs.
+    pub fn program(&self) -> Verified<'a> {
+        self.v
+    }
+
+    /// The AICPU count of the launch.
+    pub fn aicpus(&self) -> u32 {
+        self.n as u32
+    }
+
+    /// The dispatch policy in force at the top level (a threshold policy's selected level).
+    pub fn module_policy(&self) -> PolicySpec {
+        self.frames[0].policy
+    }
+
+    /// Loops a policy needs bound before it can name an owner.
+    fn need(&self, p: &PolicySpec) -> u32 {
+        match Policy::from_u8(p.kind) {
+            Some(Policy::Affinity) | Some(Policy::Hash) => {
+                let mut need = 0;
+                for i in p.key.get() as u32..p.key.get() as u32 + limits::MAX_EXPR_LEN as u32 {
+                    let r = self.expr_at(i);
+                    if r.opcode == ExprOp::END as u8 {
+                        break;
+                    }
+                    if r.opcode == ExprOp::VAR as u8 {
+                        need = need.max(r.op1() as u32 + 1);
+                    }
+                }
+                need
+            }
+            Some(Policy::StaticPartition) => p.depth as u32 + 1,
+            _ => 0,
+        }
+    }
+
+    /// The owner of the current position under a per-subtree policy.
+    fn owner(&self, p: &PolicySpec, pc: u32) -> R<u64> {
+        Ok(match Policy::from_u8(p.kind) {
+            Some(Policy::Affinity) => {
+                self.eval(p.key.get() as u32, pc)?.rem_euclid(self.n as i64) as u64
+            }
+            Some(Policy::Hash) => mix64(self.eval(p.key.get() as u32, pc)? as u64) % self.n,
+            Some(Policy::StaticPartition) => {
+                let d = p.depth as usize % limits::MAX_LOOP_DEPTH;
+                let ext = self.ext[d].max(1);
+                ((self.pos[d] as u128 * self.n as u128) / ext as u128) as u64
+            }
+            _ => 0,
+        })
+    }
+
+    /// Ownership at the start of a policy scope with `loops` loops bound.
+    fn decide_scope(&self, p: &PolicySpec, need: u32, pc: u32) -> R<Own> {
+        let per_subtree = p.kind != Policy::RoundRobin as u8;
+        if !per_subtree || need > self.loops {
+            return Ok(Own::Undecided);
+        }
+        Ok(if self.owner(p, pc)? == self.me {
+            Own::Mine
+        } else {
+            Own::NotMine
+        })
+    }
+
+    // ---------------------------------------------------------------- structure facts
+
+    #[inline]
+    fn rec(&self, pc: u32) -> Record {
+        self.v.code().get(pc as usize).copied().unwrap_or_default()
+    }
+
+    /// Whether the task count of `[start, end)` depends on the loop variable at `depth`: a
+    /// COND predicate or a ragged/sparse row reads it.
+    fn count_depends(&self, start: u32, end: u32, depth: u8) -> bool {
+        let d = depth as u16;
+        (start..end).any(|pc| {
+            let r = self.rec(pc);
+            match Opcode::from_u8(r.opcode) {
+                Some(Opcode::COND) => self.expr_reads(r.op1() as u32, d),
+                Some(Opcode::PARALLEL_FOR | Opcode::FOR_EACH | Opcode::SELECT) => {
+                    let a = self.axis_rec(r.op1());
+                    match Opcode::from_u8(a.opcode) {
+                        Some(Opcode::AXIS_RAGGED) => self.expr_reads(a.op2(), d),
+                        Some(Opcode::AXIS_SPARSE) => self.expr_reads(a.op2() & 0xFFFF, d),
+                        _ => false,
+                    }
+                }
+                _ => false,
+            }
+        })
+    }
+
+    fn has_filter(&self, start: u32, end: u32) -> bool {
+        (start..end).any(|pc| self.rec(pc).opcode == Opcode::DISPATCH_FILTER as u8)
+    }
+
+    /// Axis record `axis` (verified to exist).
+    fn axis_rec(&self, axis: u16) -> Record {
+        self.v
+            .axes()
+            .get(axis as usize)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Evaluates a loop's axis: (extent, sparse base, indices slot or NONE16).
+    fn axis(&self, axis: u16, pc: u32) -> R<(u64, u32, u16)> {
+        let a = self.axis_rec(axis);
+        match Opcode::from_u8(a.opcode) {
+            Some(Opcode::AXIS_DENSE) => Ok((a.op2() as u64, 0, NONE16)),
+            Some(Opcode::AXIS_DENSE_DYN) => Ok((self.p.scalar(a.op1() as usize) as u64, 0, NONE16)),
+            Some(Opcode::AXIS_RAGGED) => {
+                let row = self.eval(a.op2(), pc)?;
+                let lens = self.p.array(a.op1() as usize);
+                match usize::try_from(row).ok().and_then(|i| lens.get(i)) {
+                    Some(l) => Ok((*l as u64, 0, NONE16)),
+                    None => Err(RunError::Index {
+                        pc,
+                        slot: a.op1(),
+                        index: row,
+                        len: lens.len(),
+                    }),
+                }
+            }
+            Some(Opcode::AXIS_SPARSE) => {
+                let row = self.eval(a.op2() & 0xFFFF, pc)?;
+                let ptr = self.p.array(a.op1() as usize);
+                let i = usize::try_from(row).ok().filter(|i| i + 1 < ptr.len());
+                match i {
+                    Some(i) => Ok(((ptr[i + 1] - ptr[i]) as u64, ptr[i], (a.op2() >> 16) as u16)),
+                    None => Err(RunError::Index {
+                        pc,
+                        slot: a.op1(),
+                        index: row.saturating_add(1),
+                        len: ptr.len(),
+                    }),
+                }
+            }
+            _ => Ok((0, 0, NONE16)),
+        }
+    }
+
+    /// Binds the loop variable at `depth` to position `pos` of a loop.
+    #[inline]
+    fn bind(&mut self, depth: u8, pos: u64, ext: u64, base: u32, indices: u16) {
+        let d = depth as usize % limits::MAX_LOOP_DEPTH;
+        self.pos[d] = pos;
+        self.ext[d] = ext;
+        self.vars[d] = if indices == NONE16 {
+            pos as i64
+        } else {
+            self.p
+                .array(indices as usize)
+                .get(base as usize + pos as usize)
+                .copied()
+                .unwrap_or(0) as i64
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An interpreter lives in memory its caller provides (on the AICPU: the kernel's); keep
+    /// its size known and bounded. Most of it is task records: the one it emits and the
+    /// `TEMPLATES` that `leaf_loop` keeps (about 2.3 KiB each), and the plans.
+    #[test]
+    fn interpreter_size_is_bounded() {
+        let size = core::mem::size_of::<Interpreter<'static, 'static>>();
+        assert!(size <= 32 * 1024, "Interpreter is {size} bytes");
+        assert!(core::mem::size_of::<Plan>() <= 1024);
+        assert!(core::mem::size_of::<Task>() * (1 + TEMPLATES) <= 12 * 1024);
+    }
+
+    #[test]
+    fn mix64_is_splitmix_finalizer() {
+        // SplitMix64's output for state 0x9E3779B97F4A7C15 is its finalizer of that value.
+        assert_eq!(mix64(0x9E37_79B9_7F4A_7C15), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(mix64(0), 0);
+    }
+}

@@ -1,0 +1,557 @@
+//! Task sites decoded once into plans, and the task records an innermost loop keeps from one
+//! iteration to the next (spec/bytecode.md §5.8, "Emission").
+
+use super::*;
+
+/// How a task operand or region bound is computed, decoded once per task site.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Operand {
+    /// OPERAND_CONST (value in `c`), OPERAND_VAR (depth in `a`), OPERAND_EXPR (start in `a`)
+    /// or OPERAND_NEXT (the start plus one: a single index).
+    kind: u8,
+    a: u32,
+    c: i64,
+}
+
+pub(super) const OPERAND_CONST: u8 = 0;
+pub(super) const OPERAND_VAR: u8 = 1;
+pub(super) const OPERAND_EXPR: u8 = 2;
+pub(super) const OPERAND_NEXT: u8 = 3;
+/// The start of a single-index dimension named by the variable at depth `a` of a loop over a
+/// dense or dynamic axis no longer than the dimension: its values `0 .. extent` are always in
+/// bounds, so the range `(v, v + 1)` needs no check.
+pub(super) const OPERAND_INDEX: u8 = 4;
+
+/// One named region dimension of a task site: its bounds and the extent it is checked against
+/// (`i64::MAX` for an implicit tensor).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct PlanDim {
+    start: Operand,
+    end: Operand,
+    extent: i64,
+    /// Its region's position among the site's, and its own among the region's dimensions.
+    io: u8,
+    dim: u8,
+}
+
+/// One IO region of a task site.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct PlanIo {
+    tensor: u16,
+    dir: u8,
+    ndims: u8,
+}
+
+/// Task sites whose decoded form is cached: a site's plan is looked for first in the slot its
+/// instruction index maps to, then in the others; a new one takes its own slot if that is
+/// empty, else the next slot of a round robin over all of them (so the sites a loop uses, up
+/// to this many, end up cached together whatever their indices: a plan the round robin placed
+/// stays until it has come round again, after as many misses as there are slots).
+pub(super) const PLAN_SITES: usize = 16;
+/// Region dimensions a cached site may have in all; a larger site is decoded at every task.
+pub(super) const PLAN_DIMS: usize = 12;
+
+/// A task site decoded for emission. Runtime parameters do not change during a run, so `PARAM`
+/// operands and tensor extents are resolved when the plan is made.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Plan {
+    site: u32,
+    kernel: u16,
+    pool: u8,
+    nparams: u8,
+    nio: u8,
+    /// Named dimensions of all its regions (`dims[..ndims]`).
+    ndims: u8,
+    params: [Operand; limits::MAX_TASK_PARAMS],
+    ios: [PlanIo; limits::MAX_TASK_IO],
+    dims: [PlanDim; PLAN_DIMS],
+    /// Whether every parameter is a loop variable, and then their depths: the parameters
+    /// are copied without dispatching on their kind.
+    vars_only: bool,
+    param_depths: [u8; limits::MAX_TASK_PARAMS],
+    /// Whether every named dimension is an [`OPERAND_INDEX`] one, and then `(region, dim,
+    /// depth)` of each: the ranges are written without dispatching or checking.
+    index_only: bool,
+    index_dims: [[u8; 3]; PLAN_DIMS],
+}
+
+pub(super) const EMPTY_OPERAND: Operand = Operand {
+    kind: 0,
+    a: 0,
+    c: 0,
+};
+pub(super) const EMPTY_PLAN: Plan = Plan {
+    site: u32::MAX,
+    kernel: 0,
+    pool: 0,
+    nparams: 0,
+    nio: 0,
+    ndims: 0,
+    params: [EMPTY_OPERAND; limits::MAX_TASK_PARAMS],
+    ios: [PlanIo {
+        tensor: 0,
+        dir: 0,
+        ndims: 0,
+    }; limits::MAX_TASK_IO],
+    dims: [PlanDim {
+        start: EMPTY_OPERAND,
+        end: EMPTY_OPERAND,
+        extent: 0,
+        io: 0,
+        dim: 0,
+    }; PLAN_DIMS],
+    vars_only: false,
+    param_depths: [0; limits::MAX_TASK_PARAMS],
+    index_only: false,
+    index_dims: [[0; 3]; PLAN_DIMS],
+};
+
+#[inline(always)]
+pub(super) fn operand(
+    o: &Operand,
+    exprs: &[Record],
+    p: &RuntimeParams<'_>,
+    vars: &[i64; limits::MAX_LOOP_DEPTH],
+    pc: u32,
+) -> R<i64> {
+    match o.kind {
+        OPERAND_CONST => Ok(o.c),
+        OPERAND_VAR => Ok(vars[o.a as usize % limits::MAX_LOOP_DEPTH]),
+        _ => eval_postfix(exprs, p, vars, o.a, pc),
+    }
+}
+
+/// Body sites of an innermost loop whose task records `leaf_loop` keeps from one iteration
+/// to the next.
+pub(super) const TEMPLATES: usize = 4;
+
+/// What changes from one iteration to the next in a site's record kept by `leaf_loop`: the
+/// parameters and the index dimensions named by the loop's own variable (the site's plan has
+/// only constant and loop-variable parameters and index dimensions, and the variables of the
+/// loops around it keep their values for the whole run of the loop).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Template {
+    /// The loop's depth: its variable is the value every field below takes.
+    depth: u8,
+    /// Bit `i`: parameter `i` is the loop's variable.
+    params: u16,
+    ndims: u8,
+    /// `(region, dimension)` of the index dimensions named by the loop's variable.
+    dims: [[u8; 2]; PLAN_DIMS],
+    /// The instruction after the site (the next site of the loop's body, or its end).
+    next: u32,
+}
+
+pub(super) const EMPTY_TEMPLATE: Template = Template {
+    depth: 0,
+    params: 0,
+    ndims: 0,
+    dims: [[0; 2]; PLAN_DIMS],
+    next: 0,
+};
+
+impl<'a, 'p> Interpreter<'a, 'p> {
+    pub(super) fn dim_extent(&self, t: &crate::format::TensorEntry, d: usize) -> i64 {
+        let x = t.dims[d].get();
+        if x & DIM_IS_SLOT != 0 {
+            self.p.scalar((x & 0xFFFF) as usize) as i64
+        } else {
+            x as i64
+        }
+    }
+
+    /// Decodes an expression into an operand (a constant or a loop variable when it is one).
+    pub(super) fn operand_of(&self, start: u32) -> Operand {
+        let first = self.expr_at(start);
+        if self.expr_at(start + 1).opcode == ExprOp::END as u8 {
+            match ExprOp::from_u8(first.opcode) {
+                Some(ExprOp::CONST) => {
+                    return Operand {
+                        kind: OPERAND_CONST,
+                        a: 0,
+                        c: first.op2() as i32 as i64,
+                    }
+                }
+                Some(ExprOp::VAR) => {
+                    return Operand {
+                        kind: OPERAND_VAR,
+                        a: first.op1() as u32,
+                        c: 0,
+                    }
+                }
+                Some(ExprOp::PARAM) => {
+                    return Operand {
+                        kind: OPERAND_CONST,
+                        a: 0,
+                        c: self.p.scalar(first.op1() as usize) as i64,
+                    }
+                }
+                _ => {}
+            }
+        }
+        Operand {
+            kind: OPERAND_EXPR,
+            a: start,
+            c: 0,
+        }
+    }
+
+    /// Decodes the task site at `pc` into a plan; `None` if it has too many region dimensions.
+    pub(super) fn make_plan(&self, pc: u32, r: Record) -> Option<Plan> {
+        let np = ((r.op2() & 0xFFFF) as usize).min(limits::MAX_TASK_PARAMS);
+        let nio = ((r.op2() >> 16) as usize).min(limits::MAX_TASK_IO);
+        let mut plan = EMPTY_PLAN;
+        plan.site = pc;
+        plan.kernel = r.op1();
+        plan.pool = self.v.kernels().get(r.op1() as usize).map_or(0, |k| k.pool);
+        plan.nparams = np as u8;
+        plan.nio = nio as u8;
+        for i in 0..np {
+            let o = self.rec(pc + 1 + i as u32);
+            plan.params[i] = match Opcode::from_u8(o.opcode) {
+                Some(Opcode::PARAM_CONST) => Operand {
+                    kind: OPERAND_CONST,
+                    a: 0,
+                    c: o.op2() as i32 as i64,
+                },
+                Some(Opcode::PARAM_LOOPVAR) => Operand {
+                    kind: OPERAND_VAR,
+                    a: o.op1() as u32,
+                    c: 0,
+                },
+                _ => self.operand_of(o.op2()),
+            };
+        }
+        let mut k = 0usize;
+        for j in 0..nio {
+            let o = self.rec(pc + 1 + (np + j) as u32);
+            let t = self.v.tensors().get(o.op1() as usize)?;
+            let declared = t.flags.get() & TENSOR_IMPLICIT == 0;
+            let ndims = (o.flags as usize).min(limits::MAX_RANK);
+            if k + ndims > PLAN_DIMS {
+                return None;
+            }
+            // IO_INPUT, IO_OUTPUT, IO_INOUT are 0x23..0x25 and `Dir` is 1..3.
+            let dir = o
+                .opcode
+                .wrapping_sub(Opcode::IO_INPUT as u8 - Dir::In as u8)
+                & 3;
+            plan.ios[j] = PlanIo {
+                tensor: o.op1(),
+                dir,
+                ndims: ndims as u8,
+            };
+            for d in 0..ndims {
+                let rd = self
+                    .v
+                    .regions()
+                    .get(o.op2() as usize + d)
+                    .copied()
+                    .unwrap_or_default();
+                let start = self.operand_of(rd.start.get() as u32);
+                let end = if rd.end.get() == NONE16 {
+                    Operand {
+                        kind: OPERAND_NEXT,
+                        a: 0,
+                        c: 0,
+                    }
+                } else {
+                    self.operand_of(rd.end.get() as u32)
+                };
+                let extent = if declared {
+                    self.dim_extent(t, d)
+                } else {
+                    i64::MAX
+                };
+                let start = if start.kind == OPERAND_VAR
+                    && end.kind == OPERAND_NEXT
+                    && self.index_within(start.a, extent)
+                {
+                    Operand {
+                        kind: OPERAND_INDEX,
+                        ..start
+                    }
+                } else {
+                    start
+                };
+                plan.dims[k] = PlanDim {
+                    start,
+                    end,
+                    extent,
+                    io: j as u8,
+                    dim: d as u8,
+                };
+                k += 1;
+            }
+        }
+        plan.ndims = k as u8;
+        plan.vars_only = plan.params[..np].iter().all(|o| o.kind == OPERAND_VAR);
+        for (d, o) in plan.param_depths.iter_mut().zip(&plan.params[..np]) {
+            *d = o.a as u8;
+        }
+        plan.index_only = plan.dims[..k].iter().all(|d| d.start.kind == OPERAND_INDEX);
+        for (x, d) in plan.index_dims.iter_mut().zip(&plan.dims[..k]) {
+            *x = [d.io, d.dim, d.start.a as u8];
+        }
+        Some(plan)
+    }
+
+    /// Whether the variable at `depth` is that of an enclosing loop over a dense or dynamic
+    /// axis (values `0 .. ext`, the same extent at every execution of the loop in this run)
+    /// with `ext <= extent`.
+    pub(super) fn index_within(&self, depth: u32, extent: i64) -> bool {
+        self.frames[..=self.sp].iter().any(|f| {
+            Opcode::from_u8(f.op).is_some_and(|o| o.class() == OpClass::Loop)
+                && f.depth as u32 == depth
+                && f.indices == NONE16
+                && f.ext <= extent.max(0) as u64
+                && self
+                    .v
+                    .axes()
+                    .get(self.rec(f.at).op1() as usize)
+                    .is_some_and(|a| {
+                        a.opcode == Opcode::AXIS_DENSE as u8
+                            || a.opcode == Opcode::AXIS_DENSE_DYN as u8
+                    })
+        })
+    }
+
+    /// After `fill_task` for the site at `pc` (followed by the instruction at `next`), the
+    /// `k`-th of the innermost loop at `depth`: if its plan has only constant and
+    /// loop-variable parameters and index dimensions, copies the record to `templates[k]` and
+    /// notes the fields that depend on the loop's variable.
+    pub(super) fn keep_template(&mut self, pc: u32, next: u32, k: usize, depth: u8) -> bool {
+        let Some(slot) = self.plan_slot(pc) else {
+            return false;
+        };
+        let plan = &self.plans[slot];
+        let params = &plan.params[..plan.nparams as usize];
+        if k >= TEMPLATES
+            || plan.site != pc
+            || !plan.index_only
+            || params
+                .iter()
+                .any(|o| o.kind != OPERAND_CONST && o.kind != OPERAND_VAR)
+        {
+            return false;
+        }
+        let mut t = EMPTY_TEMPLATE;
+        t.depth = depth;
+        for (i, o) in params.iter().enumerate() {
+            if o.kind == OPERAND_VAR && o.a == depth as u32 {
+                t.params |= 1 << i;
+            }
+        }
+        for &[io, dim, d] in &plan.index_dims[..plan.ndims as usize] {
+            if d == depth {
+                t.dims[t.ndims as usize] = [io, dim];
+                t.ndims += 1;
+            }
+        }
+        t.next = next;
+        self.template_of[k] = t;
+        self.templates[k] = self.task.clone();
+        true
+    }
+
+    /// Task `id` of the site whose record `templates[k]` keeps: only the fields that depend
+    /// on the loop's variable change. Gives the instruction after the site.
+    #[inline(always)]
+    pub(super) fn refill(&mut self, k: usize, id: u64) -> u32 {
+        let k = k % TEMPLATES;
+        let (task, t) = (&mut self.templates[k], &self.template_of[k]);
+        let v = self.vars[t.depth as usize % limits::MAX_LOOP_DEPTH];
+        task.id = id;
+        let mut m = t.params;
+        while m != 0 {
+            task.params[m.trailing_zeros() as usize % limits::MAX_TASK_PARAMS] = v;
+            m &= m - 1;
+        }
+        for &[io, dim] in t.dims.iter().take(t.ndims as usize) {
+            task.io[io as usize % limits::MAX_TASK_IO].ranges[dim as usize % limits::MAX_RANK] =
+                (v, v + 1);
+        }
+        t.next
+    }
+
+    /// The plan slot holding the site at `pc`, if one does: its own slot first.
+    #[inline]
+    pub(super) fn plan_slot(&self, pc: u32) -> Option<usize> {
+        let own = pc as usize % PLAN_SITES;
+        if self.plans[own].site == pc {
+            return Some(own);
+        }
+        self.plans.iter().position(|p| p.site == pc)
+    }
+
+    /// A new plan's slot: the site's own if it is empty, else the round robin's next.
+    pub(super) fn plan_victim(&mut self, pc: u32) -> usize {
+        let own = pc as usize % PLAN_SITES;
+        if self.plans[own].site == EMPTY_PLAN.site {
+            return own;
+        }
+        let slot = self.plan_next as usize % PLAN_SITES;
+        self.plan_next = ((slot + 1) % PLAN_SITES) as u8;
+        slot
+    }
+
+    pub(super) fn fill_task(&mut self, pc: u32, r: Record, id: u64) -> R<()> {
+        let slot = match self.plan_slot(pc) {
+            Some(slot) => slot,
+            None => match self.make_plan(pc, r) {
+                Some(plan) => {
+                    let slot = self.plan_victim(pc);
+                    self.plans[slot] = plan;
+                    slot
+                }
+                None => return self.fill_task_decoding(pc, r, id),
+            },
+        };
+        let Interpreter {
+            v,
+            p,
+            vars,
+            task,
+            plans,
+            ..
+        } = self;
+        let plan = &plans[slot];
+        let exprs = v.exprs();
+        task.id = id;
+        task.kernel = plan.kernel;
+        task.pool = plan.pool;
+        task.site = pc;
+        task.nparams = plan.nparams;
+        task.nio = plan.nio;
+        let np = plan.nparams as usize;
+        if plan.vars_only {
+            for (dst, &d) in task.params.iter_mut().zip(&plan.param_depths[..np]) {
+                *dst = vars[d as usize % limits::MAX_LOOP_DEPTH];
+            }
+        } else {
+            for (i, (dst, o)) in task.params.iter_mut().zip(&plan.params[..np]).enumerate() {
+                *dst = operand(o, exprs, p, vars, pc + 1 + i as u32)?;
+            }
+        }
+        for (io, pio) in task.io.iter_mut().zip(&plan.ios[..plan.nio as usize]) {
+            io.tensor = pio.tensor;
+            io.dir = pio.dir;
+            io.ndims = pio.ndims;
+        }
+        if plan.index_only {
+            for &[io, dim, depth] in &plan.index_dims[..plan.ndims as usize] {
+                let v = vars[depth as usize % limits::MAX_LOOP_DEPTH];
+                task.io[io as usize % limits::MAX_TASK_IO].ranges
+                    [dim as usize % limits::MAX_RANK] = (v, v + 1);
+            }
+            return Ok(());
+        }
+        // The named dimensions of all regions, in one pass (each knows its region and place).
+        for pd in &plan.dims[..plan.ndims as usize] {
+            let range = &mut task.io[pd.io as usize % limits::MAX_TASK_IO].ranges
+                [pd.dim as usize % limits::MAX_RANK];
+            if pd.start.kind == OPERAND_INDEX {
+                let v = vars[pd.start.a as usize % limits::MAX_LOOP_DEPTH];
+                *range = (v, v + 1);
+                continue;
+            }
+            let opc = pc + 1 + np as u32 + pd.io as u32;
+            let start = operand(&pd.start, exprs, p, vars, opc)?;
+            let end = if pd.end.kind == OPERAND_NEXT {
+                start.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
+            } else {
+                operand(&pd.end, exprs, p, vars, opc)?
+            };
+            if start < 0 || end < start || end > pd.extent {
+                let tensor = task.io[pd.io as usize % limits::MAX_TASK_IO].tensor;
+                return Err(region_error(opc, tensor, pd.dim, start, end, pd.extent));
+            }
+            *range = (start, end);
+        }
+        Ok(())
+    }
+
+    /// Emission for a task site too large for a plan: decodes its records at every task.
+    pub(super) fn fill_task_decoding(&mut self, pc: u32, r: Record, id: u64) -> R<()> {
+        let np = (r.op2() & 0xFFFF) as usize;
+        let nio = (r.op2() >> 16) as usize;
+        let k = self
+            .v
+            .kernels()
+            .get(r.op1() as usize)
+            .copied()
+            .unwrap_or_default();
+        self.task.id = id;
+        self.task.kernel = r.op1();
+        self.task.pool = k.pool;
+        self.task.site = pc;
+        self.task.nparams = np as u8;
+        self.task.nio = nio as u8;
+        for i in 0..np.min(limits::MAX_TASK_PARAMS) {
+            let opc = pc + 1 + i as u32;
+            let o = self.rec(opc);
+            self.task.params[i] = match Opcode::from_u8(o.opcode) {
+                Some(Opcode::PARAM_CONST) => o.op2() as i32 as i64,
+                Some(Opcode::PARAM_LOOPVAR) => self.vars[o.op1() as usize % limits::MAX_LOOP_DEPTH],
+                _ => self.eval(o.op2(), opc)?,
+            };
+        }
+        let regions = self.v.regions();
+        for j in 0..nio.min(limits::MAX_TASK_IO) {
+            let opc = pc + 1 + (np + j) as u32;
+            let o = self.rec(opc);
+            let tensor = o.op1();
+            let Some(t) = self.v.tensors().get(tensor as usize) else {
+                continue;
+            };
+            let declared = t.flags.get() & TENSOR_IMPLICIT == 0;
+            // Only the dimensions the task names are materialised; the others are whole.
+            let ndims = (o.flags as usize).min(limits::MAX_RANK);
+            // IO_INPUT, IO_OUTPUT, IO_INOUT are 0x23..0x25 and `Dir` is 1..3.
+            let dir = o
+                .opcode
+                .wrapping_sub(Opcode::IO_INPUT as u8 - Dir::In as u8)
+                & 3;
+            {
+                let io = &mut self.task.io[j];
+                io.tensor = tensor;
+                io.dir = dir;
+                io.ndims = ndims as u8;
+            }
+            let first = o.op2() as usize;
+            for d in 0..ndims {
+                let rd = regions.get(first + d).copied().unwrap_or_default();
+                let start = self.eval(rd.start.get() as u32, opc)?;
+                let end = if rd.end.get() == NONE16 {
+                    start.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
+                } else {
+                    self.eval(rd.end.get() as u32, opc)?
+                };
+                if start < 0 || end < start {
+                    return Err(RunError::BadRegion {
+                        pc: opc,
+                        tensor,
+                        dim: d as u8,
+                        start,
+                        end,
+                    });
+                }
+                if declared {
+                    let extent = self.dim_extent(t, d);
+                    if end > extent {
+                        return Err(RunError::RegionBounds {
+                            pc: opc,
+                            tensor,
+                            dim: d as u8,
+                            start,
+                            end,
+                            extent,
+                        });
+                    }
+                }
+                self.task.io[j].ranges[d] = (start, end);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,477 @@
+//! The verifier: the only way to obtain a [`Verified`] program. It checks every byte of the file
+//! against spec/bytecode.md §7 in one bounded pass, with no recursion, no heap and no panics, so
+//! later stages (the interpreter, the disassembler) need no checks of their own.
+//!
+//! This file holds [`Verified`] and the header checks; the rooms beside it check the tables
+//! (`tables`), the expression pool (`exprs`), the config (`config`) and the code (`code`).
+
+mod code;
+mod config;
+mod exprs;
+mod tables;
+
+use core::mem::offset_of;
+
+use zerocopy::FromBytes;
+
+use crate::error::{ErrorKind, ExprProblem, Location, VerifyError};
+use crate::format::{
+    checksum, limits, padded_strtab, sizes, Config, Header, KernelEntry, Layout, ParamEntry,
+    PolicySpec, Record, RegionDim, Section, TensorEntry, COND_HAS_ELSE, DIM_IS_SLOT,
+    KERNEL_UNDECLARED, MAGIC, NONE16, TENSOR_IMPLICIT, VERSION,
+};
+use crate::opcodes::{Dir, ExprKind, ExprOp, OpClass, Opcode};
+use crate::{DType, ParamKind, Policy, Pool, ReadyPolicy, StartPolicy, Timing, WindowMode};
+
+/// A program the verifier accepted: zero-copy views over the original bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Verified<'a> {
+    bytes: &'a [u8],
+    layout: Layout,
+    header: &'a Header,
+    config: &'a Config,
+    code: &'a [Record],
+    axes: &'a [Record],
+    kernels: &'a [KernelEntry],
+    tensors: &'a [TensorEntry],
+    params: &'a [ParamEntry],
+    exprs: &'a [Record],
+    regions: &'a [RegionDim],
+    strtab: &'a [u8],
+    max_loop_depth: u32,
+    task_sites: u32,
+}
+
+impl<'a> Verified<'a> {
+    /// The whole file.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+    /// Section byte ranges.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    /// The header.
+    pub fn header(&self) -> &'a Header {
+        self.header
+    }
+    /// The configuration section.
+    pub fn config(&self) -> &'a Config {
+        self.config
+    }
+    /// Instructions; the last is `HALT`.
+    pub fn code(&self) -> &'a [Record] {
+        self.code
+    }
+    /// Axis definitions.
+    pub fn axes(&self) -> &'a [Record] {
+        self.axes
+    }
+    /// Kernel table.
+    pub fn kernels(&self) -> &'a [KernelEntry] {
+        self.kernels
+    }
+    /// Tensor table.
+    pub fn tensors(&self) -> &'a [TensorEntry] {
+        self.tensors
+    }
+    /// Runtime-parameter slots.
+    pub fn params(&self) -> &'a [ParamEntry] {
+        self.params
+    }
+    /// Expression pool.
+    pub fn exprs(&self) -> &'a [Record] {
+        self.exprs
+    }
+    /// Region table.
+    pub fn regions(&self) -> &'a [RegionDim] {
+        self.regions
+    }
+    /// Deepest loop nesting in the code.
+    pub fn max_loop_depth(&self) -> u32 {
+        self.max_loop_depth
+    }
+    /// Number of `TASK` instructions.
+    pub fn task_sites(&self) -> u32 {
+        self.task_sites
+    }
+    /// The largest number of IO regions of any task site (0 without tasks): what a
+    /// scheduler's TensorMap sizes its entries by.
+    pub fn max_task_io(&self) -> u32 {
+        self.code
+            .iter()
+            .filter(|r| r.opcode == crate::Opcode::TASK as u8)
+            .map(|r| r.op2() >> 16)
+            .max()
+            .unwrap_or(0)
+    }
+    /// The largest number of IO regions of any task site whose region a TensorMap must store
+    /// (0 without tasks): every region but those its key is the whole of — no dimension named
+    /// (the whole tensor), or one or two dimensions each named by a single index, which a map
+    /// rebuilds from the key (`tmap`, spec/runtime.md §3.3). Never above [`Self::max_task_io`].
+    pub fn max_stored_io(&self) -> u32 {
+        let code = &self.code;
+        let mut most = 0;
+        for (pc, r) in code.iter().enumerate() {
+            if r.opcode != crate::Opcode::TASK as u8 {
+                continue;
+            }
+            let (np, nio) = ((r.op2() & 0xFFFF) as usize, (r.op2() >> 16) as usize);
+            let first = pc + 1 + np;
+            let stored = code
+                .get(first..first + nio)
+                .unwrap_or(&[])
+                .iter()
+                .filter(|o| !self.keyed_io(o))
+                .count() as u32;
+            most = most.max(stored);
+        }
+        most
+    }
+
+    /// Whether every region of IO record `o` is its key: no named dimension, or one or two
+    /// each named by a single index.
+    fn keyed_io(&self, o: &crate::Record) -> bool {
+        let ndims = o.flags as usize;
+        if ndims > 2 {
+            return false;
+        }
+        let first = o.op2() as usize;
+        self.regions
+            .get(first..first + ndims)
+            .is_some_and(|dims| dims.iter().all(|d| d.end.get() == crate::format::NONE16))
+    }
+
+    /// A name from the string table (verified to be an ASCII identifier).
+    pub fn name(&self, off: u32, len: u32) -> &'a str {
+        let s = self
+            .strtab
+            .get(off as usize..off as usize + len as usize)
+            .unwrap_or(&[]);
+        core::str::from_utf8(s).unwrap_or("")
+    }
+    /// The workload's name.
+    pub fn workload_name(&self) -> &'a str {
+        self.name(
+            self.config.workload_name_off.get(),
+            self.config.workload_name_len.get() as u32,
+        )
+    }
+    /// The schedule's name.
+    pub fn schedule_name(&self) -> &'a str {
+        self.name(
+            self.config.schedule_name_off.get(),
+            self.config.schedule_name_len.get() as u32,
+        )
+    }
+}
+
+type R<T> = Result<T, VerifyError>;
+
+fn err(kind: ErrorKind, section: Section, index: Option<u32>, offset: usize) -> VerifyError {
+    VerifyError {
+        kind,
+        at: Location {
+            section,
+            index,
+            offset,
+        },
+    }
+}
+
+fn limit(what: &'static str, value: u32, max: u32, at: Location) -> R<()> {
+    if value > max {
+        return Err(VerifyError {
+            kind: ErrorKind::LimitExceeded {
+                what,
+                value: value as u64,
+                max: max as u64,
+            },
+            at,
+        });
+    }
+    Ok(())
+}
+
+fn is_ident(s: &[u8]) -> bool {
+    match s.first() {
+        Some(c) if c.is_ascii_alphabetic() || *c == b'_' => {}
+        _ => return false,
+    }
+    s.len() <= limits::MAX_NAME_LEN && s.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+}
+
+/// Verifies a PTOW file. On success the returned [`Verified`] borrows `bytes`.
+pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
+    let hdr_at = |off: usize| Location {
+        section: Section::Header,
+        index: None,
+        offset: off,
+    };
+    let Some(hbytes) = bytes.get(..sizes::HEADER) else {
+        return Err(VerifyError {
+            kind: ErrorKind::TooShort { len: bytes.len() },
+            at: hdr_at(0),
+        });
+    };
+    let Ok(header) = Header::ref_from_bytes(hbytes) else {
+        return Err(VerifyError {
+            kind: ErrorKind::TooShort { len: bytes.len() },
+            at: hdr_at(0),
+        });
+    };
+    if header.magic.get() != MAGIC {
+        return Err(VerifyError {
+            kind: ErrorKind::BadMagic {
+                found: header.magic.get(),
+            },
+            at: hdr_at(0),
+        });
+    }
+    if header.version.get() != VERSION {
+        return Err(VerifyError {
+            kind: ErrorKind::UnsupportedVersion {
+                found: header.version.get(),
+            },
+            at: hdr_at(offset_of!(Header, version)),
+        });
+    }
+    let declared = header.total_len.get();
+    if declared as usize != bytes.len() {
+        return Err(VerifyError {
+            kind: ErrorKind::LengthMismatch {
+                declared,
+                actual: bytes.len(),
+            },
+            at: hdr_at(offset_of!(Header, total_len)),
+        });
+    }
+    limit(
+        "file length",
+        declared,
+        limits::MAX_TOTAL_LEN,
+        hdr_at(offset_of!(Header, total_len)),
+    )?;
+    let computed = checksum(bytes);
+    if computed != header.checksum.get() {
+        return Err(VerifyError {
+            kind: ErrorKind::BadChecksum {
+                stored: header.checksum.get(),
+                computed,
+            },
+            at: hdr_at(offset_of!(Header, checksum)),
+        });
+    }
+    let counts: [(&'static str, u32, u32, usize); 8] = [
+        (
+            "instruction count",
+            header.num_instructions.get(),
+            limits::MAX_INSTRUCTIONS,
+            offset_of!(Header, num_instructions),
+        ),
+        (
+            "axis count",
+            header.num_axes.get(),
+            limits::MAX_AXES,
+            offset_of!(Header, num_axes),
+        ),
+        (
+            "kernel count",
+            header.num_kernels.get(),
+            limits::MAX_KERNELS,
+            offset_of!(Header, num_kernels),
+        ),
+        (
+            "tensor count",
+            header.num_tensors.get(),
+            limits::MAX_TENSORS,
+            offset_of!(Header, num_tensors),
+        ),
+        (
+            "expression count",
+            header.num_exprs.get(),
+            limits::MAX_EXPRS,
+            offset_of!(Header, num_exprs),
+        ),
+        (
+            "region count",
+            header.num_regions.get(),
+            limits::MAX_REGIONS,
+            offset_of!(Header, num_regions),
+        ),
+        (
+            "parameter count",
+            header.num_params.get(),
+            limits::MAX_PARAMS,
+            offset_of!(Header, num_params),
+        ),
+        (
+            "string table length",
+            header.strtab_len.get(),
+            limits::MAX_STRTAB,
+            offset_of!(Header, strtab_len),
+        ),
+    ];
+    for (what, v, max, off) in counts {
+        limit(what, v, max, hdr_at(off))?;
+    }
+    if header.flags.get() != 0 {
+        return Err(err(
+            ErrorKind::NonZero {
+                what: "header flags",
+            },
+            Section::Header,
+            None,
+            offset_of!(Header, flags),
+        ));
+    }
+    if header.reserved.iter().any(|r| r.get() != 0) {
+        return Err(err(
+            ErrorKind::NonZero {
+                what: "header reserved words",
+            },
+            Section::Header,
+            None,
+            offset_of!(Header, reserved),
+        ));
+    }
+    if header.num_instructions.get() == 0 {
+        return Err(err(
+            ErrorKind::TooSmall {
+                what: "instruction count",
+                value: 0,
+                min: 1,
+            },
+            Section::Header,
+            None,
+            offset_of!(Header, num_instructions),
+        ));
+    }
+    let layout = Layout::from_header(header);
+    if layout.total != declared as usize {
+        return Err(err(
+            ErrorKind::SectionSizeMismatch {
+                implied: layout.total,
+                declared,
+            },
+            Section::Header,
+            None,
+            offset_of!(Header, total_len),
+        ));
+    }
+    let sect = |s: Section| {
+        let (off, len) = layout.range(s);
+        bytes.get(off..off + len).unwrap_or(&[])
+    };
+    // Every slice below has exactly the length the layout gives it, so the views cannot fail;
+    // failures are still mapped to errors rather than unwrapped.
+    let bad_layout = |s: Section| {
+        err(
+            ErrorKind::SectionSizeMismatch {
+                implied: layout.total,
+                declared,
+            },
+            s,
+            None,
+            layout.range(s).0,
+        )
+    };
+    let config =
+        Config::ref_from_bytes(sect(Section::Config)).map_err(|_| bad_layout(Section::Config))?;
+    let code =
+        <[Record]>::ref_from_bytes(sect(Section::Code)).map_err(|_| bad_layout(Section::Code))?;
+    let axes =
+        <[Record]>::ref_from_bytes(sect(Section::Axes)).map_err(|_| bad_layout(Section::Axes))?;
+    let kernels = <[KernelEntry]>::ref_from_bytes(sect(Section::Kernels))
+        .map_err(|_| bad_layout(Section::Kernels))?;
+    let tensors = <[TensorEntry]>::ref_from_bytes(sect(Section::Tensors))
+        .map_err(|_| bad_layout(Section::Tensors))?;
+    let params = <[ParamEntry]>::ref_from_bytes(sect(Section::Params))
+        .map_err(|_| bad_layout(Section::Params))?;
+    let exprs =
+        <[Record]>::ref_from_bytes(sect(Section::Exprs)).map_err(|_| bad_layout(Section::Exprs))?;
+    let regions = <[RegionDim]>::ref_from_bytes(sect(Section::Regions))
+        .map_err(|_| bad_layout(Section::Regions))?;
+    let strings = sect(Section::Strings);
+    let strtab_len = header.strtab_len.get() as usize;
+    let strtab = strings.get(..strtab_len).unwrap_or(&[]);
+    let (str_off, _) = layout.range(Section::Strings);
+    if let Some(p) = strings
+        .get(strtab_len..)
+        .and_then(|pad| pad.iter().position(|b| *b != 0))
+    {
+        return Err(err(
+            ErrorKind::NonZero {
+                what: "string table padding",
+            },
+            Section::Strings,
+            None,
+            str_off + strtab_len + p,
+        ));
+    }
+    debug_assert_eq!(strings.len(), padded_strtab(strtab_len));
+
+    let mut v = Verified {
+        bytes,
+        layout,
+        header,
+        config,
+        code,
+        axes,
+        kernels,
+        tensors,
+        params,
+        exprs,
+        regions,
+        strtab,
+        max_loop_depth: 0,
+        task_sites: 0,
+    };
+    let mut c = Checker { v: &v };
+    c.strings()?;
+    c.params()?;
+    c.tensors()?;
+    c.kernels()?;
+    c.expr_pool()?;
+    c.axes()?;
+    c.regions()?;
+    let need = c.config()?;
+    let (depth, tasks) = c.code(need)?;
+    v.max_loop_depth = depth;
+    v.task_sites = tasks;
+    Ok(v)
+}
+
+struct Checker<'v, 'a> {
+    v: &'v Verified<'a>,
+}
+
+#[derive(Clone, Copy)]
+struct Frame {
+    end: u32,
+    op: Option<Opcode>,
+    children: u32,
+    is_loop: bool,
+    need: u32,
+    at: u32,
+}
+
+impl<'v, 'a> Checker<'v, 'a> {
+    fn loc(&self, s: Section, index: u32, width: usize) -> Location {
+        Location {
+            section: s,
+            index: Some(index),
+            offset: self.v.layout.range(s).0 + index as usize * width,
+        }
+    }
+    fn cfg_loc(&self, field_off: usize) -> Location {
+        Location {
+            section: Section::Config,
+            index: None,
+            offset: self.v.layout.range(Section::Config).0 + field_off,
+        }
+    }
+    fn code_loc(&self, pc: u32) -> Location {
+        self.loc(Section::Code, pc, sizes::RECORD)
+    }
+}

@@ -1,0 +1,331 @@
+//! The tables' checks (spec/bytecode.md §7, steps 2-5, 7-8): strings, runtime-parameter
+//! slots, tensors, kernels, axes and regions.
+
+use super::*;
+
+impl<'v, 'a> Checker<'v, 'a> {
+    /// Names must be identifiers laid out back to back in canonical order: workload, schedule,
+    /// params, tensors, kernels; together they fill the string table exactly.
+    pub(super) fn strings(&mut self) -> R<()> {
+        let v = self.v;
+        let mut expected = 0u32;
+        let mut check = |off: u32, len: u32, at: Location| -> R<()> {
+            if off != expected {
+                return Err(VerifyError {
+                    kind: ErrorKind::NameNotCanonical { off, len, expected },
+                    at,
+                });
+            }
+            let s = v.strtab.get(off as usize..off as usize + len as usize);
+            match s {
+                Some(s) if is_ident(s) => {}
+                _ => {
+                    return Err(VerifyError {
+                        kind: ErrorKind::BadName,
+                        at,
+                    })
+                }
+            }
+            expected += len;
+            Ok(())
+        };
+        let c = v.config;
+        check(
+            c.workload_name_off.get(),
+            c.workload_name_len.get() as u32,
+            self.cfg_loc(offset_of!(Config, workload_name_off)),
+        )?;
+        check(
+            c.schedule_name_off.get(),
+            c.schedule_name_len.get() as u32,
+            self.cfg_loc(offset_of!(Config, schedule_name_off)),
+        )?;
+        for (i, p) in v.params.iter().enumerate() {
+            check(
+                p.name_off.get(),
+                p.name_len.get() as u32,
+                self.loc(Section::Params, i as u32, sizes::PARAM),
+            )?;
+        }
+        for (i, t) in v.tensors.iter().enumerate() {
+            check(
+                t.name_off.get(),
+                t.name_len.get() as u32,
+                self.loc(Section::Tensors, i as u32, sizes::TENSOR),
+            )?;
+        }
+        for (i, k) in v.kernels.iter().enumerate() {
+            check(
+                k.name_off.get(),
+                k.name_len.get() as u32,
+                self.loc(Section::Kernels, i as u32, sizes::KERNEL),
+            )?;
+        }
+        let len = v.header.strtab_len.get();
+        if expected != len {
+            return Err(err(
+                ErrorKind::StrtabSlack {
+                    len,
+                    used: expected,
+                },
+                Section::Strings,
+                None,
+                v.layout.range(Section::Strings).0,
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn params(&mut self) -> R<()> {
+        for (i, p) in self.v.params.iter().enumerate() {
+            let at = self.loc(Section::Params, i as u32, sizes::PARAM);
+            if ParamKind::from_u8(p.kind).is_none() {
+                return Err(VerifyError {
+                    kind: ErrorKind::BadCode {
+                        what: "parameter kind",
+                        value: p.kind as u32,
+                    },
+                    at,
+                });
+            }
+            if p.reserved != 0 {
+                return Err(VerifyError {
+                    kind: ErrorKind::NonZero {
+                        what: "parameter reserved byte",
+                    },
+                    at,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn slot(&self, slot: u32, kind: ParamKind, at: Location) -> R<()> {
+        let Some(p) = self.v.params.get(slot as usize) else {
+            return Err(VerifyError {
+                kind: ErrorKind::OutOfRange {
+                    what: "runtime slot",
+                    index: slot,
+                    len: self.v.params.len() as u32,
+                },
+                at,
+            });
+        };
+        if p.kind != kind as u8 {
+            return Err(VerifyError {
+                kind: ErrorKind::SlotKind {
+                    slot,
+                    expected: kind.name(),
+                },
+                at,
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn tensors(&mut self) -> R<()> {
+        for (i, t) in self.v.tensors.iter().enumerate() {
+            let at = self.loc(Section::Tensors, i as u32, sizes::TENSOR);
+            let nz = |what| {
+                Err(VerifyError {
+                    kind: ErrorKind::NonZero { what },
+                    at,
+                })
+            };
+            if DType::from_u8(t.dtype).is_none() {
+                return Err(VerifyError {
+                    kind: ErrorKind::BadCode {
+                        what: "dtype",
+                        value: t.dtype as u32,
+                    },
+                    at,
+                });
+            }
+            if t.reserved.get() != 0 {
+                return nz("tensor reserved word");
+            }
+            let flags = t.flags.get();
+            if flags & !TENSOR_IMPLICIT != 0 {
+                return nz("undefined tensor flag bits");
+            }
+            let rank = t.rank as usize;
+            limit("tensor rank", rank as u32, limits::MAX_RANK as u32, at)?;
+            if flags & TENSOR_IMPLICIT != 0 {
+                if t.dtype != DType::Unknown as u8 || rank != 0 {
+                    return nz("dtype and rank of an implicit tensor");
+                }
+            } else if t.dtype == DType::Unknown as u8 {
+                return Err(VerifyError {
+                    kind: ErrorKind::BadCode {
+                        what: "dtype of a declared tensor",
+                        value: 0,
+                    },
+                    at,
+                });
+            }
+            for (d, dim) in t.dims.iter().enumerate() {
+                let dim = dim.get();
+                if d >= rank {
+                    if dim != 0 {
+                        return nz("dimensions beyond the rank");
+                    }
+                } else if dim & DIM_IS_SLOT != 0 {
+                    if dim & 0x7FFF_0000 != 0 {
+                        return nz("bits 16..31 of a runtime dimension");
+                    }
+                    self.slot(dim & 0xFFFF, ParamKind::Scalar, at)?;
+                } else if dim == 0 {
+                    return Err(VerifyError {
+                        kind: ErrorKind::TooSmall {
+                            what: "tensor dimension",
+                            value: 0,
+                            min: 1,
+                        },
+                        at,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn kernels(&mut self) -> R<()> {
+        for (i, k) in self.v.kernels.iter().enumerate() {
+            let at = self.loc(Section::Kernels, i as u32, sizes::KERNEL);
+            let nz = |what| {
+                Err(VerifyError {
+                    kind: ErrorKind::NonZero { what },
+                    at,
+                })
+            };
+            if Pool::from_u8(k.pool).is_none() {
+                return Err(VerifyError {
+                    kind: ErrorKind::BadCode {
+                        what: "pool",
+                        value: k.pool as u32,
+                    },
+                    at,
+                });
+            }
+            if k.reserved.get() != 0 {
+                return nz("kernel reserved field");
+            }
+            if k.flags & !KERNEL_UNDECLARED != 0 {
+                return nz("undefined kernel flag bits");
+            }
+            if k.flags & KERNEL_UNDECLARED != 0 {
+                if k.num_params != 0 || k.num_args != 0 || k.arg_dirs.get() != 0 {
+                    return nz("arity and directions of an undeclared kernel");
+                }
+                continue;
+            }
+            limit(
+                "kernel parameter count",
+                k.num_params as u32,
+                limits::MAX_TASK_PARAMS as u32,
+                at,
+            )?;
+            limit(
+                "kernel argument count",
+                k.num_args as u32,
+                limits::MAX_KERNEL_ARGS as u32,
+                at,
+            )?;
+            let dirs = k.arg_dirs.get();
+            for a in 0..16u32 {
+                let d = (dirs >> (2 * a)) & 3;
+                if a < k.num_args as u32 {
+                    if d == 0 {
+                        return Err(VerifyError {
+                            kind: ErrorKind::BadCode {
+                                what: "argument direction",
+                                value: 0,
+                            },
+                            at,
+                        });
+                    }
+                } else if d != 0 {
+                    return nz("directions beyond the argument count");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn axes(&mut self) -> R<()> {
+        for (i, r) in self.v.axes.iter().enumerate() {
+            let at = self.loc(Section::Axes, i as u32, sizes::RECORD);
+            let Some(op) = Opcode::from_u8(r.opcode) else {
+                return Err(VerifyError {
+                    kind: ErrorKind::UnknownOpcode { byte: r.opcode },
+                    at,
+                });
+            };
+            if op.class() != OpClass::Axis {
+                return Err(VerifyError {
+                    kind: ErrorKind::Misplaced {
+                        op: op.mnemonic(),
+                        place: "in the axis section",
+                    },
+                    at,
+                });
+            }
+            if r.masked(op.fields()) != *r {
+                return Err(VerifyError {
+                    kind: ErrorKind::NonZero {
+                        what: "unused operand bits",
+                    },
+                    at,
+                });
+            }
+            let nexpr = self.v.exprs.len() as u32;
+            let row_ok = |row: u32| -> R<()> {
+                if row >= nexpr {
+                    return Err(VerifyError {
+                        kind: ErrorKind::OutOfRange {
+                            what: "expression",
+                            index: row,
+                            len: nexpr,
+                        },
+                        at,
+                    });
+                }
+                Ok(())
+            };
+            match op {
+                Opcode::AXIS_DENSE_DYN => self.slot(r.op1() as u32, ParamKind::Scalar, at)?,
+                Opcode::AXIS_RAGGED => {
+                    self.slot(r.op1() as u32, ParamKind::Array, at)?;
+                    row_ok(r.op2())?;
+                }
+                Opcode::AXIS_SPARSE => {
+                    self.slot(r.op1() as u32, ParamKind::Array, at)?;
+                    self.slot(r.op2() >> 16, ParamKind::Array, at)?;
+                    row_ok(r.op2() & 0xFFFF)?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn regions(&mut self) -> R<()> {
+        let n = self.v.exprs.len() as u32;
+        for (i, d) in self.v.regions.iter().enumerate() {
+            let at = self.loc(Section::Regions, i as u32, sizes::REGION);
+            for (e, what) in [(d.start.get(), false), (d.end.get(), true)] {
+                if e as u32 >= n && !(what && e == NONE16) {
+                    return Err(VerifyError {
+                        kind: ErrorKind::OutOfRange {
+                            what: "expression",
+                            index: e as u32,
+                            len: n,
+                        },
+                        at,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
