@@ -239,8 +239,8 @@ pub(crate) enum Exit {
     /// opcode, an index outside a table, a body past the end, nesting too deep, ...).
     Invalid = 7,
     /// The runtime parameters were rejected: missing, unknown, given twice, not a number, of
-    /// the wrong kind or length, or a sparse indptr that is empty, decreasing or past its
-    /// indices.
+    /// the wrong kind or length, a sparse indptr that is empty, decreasing or past its
+    /// indices, or a ragged or sparse `outer` count past its array.
     Params = 8,
 }
 

@@ -47,10 +47,15 @@ pub enum Axis {
     Dense(u64, Span),
     /// `dense_dyn(name)`.
     DenseDyn(Ident),
-    /// `ragged(row, lengths)`.
+    /// `ragged(outer, lengths)` (PTO-WSP): one flattened axis over the first `outer` rows.
     Ragged(Expr, Ident),
-    /// `sparse(row, indptr, indices)`.
+    /// `sparse(outer, indptr, indices)` (PTO-WSP): the stored indices of the first `outer`
+    /// rows.
     Sparse(Expr, Ident, Ident),
+    /// `dense_dyn(lengths[row])` (ptovm): the indices 0 .. `lengths[row]` of one row.
+    RaggedRow(Expr, Ident),
+    /// `sparse_row(row, indptr, indices)` (ptovm): the stored indices of one row.
+    SparseRow(Expr, Ident, Ident),
     /// `%param` or `param`: a workload parameter's axis.
     Ref(Ident),
 }
@@ -393,8 +398,8 @@ impl<'s> Parser<'_, 's> {
         if self.eat("%") {
             return Ok(Axis::Ref(self.ident("a workload parameter name")?));
         }
-        let kw = self.ident("an axis (`dense[N]`, `dense_dyn(n)`, `ragged(row, lengths)`, `sparse(row, indptr, indices)` or a parameter)")?;
-        match kw.name.as_str() {
+        let kw = self.ident("an axis (`dense[N]`, `dense_dyn(n)`, `dense_dyn(lengths[row])`, `ragged(outer, lengths)`, `sparse(outer, indptr, indices)`, `sparse_row(row, indptr, indices)` or a parameter)")?;
+        match kw.name.to_ascii_lowercase().as_str() {
             "dense" => {
                 self.expect("[")?;
                 let (n, s) = self.int("an extent")?;
@@ -404,26 +409,38 @@ impl<'s> Parser<'_, 's> {
             "dense_dyn" => {
                 self.expect("(")?;
                 let n = self.ident("a runtime parameter name")?;
+                let axis = if self.eat("[") {
+                    let row = self.expr()?;
+                    self.expect("]")?;
+                    Axis::RaggedRow(row, n)
+                } else {
+                    Axis::DenseDyn(n)
+                };
                 self.expect(")")?;
-                Ok(Axis::DenseDyn(n))
+                Ok(axis)
             }
             "ragged" => {
                 self.expect("(")?;
-                let row = self.expr()?;
+                let outer = self.expr()?;
                 self.expect(",")?;
                 let lens = self.ident("the name of a lengths array")?;
                 self.expect(")")?;
-                Ok(Axis::Ragged(row, lens))
+                Ok(Axis::Ragged(outer, lens))
             }
-            "sparse" => {
+            "sparse" | "sparse_row" => {
+                let row_form = kw.name.eq_ignore_ascii_case("sparse_row");
                 self.expect("(")?;
-                let row = self.expr()?;
+                let first = self.expr()?;
                 self.expect(",")?;
                 let indptr = self.ident("the name of an indptr array")?;
                 self.expect(",")?;
                 let indices = self.ident("the name of an indices array")?;
                 self.expect(")")?;
-                Ok(Axis::Sparse(row, indptr, indices))
+                Ok(if row_form {
+                    Axis::SparseRow(first, indptr, indices)
+                } else {
+                    Axis::Sparse(first, indptr, indices)
+                })
             }
             _ => Ok(Axis::Ref(kw)),
         }

@@ -1,6 +1,6 @@
 //! The listing format: the disassembler's output, a line-per-record text form of a PTOW file
 //! that the assembler turns back into identical bytes (spec/bytecode.md §9). The assembler
-//! recognises it by its first directive, `.ptow 1`.
+//! recognises it by its first directive, `.ptow 2`.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -11,7 +11,7 @@ use ptovm_vm::format::{
 };
 use ptovm_vm::{
     DType, Dir, ExprOp, Field, Opcode, ParamKind, Policy, Pool, ReadyPolicy, Record, Section, Slot,
-    StartPolicy, Timing, WindowMode,
+    StartPolicy, Timing, WindowMode, VERSION,
 };
 use zerocopy::little_endian::{U16, U32};
 
@@ -63,10 +63,11 @@ pub fn print(m: &Module) -> String {
     let c = &m.config;
     let _ = writeln!(
         o,
-        "; PTOW v1 listing ({} bytes of bytecode). `ptovm asm` turns it back into identical bytes.",
+        "; PTOW v{} listing ({} bytes of bytecode). `ptovm asm` turns it back into identical bytes.",
+        VERSION,
         m.encode().len()
     );
-    let _ = writeln!(o, ".ptow 1");
+    let _ = writeln!(o, ".ptow {VERSION}");
     let _ = writeln!(o, ".workload {}", m.workload);
     let _ = writeln!(o, ".schedule {}", m.schedule);
     let name = |v: Option<&'static str>| v.unwrap_or("?");
@@ -470,22 +471,25 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
         );
         if !seen_ptow {
             if first.text != ".ptow" {
-                return Err(p.err(first.span, "a listing starts with `.ptow 1`"));
+                return Err(p.err(
+                    first.span,
+                    format!("a listing starts with `.ptow {VERSION}`"),
+                ));
             }
             let Some(v) = ws.get(1) else {
                 return Err(p.err(line_span, "`.ptow` needs a version"));
             };
-            if v.text != "1" {
+            if v.text != VERSION.to_string() {
                 return Err(p.err(
                     v.span,
                     format!(
-                        "unsupported listing version {:?}; this assembler writes version 1",
+                        "unsupported listing version {:?}; this assembler reads and writes version {VERSION}",
                         v.text
                     ),
                 ));
             }
             if let Some(w) = ws.get(2) {
-                return Err(p.err(w.span, "unexpected text after `.ptow 1`"));
+                return Err(p.err(w.span, format!("unexpected text after `.ptow {VERSION}`")));
             }
             seen_ptow = true;
             continue;
@@ -770,7 +774,7 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
     }
     let end = Span::new(src.len(), src.len());
     if !seen_ptow {
-        return Err(p.err(end, "empty listing: expected `.ptow 1`"));
+        return Err(p.err(end, format!("empty listing: expected `.ptow {VERSION}`")));
     }
     if !in_code {
         return Err(p.err(end, "listing has no `.code` section"));
@@ -876,9 +880,19 @@ pub fn render_axis(m: &Module, id: u16) -> String {
             render_expr(m, r.op2() as u16),
             pname(r.op1() as u32)
         ),
-        Some(Opcode::AXIS_SPARSE) => {
+        Some(Opcode::AXIS_RAGGED_ROW) => format!(
+            "dense_dyn({}[{}])",
+            pname(r.op1() as u32),
+            render_expr(m, r.op2() as u16)
+        ),
+        Some(op @ (Opcode::AXIS_SPARSE | Opcode::AXIS_SPARSE_ROW)) => {
             format!(
-                "sparse({}, {}, {})",
+                "{}({}, {}, {})",
+                if op == Opcode::AXIS_SPARSE {
+                    "sparse"
+                } else {
+                    "sparse_row"
+                },
                 render_expr(m, (r.op2() & 0xFFFF) as u16),
                 pname(r.op1() as u32),
                 pname(r.op2() >> 16)

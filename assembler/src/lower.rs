@@ -526,16 +526,27 @@ impl<'a> Lower<'a, '_, '_> {
                     false,
                 ))
             }
-            Axis::Sparse(row, indptr, indices) => {
+            Axis::RaggedRow(row, lens) => {
+                let s = self.slot(lens, ParamKind::Array)?;
+                let e = self.expr(row, Ctx::Scope)?;
+                Ok((
+                    self.add_axis(
+                        Record::new(Opcode::AXIS_RAGGED_ROW as u8, 0, s, e as u32),
+                        lens.span,
+                    )?,
+                    false,
+                ))
+            }
+            Axis::Sparse(row, indptr, indices) | Axis::SparseRow(row, indptr, indices) => {
+                let op = if matches!(a, Axis::Sparse(..)) {
+                    Opcode::AXIS_SPARSE
+                } else {
+                    Opcode::AXIS_SPARSE_ROW
+                };
                 let e = self.expr(row, Ctx::Scope)?;
                 let p = self.slot(indptr, ParamKind::Array)?;
                 let i = self.slot(indices, ParamKind::Array)?;
-                let r = Record::new(
-                    Opcode::AXIS_SPARSE as u8,
-                    0,
-                    p,
-                    (e as u32) | ((i as u32) << 16),
-                );
+                let r = Record::new(op as u8, 0, p, (e as u32) | ((i as u32) << 16));
                 Ok((self.add_axis(r, indptr.span)?, true))
             }
             Axis::Ref(name) => match self.wparams.get(&name.name) {
@@ -1034,7 +1045,7 @@ impl<'a> Lower<'a, '_, '_> {
                     return Err(self.rep.error(
                         DiagKind::Type,
                         s.span,
-                        "`select` needs a sparse axis: `select v in sparse(row, indptr, indices)`",
+                        "`select` needs a sparse axis: `select v in sparse(outer, indptr, indices)` or `sparse_row(row, indptr, indices)`",
                     ));
                 }
                 let at = self.emit(*op, 0, axis_id, 0);

@@ -181,39 +181,57 @@ impl Walker<'_, '_, '_> {
     /// The values a loop's variable takes (positions are their indices).
     fn values(&self, axis: u16, pc: u32) -> R<Vec<i64>> {
         let a = self.v.axes()[axis as usize];
-        Ok(match Opcode::from_u8(a.opcode).expect("verified") {
+        let op = Opcode::from_u8(a.opcode).expect("verified");
+        let array = self.p.array(a.op1() as usize);
+        let index_error = |index: i64| RunError::Index {
+            pc,
+            slot: a.op1(),
+            index,
+            len: array.len(),
+        };
+        let indices = || self.p.array((a.op2() >> 16) as usize);
+        Ok(match op {
             Opcode::AXIS_DENSE => (0..a.op2() as i64).collect(),
             Opcode::AXIS_DENSE_DYN => (0..self.p.scalar(a.op1() as usize) as i64).collect(),
+            // PTO-WSP's ragged(outer, lengths): one axis over all the first `outer` rows.
             Opcode::AXIS_RAGGED => {
-                let row = self.eval(a.op2(), pc)?;
-                let lens = self.p.array(a.op1() as usize);
-                if row < 0 || row as usize >= lens.len() {
-                    return Err(RunError::Index {
-                        pc,
-                        slot: a.op1(),
-                        index: row,
-                        len: lens.len(),
-                    });
+                let outer = self.eval(a.op2(), pc)?;
+                if outer < 0 || outer as usize > array.len() {
+                    return Err(index_error(outer));
                 }
-                (0..lens[row as usize] as i64).collect()
+                let total: u64 = array[..outer as usize].iter().map(|&l| l as u64).sum();
+                (0..total as i64).collect()
             }
-            _ => {
-                let row = self.eval(a.op2() & 0xFFFF, pc)?;
-                let ptr = self.p.array(a.op1() as usize);
-                if row < 0 || row as usize + 1 >= ptr.len() {
-                    return Err(RunError::Index {
-                        pc,
-                        slot: a.op1(),
-                        index: row.saturating_add(1),
-                        len: ptr.len(),
-                    });
+            // PTO-WSP's sparse(outer, indptr, indices): the stored indices of the first
+            // `outer` rows, in storage order.
+            Opcode::AXIS_SPARSE => {
+                let outer = self.eval(a.op2() & 0xFFFF, pc)?;
+                if outer < 0 || outer as usize >= array.len() {
+                    return Err(index_error(outer));
                 }
-                let idx = self.p.array((a.op2() >> 16) as usize);
-                idx[ptr[row as usize] as usize..ptr[row as usize + 1] as usize]
+                indices()[..array[outer as usize] as usize]
                     .iter()
                     .map(|x| *x as i64)
                     .collect()
             }
+            Opcode::AXIS_RAGGED_ROW => {
+                let row = self.eval(a.op2(), pc)?;
+                if row < 0 || row as usize >= array.len() {
+                    return Err(index_error(row));
+                }
+                (0..array[row as usize] as i64).collect()
+            }
+            Opcode::AXIS_SPARSE_ROW => {
+                let row = self.eval(a.op2() & 0xFFFF, pc)?;
+                if row < 0 || row as usize + 1 >= array.len() {
+                    return Err(index_error(row.saturating_add(1)));
+                }
+                indices()[array[row as usize] as usize..array[row as usize + 1] as usize]
+                    .iter()
+                    .map(|x| *x as i64)
+                    .collect()
+            }
+            other => unreachable!("verified: {other:?} is not an axis"),
         })
     }
 

@@ -247,7 +247,7 @@ fn bad_bytecode_inputs() {
     b[0] = b'X';
     write("magic.ptow", &b);
     let mut b = good.clone();
-    b[4] = 2;
+    b[4] = 1;
     write("version.ptow", &fix(b));
     let mut b = good.clone();
     let n = b.len();
@@ -277,7 +277,7 @@ fn bad_bytecode_inputs() {
         );
         fails(d, &[cmd, "trunc.ptow"], 6, "(truncated or extended)");
         fails(d, &[cmd, "magic.ptow"], 6, "bad magic");
-        fails(d, &[cmd, "version.ptow"], 6, "unsupported PTOW version 2");
+        fails(d, &[cmd, "version.ptow"], 6, "unsupported PTOW version 1");
         fails(d, &[cmd, "corrupt.ptow"], 6, "checksum mismatch");
         fails(
             d,
@@ -319,7 +319,7 @@ fn bad_text_inputs() {
     std::fs::write(d.join("binary.pto"), [0xff, 0xfe, 0x00]).unwrap();
     std::fs::write(
         d.join("listing.txt"),
-        ".ptow 1\n.workload w\n.code\n0 HALT\n",
+        ".ptow 2\n.workload w\n.code\n0 HALT\n",
     )
     .unwrap();
     fails(
@@ -480,6 +480,44 @@ fn expand_lists_tasks_and_json_has_the_documented_fields() {
     assert!(o.status.success(), "{}", stderr(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["tasks_total"], 2 + 4 + 2);
+}
+
+/// PTO-WSP's flattened `ragged(outer, lengths)`: the outer count is checked against its array
+/// before anything runs (exit 8), and within it the axis has `lengths[0] + … + lengths[outer-1]`
+/// iterations.
+#[test]
+fn flattened_axes_count_and_reject_an_outer_past_the_array() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("tokens.pto"),
+        "@workload w(%tokens: ragged(B, lens)) {\n  parallel_for t in %tokens { task @k(t) }\n}\n",
+    )
+    .unwrap();
+    let o = ptovm(
+        &[
+            "expand",
+            "tokens.pto",
+            "--param",
+            "B=2",
+            "--param",
+            "lens=3,4,5",
+            "--json",
+            "--summary",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["tasks_total"], 3 + 4);
+    for cmd in ["expand", "run"] {
+        fails(
+            d,
+            &[cmd, "tokens.pto", "--param", "B=4", "--param", "lens=3,4,5"],
+            8,
+            "a ragged axis has outer count 4, but its runtime array 1 has 3 entries (at most 3 allowed)",
+        );
+    }
 }
 
 #[test]

@@ -229,18 +229,27 @@ impl Gen {
             0..=2 => {
                 let v = format!("v{}", self.next_var);
                 self.next_var += 1;
-                let axis = match self.below(4) {
-                    0 => format!("dense[{}]", self.below(9)),
-                    1 => "dense_dyn(p1)".to_string(),
-                    2 if !self.vars.is_empty() => {
-                        format!("ragged({}, a1)", self.vars[self.vars.len() - 1])
-                    }
+                let inner = self.vars.last().cloned();
+                let axis = match (self.below(7), inner) {
+                    (0, _) => format!("dense[{}]", self.below(9)),
+                    (1, _) => "dense_dyn(p1)".to_string(),
+                    // One row of a ragged array (ptovm's per-row form).
+                    (2, Some(w)) => format!("dense_dyn(a1[{w}])"),
+                    // PTO-WSP's flattened ragged axis: the first `outer` rows.
+                    (3, Some(w)) => format!("ragged(min({w}, 4), a1)"),
+                    (3, None) => "ragged(p2, a1)".to_string(),
+                    // PTO-WSP's flattened sparse axis, under a parallel_for.
+                    (4, _) => "sparse(min(p0, 3), a2, a3)".to_string(),
                     _ => "%outer".to_string(),
                 };
                 let kw = self.pick(&["parallel_for", "for_each"]);
                 let sparse = !self.vars.is_empty() && self.below(4) == 0;
                 let head = if sparse {
-                    format!("select {v} in sparse({}, a2, a3)", self.vars[0])
+                    if self.below(2) == 0 {
+                        format!("select {v} in sparse_row({}, a2, a3)", self.vars[0])
+                    } else {
+                        format!("select {v} in sparse({} % 5, a2, a3)", self.vars[0])
+                    }
                 } else {
                     format!("{kw} {v} in {axis}")
                 };

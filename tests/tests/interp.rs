@@ -125,8 +125,34 @@ fn dense_loops_params_and_regions() {
     );
 }
 
+/// ptovm's per-row forms: `dense_dyn(lens[b])` is row b of a ragged array, `sparse_row(b, …)`
+/// row b of a CSR matrix.
 #[test]
-fn ragged_and_sparse_axes() {
+fn row_axes() {
+    let p = prog(
+        "@workload w() {
+           parallel_for b in dense[3] {
+             for_each c in dense_dyn(lens[b]) { task @r(b, c) }
+             select e in sparse_row(b, ptr, idx) { task @s(b, e) }
+           }
+         }",
+    );
+    let got = p.one(&[
+        ("lens", A(vec![2, 0, 1])),
+        ("ptr", A(vec![0, 1, 1, 3])),
+        ("idx", A(vec![7, 4, 9])),
+    ]);
+    assert_eq!(
+        got,
+        ["0 r(0,0)", "1 r(0,1)", "2 s(0,7)", "3 r(2,0)", "4 s(2,4)", "5 s(2,9)"]
+    );
+}
+
+/// PTO-WSP's forms, worked by hand: `ragged(outer, lens)` is one flattened axis of
+/// `lens[0] + … + lens[outer − 1]` indices, and `sparse(outer, ptr, idx)` runs over
+/// `idx[0 .. ptr[outer]]`.
+#[test]
+fn pto_wsp_flattened_axes() {
     let p = prog(
         "@workload w() {
            parallel_for b in dense[3] {
@@ -140,9 +166,41 @@ fn ragged_and_sparse_axes() {
         ("ptr", A(vec![0, 1, 1, 3])),
         ("idx", A(vec![7, 4, 9])),
     ]);
+    // b = 0: no rows, no entries. b = 1: lens[0] = 2 indices; ptr[1] = 1 entry (idx[0]).
+    // b = 2: lens[0] + lens[1] = 2 indices; ptr[2] = 1 entry.
     assert_eq!(
         got,
-        ["0 r(0,0)", "1 r(0,1)", "2 s(0,7)", "3 r(2,0)", "4 s(2,4)", "5 s(2,9)"]
+        ["0 r(1,0)", "1 r(1,1)", "2 s(1,7)", "3 r(2,0)", "4 r(2,1)", "5 s(2,7)"]
+    );
+    // As PTO-WSP writes them (the module of spec/pto.md §6): the outer count is a runtime
+    // scalar; a parameter axis; a sparse axis under `select` and under `parallel_for`.
+    let p = prog(
+        "@workload routed(%tokens: ragged(B, lens), %routing: sparse(E, ptr, idx)) {
+           parallel_for t in %tokens { task @token_op(t) resources(X) }
+           select v in sparse(E, ptr, idx) { task @expert(v) resources(W) }
+           parallel_for v in %routing { task @expert(v) resources(W) }
+         }",
+    );
+    let got = p.one(&[
+        ("B", S(3)),
+        ("lens", A(vec![2, 0, 1, 5])),
+        ("E", S(3)),
+        ("ptr", A(vec![0, 1, 1, 3])),
+        ("idx", A(vec![7, 4, 9])),
+    ]);
+    assert_eq!(
+        got,
+        [
+            "0 token_op(0) rw:X[]",
+            "1 token_op(1) rw:X[]",
+            "2 token_op(2) rw:X[]",
+            "3 expert(7) rw:W[]",
+            "4 expert(4) rw:W[]",
+            "5 expert(9) rw:W[]",
+            "6 expert(7) rw:W[]",
+            "7 expert(4) rw:W[]",
+            "8 expert(9) rw:W[]"
+        ]
     );
 }
 
@@ -186,7 +244,7 @@ fn runtime_scalars_and_arrays_in_expressions() {
 
 #[test]
 fn nop_from_a_listing() {
-    let src = ".ptow 1\n.workload w\n.schedule s\n.config aicpus=1 policy=round_robin depth=0 key=- levels=0 selector=- streams=1 timing=immediate timing_arg=0 ready=fifo start=immediate start_threshold=0 window=1 window_mode=stall pipeline_depth=0 batch_deps=0\n.kernel 0 k vector undeclared\n.code\n0 NOP\n1 TASK kernel=0 params=0 io=0\n2 NOP\n3 HALT\n";
+    let src = ".ptow 2\n.workload w\n.schedule s\n.config aicpus=1 policy=round_robin depth=0 key=- levels=0 selector=- streams=1 timing=immediate timing_arg=0 ready=fifo start=immediate start_threshold=0 window=1 window_mode=stall pipeline_depth=0 batch_deps=0\n.kernel 0 k vector undeclared\n.code\n0 NOP\n1 TASK kernel=0 params=0 io=0\n2 NOP\n3 HALT\n";
     assert_eq!(prog(src).one(&[]), ["0 k()"]);
 }
 
@@ -492,7 +550,7 @@ fn launch(src: &str, given: &[(&str, P)]) -> Result<u64, LaunchError> {
 
 #[test]
 fn parameter_errors() {
-    let p = prog("@workload w() { parallel_for i in dense_dyn(n) { select e in sparse(i, ptr, idx) { task @k() } } }");
+    let p = prog("@workload w() { parallel_for i in dense_dyn(n) { select e in sparse_row(i, ptr, idx) { task @k() } } }");
     let v = verify(&p.bytes).unwrap();
     let ptr = [0u32, 2, 1];
     let idx = [5u32];
@@ -553,6 +611,74 @@ fn parameter_errors() {
     assert_eq!(expand_aicpu(v, rp, 0, 1, 9, 1).unwrap().total, 1);
 }
 
+/// A flattened axis's `outer` count: checked at launch when runtime parameters alone give it
+/// (a ragged outer past its lengths, an indptr shorter than `outer + 1`), when evaluated
+/// otherwise.
+#[test]
+fn outer_counts_of_flattened_axes() {
+    let params = |src: &str, given: &[(&str, P)]| match launch(src, given) {
+        Err(LaunchError::Params(e)) => e,
+        other => panic!("expected a parameter error, got {other:?}"),
+    };
+    let run = |src: &str, given: &[(&str, P)]| match launch(src, given) {
+        Err(LaunchError::Run(e)) => e,
+        other => panic!("expected a run error, got {other:?}"),
+    };
+    let ragged = "@workload w() { for_each c in ragged(B, l) { task @k(c) } }";
+    assert_eq!(launch(ragged, &[("B", S(2)), ("l", A(vec![1, 3]))]), Ok(4));
+    assert_eq!(
+        params(ragged, &[("B", S(3)), ("l", A(vec![1, 3]))]),
+        ParamError::OuterOutOfRange {
+            what: "ragged",
+            slot: 1,
+            outer: 3,
+            len: 2,
+            max: 2
+        }
+    );
+    let sparse = "@workload w() { select c in sparse(E, p, i) { task @k(c) } }";
+    let ok = [("E", S(1)), ("p", A(vec![0, 2])), ("i", A(vec![4, 5]))];
+    assert_eq!(launch(sparse, &ok), Ok(2));
+    assert_eq!(
+        params(
+            sparse,
+            &[("E", S(2)), ("p", A(vec![0, 2])), ("i", A(vec![4, 5]))]
+        ),
+        ParamError::OuterOutOfRange {
+            what: "sparse",
+            slot: 1,
+            outer: 2,
+            len: 2,
+            max: 1
+        }
+    );
+    // Reading a loop variable, the count is known only where the loop starts.
+    assert_eq!(
+        run(
+            "@workload w() { parallel_for b in dense[3] { for_each c in ragged(b, l) { } } }",
+            &[("l", A(vec![1]))]
+        ),
+        RunError::Index {
+            pc: 1,
+            slot: 0,
+            index: 2,
+            len: 1
+        }
+    );
+    assert_eq!(
+        run(
+            "@workload w() { parallel_for b in dense[3] { select c in sparse(b - 1, p, i) { } } }",
+            &[("p", A(vec![0, 1])), ("i", A(vec![0]))]
+        ),
+        RunError::Index {
+            pc: 1,
+            slot: 0,
+            index: -1,
+            len: 2
+        }
+    );
+}
+
 #[test]
 fn runtime_errors() {
     let run = |src: &str, given: &[(&str, P)]| match launch(src, given) {
@@ -585,7 +711,7 @@ fn runtime_errors() {
     );
     assert_eq!(
         run(
-            "@workload w() { for_each c in ragged(2, l) { } }",
+            "@workload w() { for_each c in dense_dyn(l[2]) { } }",
             &[("l", A(vec![1]))]
         ),
         RunError::Index {
@@ -597,7 +723,7 @@ fn runtime_errors() {
     );
     assert_eq!(
         run(
-            "@workload w() { select c in sparse(1, p, i) { } }",
+            "@workload w() { select c in sparse_row(1, p, i) { } }",
             &[("p", A(vec![0, 1])), ("i", A(vec![0]))]
         ),
         RunError::Index {
@@ -689,10 +815,10 @@ fn loop_indices_are_checked_unless_their_loop_stays_inside() {
     let dynamic = "parallel_for i in dense_dyn(n) { for_each j in dense[4] { task @k() resources(T[i, j]) } }";
     assert_eq!(go(dynamic, &[("n", S(4))]), Ok(16));
     assert_eq!(go(dynamic, &[("n", S(6))]), bounds(3, 4));
-    let ragged = "parallel_for b in dense[2] { parallel_for c in ragged(b, lens) { task @k() resources(T[c]) } }";
+    let ragged = "parallel_for b in dense[2] { parallel_for c in dense_dyn(lens[b]) { task @k() resources(T[c]) } }";
     assert_eq!(go(ragged, &[("lens", A(vec![4, 4]))]), Ok(8));
     assert_eq!(go(ragged, &[("lens", A(vec![2, 5]))]), bounds(3, 4));
-    let sparse = "parallel_for b in dense[2] { select c in sparse(b, ptr, idx) { task @k() resources(T[c]) } }";
+    let sparse = "parallel_for b in dense[2] { select c in sparse_row(b, ptr, idx) { task @k() resources(T[c]) } }";
     assert_eq!(
         go(
             sparse,

@@ -320,7 +320,7 @@ fn a_sparse_loop_does_not_index_its_tensors() {
         @kernel up(e, t): vector(out h)\n@kernel down(e, t): vector(in h, out y)\n\
         @workload moe(%experts: dense[2]) {\n\
           parallel_for e in %experts {\n\
-            select t in sparse(e, ptr, tokens) {\n\
+            select t in sparse_row(e, ptr, tokens) {\n\
               task @up(e, t) resources(h[e, t])\n\
               task @down(e, t) resources(h[e, t], y[e, t])\n\
             }\n\

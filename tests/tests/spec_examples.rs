@@ -196,6 +196,6 @@ fn examples_have_the_documented_structure() {
     let moe = load("moe.pto");
     assert!(count(&moe, SELECT) == 1 && count(&moe, DISPATCH_FILTER) == 1);
     let fd = load("flash_decode.pto");
-    assert!(fd.axes.iter().any(|a| a.opcode == AXIS_RAGGED as u8));
-    assert!(moe.axes.iter().any(|a| a.opcode == AXIS_SPARSE as u8));
+    assert!(fd.axes.iter().any(|a| a.opcode == AXIS_RAGGED_ROW as u8));
+    assert!(moe.axes.iter().any(|a| a.opcode == AXIS_SPARSE_ROW as u8));
 }

@@ -152,9 +152,9 @@ fn bad_magic() {
 #[test]
 fn unsupported_version() {
     let mut b = base().encode();
-    b[4] = 2;
+    b[4] = 1;
     let e = err(&refix(b));
-    assert_eq!(e.kind, ErrorKind::UnsupportedVersion { found: 2 });
+    assert_eq!(e.kind, ErrorKind::UnsupportedVersion { found: 1 });
     assert_eq!(e.at.offset, 4);
 }
 

@@ -1,4 +1,4 @@
-//! Binary layout of PTOW v1 (spec/bytecode.md §2–3): little-endian, byte-aligned records read as
+//! Binary layout of PTOW v2 (spec/bytecode.md §2–3): little-endian, byte-aligned records read as
 //! zero-copy views. Every multi-byte field uses `zerocopy`'s unaligned little-endian integers, so
 //! a view can be taken over any byte slice without alignment or endianness assumptions.
 
@@ -8,7 +8,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 /// `"PTOW"` read as a big-endian u32; stored little-endian, so a file starts `57 4F 54 50`.
 pub const MAGIC: u32 = 0x5054_4F57;
 /// The only version this reader understands.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Limits every verified program respects (spec/bytecode.md §8).
 pub mod limits {
@@ -106,7 +106,7 @@ pub struct Header {
     pub num_params: U32,
     /// Bytes of names in the string table (before zero padding to 8).
     pub strtab_len: U32,
-    /// Must be zero in v1.
+    /// Must be zero in v2.
     pub flags: U32,
     /// Must be zero.
     pub reserved: [U32; 3],

@@ -54,7 +54,7 @@ pub enum OpClass {
 
 macro_rules! opcode_table {
     ($( $(#[doc = $doc:literal])* $name:ident = $code:literal, $class:ident, [$($fname:literal : $fslot:ident),*]; )*) => {
-        /// A PTOW v1 instruction opcode (spec/bytecode.md §4).
+        /// A PTOW v2 instruction opcode (spec/bytecode.md §4).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[repr(u8)]
         #[allow(non_camel_case_types)]
@@ -144,10 +144,17 @@ opcode_table! {
     AXIS_DENSE = 0x30, Axis, ["extent": Op2];
     /// `dense_dyn(slot)`: the extent is the runtime scalar in `slot`.
     AXIS_DENSE_DYN = 0x31, Axis, ["slot": Op1];
-    /// `ragged(row, lengths)`: the extent is `lengths[row]`.
-    AXIS_RAGGED = 0x32, Axis, ["lengths": Op1, "row": Op2];
-    /// `sparse(row, indptr, indices)`: the values `indices[indptr[row] .. indptr[row+1]]`.
-    AXIS_SPARSE = 0x33, Axis, ["indptr": Op1, "row": Op2Lo, "indices": Op2Hi];
+    /// `ragged(outer, lengths)` (PTO-WSP): a flattened axis of `lengths[0] + … +
+    /// lengths[outer − 1]` values 0, 1, …; `outer` an expression.
+    AXIS_RAGGED = 0x32, Axis, ["lengths": Op1, "outer": Op2];
+    /// `sparse(outer, indptr, indices)` (PTO-WSP): the values `indices[0 .. indptr[outer]]`.
+    AXIS_SPARSE = 0x33, Axis, ["indptr": Op1, "outer": Op2Lo, "indices": Op2Hi];
+    /// `dense_dyn(lengths[row])` (ptovm): the values 0 .. `lengths[row]`, one row of a
+    /// ragged array; `row` an expression.
+    AXIS_RAGGED_ROW = 0x34, Axis, ["lengths": Op1, "row": Op2];
+    /// `sparse_row(row, indptr, indices)` (ptovm): the values
+    /// `indices[indptr[row] .. indptr[row+1]]`, one row of a CSR matrix.
+    AXIS_SPARSE_ROW = 0x35, Axis, ["indptr": Op1, "row": Op2Lo, "indices": Op2Hi];
     /// Overrides the dispatch policy for its body (ptovm: `dispatch policy { body }`).
     DISPATCH_FILTER = 0x40, Block, ["policy": Flags, "arg": Op1, "end": Op2];
 }
@@ -156,6 +163,24 @@ impl Opcode {
     /// Whether this opcode opens a body that ends at `operand2`.
     pub const fn has_body(self) -> bool {
         matches!(self.class(), OpClass::Loop | OpClass::Block)
+    }
+
+    /// For an axis opcode: the expression its record `r` evaluates where a loop over it
+    /// starts (a ragged or sparse axis's `outer` count or `row`), if any.
+    #[inline]
+    pub fn axis_expr(self, r: &crate::Record) -> Option<u32> {
+        match self {
+            Opcode::AXIS_RAGGED | Opcode::AXIS_RAGGED_ROW => Some(r.op2()),
+            Opcode::AXIS_SPARSE | Opcode::AXIS_SPARSE_ROW => Some(r.op2() & 0xFFFF),
+            _ => None,
+        }
+    }
+
+    /// For an axis opcode: whether its values are stored column indices (a sparse axis;
+    /// `SELECT` iterates only these) rather than the iteration indices 0, 1, ….
+    #[inline]
+    pub const fn is_sparse_axis(self) -> bool {
+        matches!(self, Opcode::AXIS_SPARSE | Opcode::AXIS_SPARSE_ROW)
     }
 }
 
@@ -523,6 +548,11 @@ mod tests {
             ("AXIS_RAGGED", 0x32),
             ("AXIS_SPARSE", 0x33),
             ("DISPATCH_FILTER", 0x40),
+            // ptovm's own.
+            ("IO_INOUT", 0x25),
+            ("PARAM_EXPR", 0x26),
+            ("AXIS_RAGGED_ROW", 0x34),
+            ("AXIS_SPARSE_ROW", 0x35),
         ];
         for (name, code) in seed {
             assert_eq!(

@@ -67,6 +67,22 @@ pub enum ParamError {
         /// Its length.
         len: usize,
     },
+    /// A flattened ragged or sparse axis whose `outer` count (read from runtime parameters
+    /// only, so known at launch) is negative or larger than its array allows: a ragged axis
+    /// sums `lengths[0 .. outer]`, a sparse axis reads `indptr[outer]`.
+    #[error("a {what} axis has outer count {outer}, but its runtime array {slot} has {len} entries (at most {max} allowed)")]
+    OuterOutOfRange {
+        /// `ragged` or `sparse`.
+        what: &'static str,
+        /// The lengths (ragged) or indptr (sparse) slot.
+        slot: usize,
+        /// The outer count.
+        outer: i64,
+        /// The array's length.
+        len: usize,
+        /// The largest count allowed (`len` for ragged, `len − 1` for sparse).
+        max: usize,
+    },
     /// The AICPU id or count is invalid.
     #[error("AICPU {aicpu} of {count}: the count must be in 1..=64 and the id below it")]
     Aicpu {
@@ -85,7 +101,8 @@ pub struct RuntimeParams<'p> {
 
 impl<'p> RuntimeParams<'p> {
     /// Checks `slots` against the program: one value per slot, of the slot's kind; every sparse
-    /// axis' indptr non-empty, non-decreasing and within its indices array.
+    /// axis' indptr non-empty, non-decreasing and within its indices array; every flattened
+    /// axis' `outer` count within its array when runtime parameters alone decide it.
     pub fn new(v: &Verified<'_>, slots: &'p [Value<'p>]) -> Result<RuntimeParams<'p>, ParamError> {
         let params = v.params();
         if slots.len() != params.len() {
@@ -109,11 +126,56 @@ impl<'p> RuntimeParams<'p> {
         }
         let me = RuntimeParams { slots };
         for a in v.axes() {
-            if a.opcode == Opcode::AXIS_SPARSE as u8 {
+            let op = Opcode::from_u8(a.opcode);
+            if op.is_some_and(|o| o.is_sparse_axis()) {
                 me.check_sparse(a)?;
+            }
+            if matches!(op, Some(Opcode::AXIS_RAGGED | Opcode::AXIS_SPARSE)) {
+                me.check_outer(v, a)?;
             }
         }
         Ok(me)
+    }
+
+    /// A flattened axis whose `outer` reads no loop variable has the same count wherever it
+    /// is used: check it now (one that reads loop variables is checked when evaluated, as a
+    /// `RunError::Index`; so is one whose evaluation fails).
+    fn check_outer(&self, v: &Verified<'_>, a: &Record) -> Result<(), ParamError> {
+        let Some(op) = Opcode::from_u8(a.opcode) else {
+            return Ok(());
+        };
+        let Some(e) = op.axis_expr(a) else {
+            return Ok(());
+        };
+        let exprs = v.exprs();
+        let reads_var = exprs[e as usize..]
+            .iter()
+            .take_while(|r| r.opcode != crate::ExprOp::END as u8)
+            .any(|r| r.opcode == crate::ExprOp::VAR as u8);
+        if reads_var {
+            return Ok(());
+        }
+        let vars = [0i64; crate::limits::MAX_LOOP_DEPTH];
+        let Ok(outer) = crate::interp::eval_postfix(exprs, self, &vars, e, 0) else {
+            return Ok(());
+        };
+        let slot = a.op1() as usize;
+        let len = self.array(slot).len();
+        let (what, max) = if op == Opcode::AXIS_RAGGED {
+            ("ragged", len)
+        } else {
+            ("sparse", len.saturating_sub(1))
+        };
+        if outer < 0 || outer as u64 > max as u64 {
+            return Err(ParamError::OuterOutOfRange {
+                what,
+                slot,
+                outer,
+                len,
+                max,
+            });
+        }
+        Ok(())
     }
 
     fn check_sparse(&self, a: &Record) -> Result<(), ParamError> {

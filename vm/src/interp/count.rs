@@ -136,7 +136,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     /// over the code (no loop is entered): the loop iterations a walk of the whole program can
     /// start (an instance, which skips what it does not own, starts no more, counting included),
     /// and the tasks it can emit, with every loop at the largest extent its axis can
-    /// have (a ragged axis its longest row, a sparse axis its longest row of the indptr) and
+    /// have (`max_extent`) and
     /// every COND branch taken. Saturates at `u64::MAX`. A host or device can refuse a program
     /// whose bound is over its budget before running or counting anything
     /// (`count_tasks` walks the loops whose task count depends on their variable, so its own
@@ -175,21 +175,21 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         b
     }
 
-    /// The largest extent axis `axis` can have with these runtime parameters.
-    pub(super) fn max_extent(&self, axis: u16) -> u64 {
+    /// The largest extent axis `axis` can have with these runtime parameters: a flattened
+    /// ragged axis the sum of all lengths, a flattened sparse axis the last indptr entry (its
+    /// largest: the block was checked to be non-decreasing), a row of either its longest row.
+    fn max_extent(&self, axis: u16) -> u64 {
         let a = self.axis_rec(axis);
+        let array = self.p.array(a.op1() as usize);
         match Opcode::from_u8(a.opcode) {
             Some(Opcode::AXIS_DENSE) => a.op2() as u64,
             Some(Opcode::AXIS_DENSE_DYN) => self.p.scalar(a.op1() as usize) as u64,
-            Some(Opcode::AXIS_RAGGED) => self
-                .p
-                .array(a.op1() as usize)
-                .iter()
-                .max()
-                .map_or(0, |&l| l as u64),
-            Some(Opcode::AXIS_SPARSE) => self
-                .p
-                .array(a.op1() as usize)
+            Some(Opcode::AXIS_RAGGED) => {
+                array.iter().fold(0u64, |s, &l| s.saturating_add(l as u64))
+            }
+            Some(Opcode::AXIS_SPARSE) => array.iter().copied().max().unwrap_or(0) as u64,
+            Some(Opcode::AXIS_RAGGED_ROW) => array.iter().max().map_or(0, |&l| l as u64),
+            Some(Opcode::AXIS_SPARSE_ROW) => array
                 .windows(2)
                 .map(|w| w[1].saturating_sub(w[0]) as u64)
                 .max()

@@ -58,7 +58,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
 /// Evaluates the postfix expression at node `start` of `exprs` with a fixed stack; `pc` locates
 /// errors.
 #[inline(never)]
-pub(super) fn eval_postfix(
+pub(crate) fn eval_postfix(
     exprs: &[Record],
     p: &RuntimeParams<'_>,
     vars: &[i64; limits::MAX_LOOP_DEPTH],

@@ -21,6 +21,7 @@ mod walk;
 
 pub use task::{Io, LaunchError, RunError, Sink, Stats, Status, Task};
 
+pub(crate) use expr::eval_postfix;
 use expr::*;
 use plan::*;
 
@@ -342,7 +343,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     /// Whether the task count of `[start, end)` depends on the loop variable at `depth`: a
-    /// COND predicate or a ragged/sparse row reads it.
+    /// COND predicate or a ragged/sparse axis's `outer` or `row` reads it.
     fn count_depends(&self, start: u32, end: u32, depth: u8) -> bool {
         let d = depth as u16;
         (start..end).any(|pc| {
@@ -351,11 +352,9 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 Some(Opcode::COND) => self.expr_reads(r.op1() as u32, d),
                 Some(Opcode::PARALLEL_FOR | Opcode::FOR_EACH | Opcode::SELECT) => {
                     let a = self.axis_rec(r.op1());
-                    match Opcode::from_u8(a.opcode) {
-                        Some(Opcode::AXIS_RAGGED) => self.expr_reads(a.op2(), d),
-                        Some(Opcode::AXIS_SPARSE) => self.expr_reads(a.op2() & 0xFFFF, d),
-                        _ => false,
-                    }
+                    Opcode::from_u8(a.opcode)
+                        .and_then(|o| o.axis_expr(&a))
+                        .is_some_and(|e| self.expr_reads(e, d))
                 }
                 _ => false,
             }
@@ -378,10 +377,38 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     /// Evaluates a loop's axis: (extent, sparse base, indices slot or NONE16).
     fn axis(&self, axis: u16, pc: u32) -> R<(u64, u32, u16)> {
         let a = self.axis_rec(axis);
+        // The `outer` count of a flattened axis over an array of `len` entries: 0 ..= `max`
+        // (a ragged axis sums `lengths[..outer]`, a sparse one reads `indptr[outer]`).
+        let count = |e: u32, slot: u16, len: usize, max: usize| -> R<usize> {
+            let x = self.eval(e, pc)?;
+            usize::try_from(x)
+                .ok()
+                .filter(|&n| n <= max)
+                .ok_or(RunError::Index {
+                    pc,
+                    slot,
+                    index: x,
+                    len,
+                })
+        };
         match Opcode::from_u8(a.opcode) {
             Some(Opcode::AXIS_DENSE) => Ok((a.op2() as u64, 0, NONE16)),
             Some(Opcode::AXIS_DENSE_DYN) => Ok((self.p.scalar(a.op1() as usize) as u64, 0, NONE16)),
             Some(Opcode::AXIS_RAGGED) => {
+                let lens = self.p.array(a.op1() as usize);
+                let outer = count(a.op2(), a.op1(), lens.len(), lens.len())?;
+                let ext = lens[..outer]
+                    .iter()
+                    .fold(0u64, |s, &l| s.saturating_add(l as u64));
+                Ok((ext, 0, NONE16))
+            }
+            Some(Opcode::AXIS_SPARSE) => {
+                let ptr = self.p.array(a.op1() as usize);
+                let last = ptr.len().saturating_sub(1);
+                let outer = count(a.op2() & 0xFFFF, a.op1(), ptr.len(), last)?;
+                Ok((ptr[outer] as u64, 0, (a.op2() >> 16) as u16))
+            }
+            Some(Opcode::AXIS_RAGGED_ROW) => {
                 let row = self.eval(a.op2(), pc)?;
                 let lens = self.p.array(a.op1() as usize);
                 match usize::try_from(row).ok().and_then(|i| lens.get(i)) {
@@ -394,7 +421,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                     }),
                 }
             }
-            Some(Opcode::AXIS_SPARSE) => {
+            Some(Opcode::AXIS_SPARSE_ROW) => {
                 let row = self.eval(a.op2() & 0xFFFF, pc)?;
                 let ptr = self.p.array(a.op1() as usize);
                 let i = usize::try_from(row).ok().filter(|i| i + 1 < ptr.len());

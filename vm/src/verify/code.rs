@@ -18,14 +18,8 @@ impl<'v, 'a> Checker<'v, 'a> {
         };
         // Axis records were checked by `axes`; the opcode is an AXIS_* one.
         let op = Opcode::from_u8(r.opcode).unwrap_or(Opcode::AXIS_DENSE);
-        match op {
-            Opcode::AXIS_RAGGED => {
-                self.expr(r.op2(), Some(loops), at)?;
-            }
-            Opcode::AXIS_SPARSE => {
-                self.expr(r.op2() & 0xFFFF, Some(loops), at)?;
-            }
-            _ => {}
+        if let Some(e) = op.axis_expr(r) {
+            self.expr(e, Some(loops), at)?;
         }
         Ok(op)
     }
@@ -157,7 +151,7 @@ impl<'v, 'a> Checker<'v, 'a> {
                         Opcode::PARALLEL_FOR | Opcode::FOR_EACH | Opcode::SELECT => {
                             let axis = r.op1() as u32;
                             let kind = self.axis(axis, loops, at)?;
-                            if op == Opcode::SELECT && kind != Opcode::AXIS_SPARSE {
+                            if op == Opcode::SELECT && !kind.is_sparse_axis() {
                                 return Err(VerifyError {
                                     kind: ErrorKind::SelectNotSparse { axis },
                                     at,

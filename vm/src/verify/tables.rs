@@ -294,11 +294,11 @@ impl<'v, 'a> Checker<'v, 'a> {
             };
             match op {
                 Opcode::AXIS_DENSE_DYN => self.slot(r.op1() as u32, ParamKind::Scalar, at)?,
-                Opcode::AXIS_RAGGED => {
+                Opcode::AXIS_RAGGED | Opcode::AXIS_RAGGED_ROW => {
                     self.slot(r.op1() as u32, ParamKind::Array, at)?;
                     row_ok(r.op2())?;
                 }
-                Opcode::AXIS_SPARSE => {
+                Opcode::AXIS_SPARSE | Opcode::AXIS_SPARSE_ROW => {
                     self.slot(r.op1() as u32, ParamKind::Array, at)?;
                     self.slot(r.op2() >> 16, ParamKind::Array, at)?;
                     row_ok(r.op2() & 0xFFFF)?;
