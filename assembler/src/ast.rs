@@ -322,6 +322,13 @@ impl<'s> Parser<'_, 's> {
             self.expected(what)
         }
     }
+    /// A keyword (or a value the grammar spells as one, such as a dtype or a knob's value),
+    /// lower-cased: keywords match in any case, as in PTO-WSP. Names keep their case.
+    fn keyword(&mut self, what: &str) -> PR<Ident> {
+        let mut id = self.ident(what)?;
+        id.name.make_ascii_lowercase();
+        Ok(id)
+    }
     fn int(&mut self, what: &str) -> PR<(u64, Span)> {
         let t = self.peek();
         if t.kind != Tok::Int {
@@ -363,7 +370,7 @@ impl<'s> Parser<'_, 's> {
                 return self.expected("`@workload`, `@schedule`, `@tensor` or `@kernel`");
             }
             self.bump();
-            let kw = self.ident("`workload`, `schedule`, `tensor` or `kernel` after `@`")?;
+            let kw = self.keyword("`workload`, `schedule`, `tensor` or `kernel` after `@`")?;
             match kw.name.as_str() {
                 "workload" => m.workloads.push(self.workload()?),
                 "schedule" => m.schedules.push(self.schedule()?),
@@ -454,7 +461,9 @@ impl<'s> Parser<'_, 's> {
             if self.eat("}") {
                 break;
             }
-            if self.eat(";") {
+            // `;` or `,` may separate statements (PTO-WSP's printer writes `,` between the
+            // statements of a `combine` and `;` after those of a `sequential`).
+            if self.eat(";") || self.eat(",") {
                 continue;
             }
             if self.peek().kind == Tok::Eof {
@@ -467,7 +476,7 @@ impl<'s> Parser<'_, 's> {
     }
 
     fn stmt(&mut self) -> PR<Stmt> {
-        let kw = self.ident("a statement (`parallel_for`, `for_each`, `select`, `cond`, `combine`, `sequential`, `dispatch` or `task`)")?;
+        let kw = self.keyword("a statement (`parallel_for`, `for_each`, `select`, `cond`, `combine`, `sequential`, `dispatch` or `task`)")?;
         let span = kw.span;
         let kind = match kw.name.as_str() {
             "parallel_for" | "for_each" | "select" => {
@@ -570,7 +579,7 @@ impl<'s> Parser<'_, 's> {
     }
 
     fn policy(&mut self) -> PR<PolicyAst> {
-        let kw = self.ident("a dispatch policy (`round_robin`, `affinity(e)`, `hash(e)`, `dispatch_by(e)`, `work_steal`, `static(v)` or `threshold(...)`)")?;
+        let kw = self.keyword("a dispatch policy (`round_robin`, `affinity(e)`, `hash(e)`, `dispatch_by(e)`, `work_steal`, `static(v)` or `threshold(...)`)")?;
         match kw.name.as_str() {
             "round_robin" => {
                 if self.eat("(") {
@@ -636,7 +645,7 @@ impl<'s> Parser<'_, 's> {
             if self.peek().kind == Tok::Eof {
                 return self.err(open.span, "this `{` is never closed");
             }
-            let key = self.ident("a schedule knob (`key = value`)")?;
+            let key = self.keyword("a schedule knob (`key = value`)")?;
             self.expect("=")?;
             let value = match key.name.as_str() {
                 "dispatch" => {
@@ -650,7 +659,7 @@ impl<'s> Parser<'_, 's> {
                     KnobValue::Int(v, s)
                 }
                 "timing" | "ready" | "start" | "window_mode" => {
-                    let n = self.ident("a value")?;
+                    let n = self.keyword("a value")?;
                     let arg = if self.eat("(") {
                         let a = self.int("an integer")?;
                         self.expect(")")?;
@@ -704,7 +713,7 @@ impl<'s> Parser<'_, 's> {
     fn tensor(&mut self) -> PR<TensorDecl> {
         let name = self.ident("a tensor name")?;
         self.expect(":")?;
-        let dtype = self.ident("an element type (f16, bf16, f32, ...)")?;
+        let dtype = self.keyword("an element type (f16, bf16, f32, ...)")?;
         self.expect("[")?;
         let mut dims = vec![];
         if !self.eat("]") {
@@ -737,12 +746,12 @@ impl<'s> Parser<'_, 's> {
             }
         }
         self.expect(":")?;
-        let pool = self.ident("a pool (`cube` or `vector`)")?;
+        let pool = self.keyword("a pool (`cube` or `vector`)")?;
         self.expect("(")?;
         let mut args = vec![];
         if !self.eat(")") {
             loop {
-                let dir = self.ident("a direction (`in`, `out` or `inout`)")?;
+                let dir = self.keyword("a direction (`in`, `out` or `inout`)")?;
                 let n = self.ident("an argument name")?;
                 args.push((dir, n));
                 if self.list_end(")")? {
@@ -888,7 +897,7 @@ impl<'s> Parser<'_, 's> {
             Tok::Ident => {
                 self.bump();
                 self.node(t.span)?;
-                let fun = match t.text {
+                let fun = match t.text.to_ascii_lowercase().as_str() {
                     "min" => Some(ExprOp::MIN),
                     "max" => Some(ExprOp::MAX),
                     "ceil_div" => Some(ExprOp::CEILDIV),

@@ -35,9 +35,14 @@ pub struct Token<'s> {
 }
 
 impl Token<'_> {
-    /// Whether this is the punctuation or keyword `s`.
+    /// Whether this is the punctuation or keyword `s`. Keywords match in any case, as in
+    /// PTO-WSP (`Dense[8]`, `PARALLEL_FOR`): `s` is given in lower case.
     pub fn is(&self, s: &str) -> bool {
-        matches!(self.kind, Tok::Punct | Tok::Ident) && self.text == s
+        match self.kind {
+            Tok::Punct => self.text == s,
+            Tok::Ident => self.text.eq_ignore_ascii_case(s),
+            _ => false,
+        }
     }
 }
 
