@@ -406,7 +406,8 @@ impl<'s> Parser<'_, 's> {
             return Ok(Axis::Ref(self.ident("a workload parameter name")?));
         }
         let kw = self.ident("an axis (`dense[N]`, `dense_dyn(n)`, `dense_dyn(lengths[row])`, `ragged(outer, lengths)`, `sparse(outer, indptr, indices)`, `sparse_row(row, indptr, indices)` or a parameter)")?;
-        match kw.name.to_ascii_lowercase().as_str() {
+        let lower = kw.name.to_ascii_lowercase();
+        match lower.as_str() {
             "dense" => {
                 self.expect("[")?;
                 let (n, s) = self.int("an extent")?;
@@ -435,7 +436,7 @@ impl<'s> Parser<'_, 's> {
                 Ok(Axis::Ragged(outer, lens))
             }
             "sparse" | "sparse_row" => {
-                let row_form = kw.name.eq_ignore_ascii_case("sparse_row");
+                let row_form = lower == "sparse_row";
                 self.expect("(")?;
                 let first = self.expr()?;
                 self.expect(",")?;

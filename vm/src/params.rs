@@ -148,11 +148,7 @@ impl<'p> RuntimeParams<'p> {
             return Ok(());
         };
         let exprs = v.exprs();
-        let reads_var = exprs[e as usize..]
-            .iter()
-            .take_while(|r| r.opcode != crate::ExprOp::END as u8)
-            .any(|r| r.opcode == crate::ExprOp::VAR as u8);
-        if reads_var {
+        if crate::interp::loops_read(exprs, e) > 0 {
             return Ok(());
         }
         let vars = [0i64; crate::limits::MAX_LOOP_DEPTH];

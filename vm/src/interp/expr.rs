@@ -55,6 +55,20 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 }
 
+/// The loops the expression at node `start` of `exprs` needs bound: its deepest `VAR` depth
+/// plus one, 0 when it reads no loop variable (then runtime parameters alone decide it).
+pub(crate) fn loops_read(exprs: &[Record], start: u32) -> u32 {
+    exprs
+        .iter()
+        .skip(start as usize)
+        .take(limits::MAX_EXPR_LEN)
+        .take_while(|r| r.opcode != ExprOp::END as u8)
+        .filter(|r| r.opcode == ExprOp::VAR as u8)
+        .map(|r| r.op1() as u32 + 1)
+        .max()
+        .unwrap_or(0)
+}
+
 /// Evaluates the postfix expression at node `start` of `exprs` with a fixed stack; `pc` locates
 /// errors.
 #[inline(never)]

@@ -21,8 +21,8 @@ mod walk;
 
 pub use task::{Io, LaunchError, RunError, Sink, Stats, Status, Task};
 
-pub(crate) use expr::eval_postfix;
 use expr::*;
+pub(crate) use expr::{eval_postfix, loops_read};
 use plan::*;
 
 use crate::format::{
@@ -289,17 +289,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     fn need(&self, p: &PolicySpec) -> u32 {
         match Policy::from_u8(p.kind) {
             Some(Policy::Affinity) | Some(Policy::Hash) => {
-                let mut need = 0;
-                for i in p.key.get() as u32..p.key.get() as u32 + limits::MAX_EXPR_LEN as u32 {
-                    let r = self.expr_at(i);
-                    if r.opcode == ExprOp::END as u8 {
-                        break;
-                    }
-                    if r.opcode == ExprOp::VAR as u8 {
-                        need = need.max(r.op1() as u32 + 1);
-                    }
-                }
-                need
+                loops_read(self.v.exprs(), p.key.get() as u32)
             }
             Some(Policy::StaticPartition) => p.depth as u32 + 1,
             _ => 0,
