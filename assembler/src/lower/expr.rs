@@ -1,0 +1,219 @@
+//! Expressions, names and axes.
+
+use super::*;
+
+impl<'a> Lower<'a, '_, '_> {
+    pub(super) fn var_depth(&self, name: &str, span: Span, ctx: Ctx) -> R<Option<u32>> {
+        match ctx {
+            Ctx::Scope => match self.scope.iter().rposition(|v| v == name) {
+                Some(d) => Ok(Some(d as u32)),
+                // A loop variable of another loop would otherwise be read as a runtime
+                // parameter of the same name: almost certainly a mistake.
+                None if self.var_depths.contains_key(name) => Err(self.rep.error(
+                    DiagKind::UnknownName,
+                    span,
+                    format!("loop variable `{name}` is not bound here (it belongs to a loop that does not enclose this point)"),
+                )),
+                None => Ok(None),
+            },
+            Ctx::Workload => match self.var_depths.get(name) {
+                Some(Some(d)) => Ok(Some(*d)),
+                Some(None) => Err(self.rep.error(DiagKind::Type, span, format!("loop variable `{name}` is bound at different depths in the workload; a schedule cannot tell which is meant"))),
+                None => Ok(None),
+            },
+            Ctx::NoVars => {
+                if self.var_depths.contains_key(name) {
+                    Err(self.rep.error(DiagKind::Type, span, format!("`{name}` is a loop variable; a threshold selector is evaluated at launch and may only read runtime parameters")))
+                } else {
+                    Ok(None)
+                }
+            }
+        }
+    }
+
+    /// Lowers an expression into the pool; returns its first node.
+    pub(super) fn expr(&mut self, e: &Expr, ctx: Ctx) -> R<u16> {
+        let start = self.m.exprs.len();
+        let depth = self.emit_expr(e, ctx)?;
+        self.m.exprs.push(Record::new(ExprOp::END as u8, 0, 0, 0));
+        let len = self.m.exprs.len() - start;
+        if depth > limits::MAX_EXPR_STACK {
+            return Err(self.rep.error(DiagKind::Limit, e.span, format!("expression too complex: it needs {depth} evaluation stack entries, the limit is {}", limits::MAX_EXPR_STACK)));
+        }
+        if len > limits::MAX_EXPR_LEN {
+            return Err(self.rep.error(
+                DiagKind::Limit,
+                e.span,
+                format!(
+                    "expression too long: {len} nodes, the limit is {}",
+                    limits::MAX_EXPR_LEN
+                ),
+            ));
+        }
+        let nodes = self.m.exprs[start..].to_vec();
+        if let Some(&id) = self.expr_ids.get(&nodes) {
+            self.m.exprs.truncate(start);
+            return Ok(id);
+        }
+        self.limit(
+            self.m.exprs.len(),
+            limits::MAX_EXPRS as usize,
+            "expression nodes",
+            e.span,
+        )?;
+        self.expr_ids.insert(nodes, start as u16);
+        Ok(start as u16)
+    }
+
+    /// Emits postfix nodes; returns the stack depth the sub-expression needs.
+    pub(super) fn emit_expr(&mut self, e: &Expr, ctx: Ctx) -> R<usize> {
+        let push = |l: &mut Self, op: ExprOp, op1: u16, op2: u32| {
+            l.m.exprs.push(Record::new(op as u8, 0, op1, op2))
+        };
+        match &e.kind {
+            ExprK::Int(v) => {
+                let v = self.int32(*v, e.span)?;
+                push(self, ExprOp::CONST, 0, v as u32);
+                Ok(1)
+            }
+            ExprK::Name(n) => {
+                match self.var_depth(n, e.span, ctx)? {
+                    Some(d) => push(self, ExprOp::VAR, d as u16, 0),
+                    None => {
+                        let s = self.slot(
+                            &Ident {
+                                name: n.clone(),
+                                span: e.span,
+                            },
+                            ParamKind::Scalar,
+                        )?;
+                        push(self, ExprOp::PARAM, s, 0);
+                    }
+                }
+                Ok(1)
+            }
+            ExprK::Elem(arr, idx) => {
+                if self
+                    .var_depth(&arr.name, arr.span, Ctx::Workload)
+                    .ok()
+                    .flatten()
+                    .is_some()
+                    || self.scope.contains(&arr.name)
+                {
+                    return Err(self.rep.error(
+                        DiagKind::Type,
+                        arr.span,
+                        format!("`{}` is a loop variable, not a runtime array", arr.name),
+                    ));
+                }
+                let d = self.emit_expr(idx, ctx)?;
+                let s = self.slot(arr, ParamKind::Array)?;
+                push(self, ExprOp::ELEM, s, 0);
+                Ok(d)
+            }
+            ExprK::Un(op, a) => {
+                let d = self.emit_expr(a, ctx)?;
+                push(self, *op, 0, 0);
+                Ok(d)
+            }
+            ExprK::Bin(op, a, b) => {
+                let da = self.emit_expr(a, ctx)?;
+                let db = self.emit_expr(b, ctx)?;
+                push(self, *op, 0, 0);
+                Ok(da.max(db + 1))
+            }
+        }
+    }
+
+    /// Loops a task needs around it when the expression at `start` is a dispatch key.
+    pub(super) fn need_of(&self, start: u16) -> u32 {
+        let mut need = 0;
+        for r in &self.m.exprs[start as usize..] {
+            match ExprOp::from_u8(r.opcode) {
+                Some(ExprOp::VAR) => need = need.max(r.op1() as u32 + 1),
+                Some(op) if op.kind() == ExprKind::End => break,
+                _ => {}
+            }
+        }
+        need
+    }
+
+    pub(super) fn add_axis(&mut self, r: Record, span: Span) -> R<u16> {
+        if let Some(&id) = self.axis_ids.get(&r) {
+            return Ok(id);
+        }
+        let id = self.m.axes.len();
+        self.limit(id + 1, limits::MAX_AXES as usize, "axes", span)?;
+        self.m.axes.push(r);
+        self.axis_ids.insert(r, id as u16);
+        Ok(id as u16)
+    }
+
+    /// Lowers an axis in the current scope; returns (axis index, is sparse).
+    pub(super) fn axis(&mut self, a: &'a Axis) -> R<(u16, bool)> {
+        match a {
+            Axis::Dense(n, span) => {
+                let n = self.u32(*n, *span, 0, "extent")?;
+                Ok((
+                    self.add_axis(Record::new(Opcode::AXIS_DENSE as u8, 0, 0, n), *span)?,
+                    false,
+                ))
+            }
+            Axis::DenseDyn(name) => {
+                let s = self.slot(name, ParamKind::Scalar)?;
+                Ok((
+                    self.add_axis(
+                        Record::new(Opcode::AXIS_DENSE_DYN as u8, 0, s, 0),
+                        name.span,
+                    )?,
+                    false,
+                ))
+            }
+            Axis::Ragged(row, lens) => {
+                let e = self.expr(row, Ctx::Scope)?;
+                let s = self.slot(lens, ParamKind::Array)?;
+                Ok((
+                    self.add_axis(
+                        Record::new(Opcode::AXIS_RAGGED as u8, 0, s, e as u32),
+                        lens.span,
+                    )?,
+                    false,
+                ))
+            }
+            Axis::RaggedRow(row, lens) => {
+                let s = self.slot(lens, ParamKind::Array)?;
+                let e = self.expr(row, Ctx::Scope)?;
+                Ok((
+                    self.add_axis(
+                        Record::new(Opcode::AXIS_RAGGED_ROW as u8, 0, s, e as u32),
+                        lens.span,
+                    )?,
+                    false,
+                ))
+            }
+            Axis::Sparse(row, indptr, indices) | Axis::SparseRow(row, indptr, indices) => {
+                let op = if matches!(a, Axis::Sparse(..)) {
+                    Opcode::AXIS_SPARSE
+                } else {
+                    Opcode::AXIS_SPARSE_ROW
+                };
+                let e = self.expr(row, Ctx::Scope)?;
+                let p = self.slot(indptr, ParamKind::Array)?;
+                let i = self.slot(indices, ParamKind::Array)?;
+                let r = Record::new(op as u8, 0, p, (e as u32) | ((i as u32) << 16));
+                Ok((self.add_axis(r, indptr.span)?, true))
+            }
+            Axis::Ref(name) => match self.wparams.get(&name.name) {
+                Some(inner) => self.axis(inner),
+                None => Err(self.rep.error(
+                    DiagKind::UnknownName,
+                    name.span,
+                    format!(
+                        "unknown axis `{}`: not a parameter of this workload",
+                        name.name
+                    ),
+                )),
+            },
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! Semantic checks and lowering of a `.pto` syntax tree to a [`Module`] (spec/pto.md §5–6).
+//! Every check reports the first problem with its source location.
+
+use std::collections::{HashMap, HashSet};
+
+use ptovm_vm::format::{
+    limits, KernelEntry, PolicySpec, RegionDim, TensorEntry, COND_HAS_ELSE, DIM_IS_SLOT,
+    KERNEL_UNDECLARED, NONE16, TENSOR_IMPLICIT,
+};
+use ptovm_vm::{
+    DType, Dir, ExprKind, ExprOp, Opcode, ParamKind, Policy, Pool, ReadyPolicy, Record,
+    StartPolicy, Timing, WindowMode,
+};
+use zerocopy::little_endian::{U16, U32};
+
+use crate::ast::{
+    Axis, Expr, ExprK, Ident, KernelDecl, KnobValue, ModuleAst, PolicyAst, Stmt, StmtK, Workload,
+};
+use crate::diag::{AsmError, DiagKind, Reporter, Span};
+use crate::model::{Kernel, Module, Param, Tensor};
+
+mod decls;
+mod expr;
+mod schedule;
+mod stmt;
+
+/// Which workload and schedule of a module to assemble.
+#[derive(Clone, Debug, Default)]
+pub struct Select {
+    /// Workload name; default: the first.
+    pub workload: Option<String>,
+    /// Schedule name; default: the first schedule for the workload.
+    pub schedule: Option<String>,
+}
+
+/// The schedule name given to a module that has no `@schedule` for its workload.
+pub const DEFAULT_SCHEDULE: &str = "default";
+
+/// How names in an expression resolve.
+#[derive(Clone, Copy)]
+enum Ctx {
+    /// Loop variables of the enclosing loops (the lowering's scope).
+    Scope,
+    /// Loop variables by name anywhere in the workload (schedule expressions).
+    Workload,
+    /// No loop variables (threshold selectors).
+    NoVars,
+}
+
+type R<T> = Result<T, AsmError>;
+
+struct Lower<'a, 'r, 's> {
+    rep: &'r mut Reporter<'s>,
+    m: Module,
+    slots: HashMap<String, u16>,
+    tensor_ids: HashMap<String, u16>,
+    kernel_ids: HashMap<String, (u16, Option<&'a KernelDecl>)>,
+    axis_ids: HashMap<Record, u16>,
+    /// Expressions already in the pool (identical ones are shared).
+    expr_ids: HashMap<Vec<Record>, u16>,
+    wparams: HashMap<String, &'a Axis>,
+    scope: Vec<String>,
+    frames: usize,
+    /// Loop variable name → its depth, or `None` if the name is bound at several depths.
+    var_depths: HashMap<String, Option<u32>>,
+    /// Loops a task needs around it for the policy in force, and that policy's text span.
+    need: (u32, Span),
+}
+
+/// Lowers the selected workload of `ast`.
+pub fn lower(rep: &mut Reporter<'_>, ast: &ModuleAst, sel: &Select) -> R<Module> {
+    let eof = Span::new(rep.src.len(), rep.src.len());
+    // Names must be unique per kind.
+    let mut seen: HashMap<(&str, &str), Span> = HashMap::new();
+    let items = ast
+        .workloads
+        .iter()
+        .map(|w| ("workload", &w.name))
+        .chain(ast.schedules.iter().map(|s| ("schedule", &s.name)))
+        .chain(ast.tensors.iter().map(|t| ("tensor", &t.name)))
+        .chain(ast.kernels.iter().map(|k| ("kernel", &k.name)));
+    for (kind, id) in items {
+        if let Some(prev) = seen.insert((kind, id.name.as_str()), id.span) {
+            let d = crate::diag::Diagnostic::new(
+                crate::diag::Severity::Error,
+                DiagKind::DuplicateName,
+                "",
+                rep.file,
+                rep.src,
+                prev,
+            );
+            return Err(rep.error(
+                DiagKind::DuplicateName,
+                id.span,
+                format!("{kind} `{}` is already defined at line {}", id.name, d.line),
+            ));
+        }
+    }
+    for s in &ast.schedules {
+        if !ast.workloads.iter().any(|w| w.name.name == s.workload.name) {
+            return Err(rep.error(
+                DiagKind::UnknownName,
+                s.workload.span,
+                format!(
+                    "schedule `{}` is for unknown workload `{}`",
+                    s.name.name, s.workload.name
+                ),
+            ));
+        }
+    }
+    let w: &Workload = match &sel.workload {
+        Some(n) => match ast.workloads.iter().find(|w| &w.name.name == n) {
+            Some(w) => w,
+            None => {
+                return Err(rep.error(
+                    DiagKind::UnknownName,
+                    eof,
+                    format!(
+                        "the module has no workload `{n}` (it has: {})",
+                        names(ast.workloads.iter().map(|w| &w.name.name))
+                    ),
+                ))
+            }
+        },
+        None => match ast.workloads.first() {
+            Some(w) => w,
+            None => return Err(rep.error(DiagKind::Syntax, eof, "the module has no `@workload`")),
+        },
+    };
+    let sched = match &sel.schedule {
+        Some(n) => match ast.schedules.iter().find(|s| &s.name.name == n) {
+            Some(s) if s.workload.name == w.name.name => Some(s),
+            Some(s) => {
+                return Err(rep.error(
+                    DiagKind::UnknownName,
+                    s.workload.span,
+                    format!(
+                        "schedule `{n}` is for workload `{}`, not `{}`",
+                        s.workload.name, w.name.name
+                    ),
+                ))
+            }
+            None => {
+                return Err(rep.error(
+                    DiagKind::UnknownName,
+                    eof,
+                    format!(
+                        "the module has no schedule `{n}` (it has: {})",
+                        names(ast.schedules.iter().map(|s| &s.name.name))
+                    ),
+                ))
+            }
+        },
+        None => ast
+            .schedules
+            .iter()
+            .find(|s| s.workload.name == w.name.name),
+    };
+    let sched_name = sched.map_or(DEFAULT_SCHEDULE.to_string(), |s| s.name.name.clone());
+    let mut l = Lower {
+        rep,
+        m: Module::new(&w.name.name, &sched_name),
+        slots: HashMap::new(),
+        tensor_ids: HashMap::new(),
+        kernel_ids: HashMap::new(),
+        axis_ids: HashMap::new(),
+        expr_ids: HashMap::new(),
+        wparams: HashMap::new(),
+        scope: vec![],
+        frames: 0,
+        var_depths: HashMap::new(),
+        need: (0, Span::default()),
+    };
+    l.m.code.clear();
+    l.name_fits(&w.name)?;
+    if let Some(s) = sched {
+        l.name_fits(&s.name)?;
+    }
+    // Workload parameters: dense axes are entered now (so their runtime slots come first);
+    // ragged and sparse ones are lowered where they are used, in that scope.
+    for (name, axis) in &w.params {
+        if l.wparams.insert(name.name.clone(), axis).is_some() {
+            return Err(l.rep.error(
+                DiagKind::DuplicateName,
+                name.span,
+                format!("parameter `%{}` is already defined", name.name),
+            ));
+        }
+        match axis {
+            Axis::Dense(..) | Axis::DenseDyn(..) => {
+                l.axis(axis)?;
+            }
+            Axis::Ref(r) => {
+                return Err(l.rep.error(
+                    DiagKind::Type,
+                    r.span,
+                    "a workload parameter's type must be an axis, not another parameter",
+                ))
+            }
+            _ => {}
+        }
+    }
+    for t in &ast.tensors {
+        l.tensor_decl(t)?;
+    }
+    for k in &ast.kernels {
+        l.kernel_decl(k)?;
+    }
+    collect_vars(&w.body, 0, &mut l.var_depths);
+    if let Some(s) = sched {
+        l.schedule(s)?;
+    }
+    l.stmts(&w.body)?;
+    l.m.code.push(Record::new(Opcode::HALT as u8, 0, 0, 0));
+    let names = l.m.workload.len()
+        + l.m.schedule.len()
+        + l.m.params.iter().map(|p| p.name.len()).sum::<usize>()
+        + l.m.tensors.iter().map(|t| t.name.len()).sum::<usize>()
+        + l.m.kernels.iter().map(|k| k.name.len()).sum::<usize>();
+    l.limit(
+        names,
+        limits::MAX_STRTAB as usize,
+        "bytes of names",
+        w.name.span,
+    )?;
+    l.limit(
+        l.m.code.len(),
+        limits::MAX_INSTRUCTIONS as usize,
+        "instructions",
+        w.name.span,
+    )?;
+    Ok(l.m)
+}
+
+/// `a, b, c`, or `none` for no names.
+fn names<'a>(it: impl Iterator<Item = &'a String>) -> String {
+    let v: Vec<&str> = it.map(String::as_str).collect();
+    if v.is_empty() {
+        "none".to_string()
+    } else {
+        v.join(", ")
+    }
+}
+
+fn collect_vars(body: &[Stmt], depth: u32, out: &mut HashMap<String, Option<u32>>) {
+    for s in body {
+        match &s.kind {
+            StmtK::Loop { var, body, .. } => {
+                let e = out.entry(var.name.clone()).or_insert(Some(depth));
+                if *e != Some(depth) {
+                    *e = None;
+                }
+                collect_vars(body, depth + 1, out);
+            }
+            StmtK::Cond { then, els, .. } => {
+                collect_vars(then, depth, out);
+                if let Some(e) = els {
+                    collect_vars(e, depth, out);
+                }
+            }
+            StmtK::Combine(b) | StmtK::Sequential(b) | StmtK::Dispatch(_, _, b) => {
+                collect_vars(b, depth, out)
+            }
+            StmtK::Task { .. } => {}
+        }
+    }
+}
+
+impl<'a> Lower<'a, '_, '_> {
+    fn limit(&self, n: usize, max: usize, what: &str, span: Span) -> R<()> {
+        if n > max {
+            return Err(self.rep.error(
+                DiagKind::Limit,
+                span,
+                format!("too many {what}: {n}, the format allows {max}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Names are stored in the bytecode's string table, at most 255 bytes each.
+    fn name_fits(&self, name: &Ident) -> R<()> {
+        if name.name.len() > limits::MAX_NAME_LEN {
+            return Err(self.rep.error(
+                DiagKind::Limit,
+                name.span,
+                format!(
+                    "a name of {} bytes; the limit is {}",
+                    name.name.len(),
+                    limits::MAX_NAME_LEN
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn slot(&mut self, name: &Ident, kind: ParamKind) -> R<u16> {
+        if let Some(&s) = self.slots.get(&name.name) {
+            let have = self.m.params[s as usize].kind;
+            if have != kind {
+                return Err(self.rep.error(
+                    DiagKind::Type,
+                    name.span,
+                    format!(
+                        "runtime parameter `{}` is used as {} here but as {} elsewhere",
+                        name.name,
+                        kind.name(),
+                        have.name()
+                    ),
+                ));
+            }
+            return Ok(s);
+        }
+        self.name_fits(name)?;
+        let s = self.m.params.len();
+        self.limit(
+            s + 1,
+            limits::MAX_PARAMS as usize,
+            "runtime parameters",
+            name.span,
+        )?;
+        self.m.params.push(Param {
+            name: name.name.clone(),
+            kind,
+        });
+        self.slots.insert(name.name.clone(), s as u16);
+        Ok(s as u16)
+    }
+
+    fn int32(&self, v: u64, span: Span) -> R<i32> {
+        i32::try_from(v).map_err(|_| {
+            self.rep.error(
+                DiagKind::Overflow,
+                span,
+                format!("integer {v} does not fit in 32 bits (the largest is 2147483647)"),
+            )
+        })
+    }
+
+    fn u32(&self, v: u64, span: Span, min: u64, what: &str) -> R<u32> {
+        if v < min {
+            return Err(self.rep.error(
+                DiagKind::Overflow,
+                span,
+                format!("{what} must be at least {min}"),
+            ));
+        }
+        u32::try_from(v).map_err(|_| {
+            self.rep.error(
+                DiagKind::Overflow,
+                span,
+                format!("{what} {v} does not fit in 32 bits"),
+            )
+        })
+    }
+}

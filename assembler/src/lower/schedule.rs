@@ -1,0 +1,266 @@
+//! The schedule: dispatch policies and knobs.
+
+use super::*;
+
+impl<'a> Lower<'a, '_, '_> {
+    pub(super) fn policy_spec(&mut self, p: &PolicyAst, span: Span) -> R<(PolicySpec, u32)> {
+        let none = U16::new(NONE16);
+        Ok(match p {
+            PolicyAst::RoundRobin(_) | PolicyAst::WorkSteal => (
+                PolicySpec {
+                    kind: Policy::RoundRobin as u8,
+                    depth: 0,
+                    key: none,
+                },
+                0,
+            ),
+            PolicyAst::Affinity(e) | PolicyAst::Hash(e) => {
+                let key = self.expr(e, Ctx::Workload)?;
+                let kind = if matches!(p, PolicyAst::Hash(_)) {
+                    Policy::Hash
+                } else {
+                    Policy::Affinity
+                };
+                (
+                    PolicySpec {
+                        kind: kind as u8,
+                        depth: 0,
+                        key: U16::new(key),
+                    },
+                    self.need_of(key),
+                )
+            }
+            PolicyAst::Static(v) => match self.var_depth(&v.name, v.span, Ctx::Workload)? {
+                Some(d) => (
+                    PolicySpec {
+                        kind: Policy::StaticPartition as u8,
+                        depth: d as u8,
+                        key: none,
+                    },
+                    d + 1,
+                ),
+                None => {
+                    return Err(self.rep.error(
+                        DiagKind::UnknownName,
+                        v.span,
+                        format!("`{}` is not a loop variable of the workload", v.name),
+                    ))
+                }
+            },
+            PolicyAst::Threshold(..) => {
+                return Err(self.rep.error(
+                    DiagKind::Type,
+                    span,
+                    "a threshold level cannot itself be a threshold policy",
+                ))
+            }
+        })
+    }
+
+    pub(super) fn schedule(&mut self, s: &crate::ast::Schedule) -> R<()> {
+        let mut seen: HashMap<&str, Span> = HashMap::new();
+        for k in &s.knobs {
+            if let Some(_prev) = seen.insert(k.key.name.as_str(), k.key.span) {
+                return Err(self.rep.error(
+                    DiagKind::DuplicateName,
+                    k.key.span,
+                    format!("schedule knob `{}` is set twice", k.key.name),
+                ));
+            }
+            let key = k.key.name.as_str();
+            match &k.value {
+                KnobValue::Dispatch(p, span) => self.dispatch_knob(p, *span)?,
+                KnobValue::Int(v, span) => {
+                    let c = &mut self.m.config;
+                    match key {
+                        "streams" => {
+                            if *v == 0 || *v > u16::MAX as u64 {
+                                return Err(self.rep.error(
+                                    DiagKind::Overflow,
+                                    *span,
+                                    "streams must be in 1..=65535",
+                                ));
+                            }
+                            c.streams = U16::new(*v as u16);
+                        }
+                        "aicpus" => self.set_aicpus(*v, *span)?,
+                        "window" | "task_window" => {
+                            let v = self.u32(*v, *span, 1, "the task window")?;
+                            self.m.config.window = U32::new(v);
+                        }
+                        "pipeline_depth" => {
+                            let v = self.u32(*v, *span, 0, "pipeline_depth")?;
+                            self.m.config.pipeline_depth = U32::new(v);
+                        }
+                        _ => {
+                            let v = self.u32(*v, *span, 0, "batch_deps")?;
+                            self.m.config.batch_deps = U32::new(v);
+                        }
+                    }
+                }
+                KnobValue::Named(n, arg) => self.named_knob(key, n, *arg)?,
+                KnobValue::Unknown => self.rep.warn(
+                    DiagKind::UnknownKnob,
+                    k.key.span,
+                    format!("unknown schedule knob `{key}` is ignored"),
+                ),
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn set_aicpus(&mut self, v: u64, span: Span) -> R<()> {
+        if v == 0 || v > limits::MAX_AICPUS as u64 {
+            return Err(self.rep.error(
+                DiagKind::Overflow,
+                span,
+                format!("the AICPU count must be in 1..={}", limits::MAX_AICPUS),
+            ));
+        }
+        self.m.config.num_aicpus = U16::new(v as u16);
+        Ok(())
+    }
+
+    pub(super) fn named_knob(&mut self, key: &str, n: &Ident, arg: Option<(u64, Span)>) -> R<()> {
+        let bad = |l: &Self, msg: String| Err(l.rep.error(DiagKind::Type, n.span, msg));
+        let want_arg = |l: &Self, needed: bool| -> R<u32> {
+            match (needed, arg) {
+                (true, Some((v, s))) => l.u32(v, s, 1, "the argument"),
+                (true, None) => Err(l.rep.error(
+                    DiagKind::Type,
+                    n.span,
+                    format!("`{}` needs an argument: `{}(N)`", n.name, n.name),
+                )),
+                (false, Some((_, s))) => {
+                    Err(l
+                        .rep
+                        .error(DiagKind::Type, s, format!("`{}` takes no argument", n.name)))
+                }
+                (false, None) => Ok(0),
+            }
+        };
+        match key {
+            "timing" => {
+                let Some(t) = Timing::from_name(&n.name) else {
+                    return bad(self, format!("unknown timing `{}`; expected immediate, batched(N), interleaved(N) or rate_limit(N)", n.name));
+                };
+                let a = want_arg(self, t != Timing::Immediate)?;
+                self.m.config.timing = t as u8;
+                self.m.config.timing_arg = U32::new(a);
+            }
+            "ready" => {
+                let Some(r) = ReadyPolicy::from_name(&n.name) else {
+                    return bad(
+                        self,
+                        format!(
+                            "unknown ready policy `{}`; expected fifo or work_steal",
+                            n.name
+                        ),
+                    );
+                };
+                want_arg(self, false)?;
+                self.m.config.ready = r as u8;
+            }
+            "start" => {
+                let Some(s) = StartPolicy::from_name(&n.name) else {
+                    return bad(self, format!("unknown start policy `{}`; expected immediate, after_orchestration or threshold(N)", n.name));
+                };
+                let a = want_arg(self, s == StartPolicy::Threshold)?;
+                self.m.config.start = s as u8;
+                self.m.config.start_threshold = U32::new(a);
+            }
+            _ => {
+                let Some(w) = WindowMode::from_name(&n.name) else {
+                    return bad(
+                        self,
+                        format!(
+                            "unknown window mode `{}`; expected stall, abort or benchmark",
+                            n.name
+                        ),
+                    );
+                };
+                want_arg(self, false)?;
+                self.m.config.window_mode = w as u8;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn dispatch_knob(&mut self, p: &PolicyAst, span: Span) -> R<()> {
+        match p {
+            PolicyAst::Threshold(sel, levels, default) => {
+                let sel = self.expr(sel, Ctx::NoVars)?;
+                if levels.len() + 1 > limits::MAX_LEVELS {
+                    return Err(self.rep.error(
+                        DiagKind::Limit,
+                        span,
+                        format!(
+                            "a threshold policy has at most {} levels, the default included",
+                            limits::MAX_LEVELS
+                        ),
+                    ));
+                }
+                let mut need = 0;
+                let mut prev: Option<u64> = None;
+                let all = levels
+                    .iter()
+                    .map(|(t, s, p)| (Some((*t, *s)), p))
+                    .chain(std::iter::once((None, default.as_ref())));
+                let c_levels: Vec<(u32, PolicySpec)> = {
+                    let mut v = vec![];
+                    for (t, p) in all {
+                        let t = match t {
+                            Some((t, s)) => {
+                                if prev.is_some_and(|p| t <= p) {
+                                    return Err(self.rep.error(
+                                        DiagKind::Type,
+                                        s,
+                                        "thresholds must strictly increase",
+                                    ));
+                                }
+                                if t >= u32::MAX as u64 {
+                                    return Err(self.rep.error(DiagKind::Overflow, s, "a threshold must be below 4294967295 (the default level covers the rest)"));
+                                }
+                                prev = Some(t);
+                                t as u32
+                            }
+                            None => u32::MAX,
+                        };
+                        if matches!(p, PolicyAst::RoundRobin(Some(_))) {
+                            return Err(self.rep.error(DiagKind::Type, span, "the AICPU count can only be set by a top-level `round_robin(N)` or `aicpus = N`"));
+                        }
+                        let (spec, n) = self.policy_spec(p, span)?;
+                        need = need.max(n);
+                        v.push((t, spec));
+                    }
+                    v
+                };
+                let c = &mut self.m.config;
+                c.policy = PolicySpec {
+                    kind: Policy::Threshold as u8,
+                    depth: 0,
+                    key: U16::new(NONE16),
+                };
+                c.selector = U16::new(sel);
+                c.num_levels = c_levels.len() as u8;
+                for (i, (t, spec)) in c_levels.into_iter().enumerate() {
+                    c.thresholds[i] = U32::new(t);
+                    c.levels[i] = spec;
+                }
+                self.need = (need, span);
+            }
+            _ => {
+                if let PolicyAst::RoundRobin(Some((n, s))) = p {
+                    self.set_aicpus(*n, *s)?;
+                }
+                if matches!(p, PolicyAst::WorkSteal) {
+                    self.m.config.ready = ReadyPolicy::WorkSteal as u8;
+                }
+                let (spec, need) = self.policy_spec(p, span)?;
+                self.m.config.policy = spec;
+                self.need = (need, span);
+            }
+        }
+        Ok(())
+    }
+}
