@@ -1,246 +1,20 @@
-//! Syntax tree of a `.pto` module (spec/pto.md), and its recursive-descent parser over the
-//! `nom`-recognised tokens. Recursion is bounded (statement and expression nesting limits), so
-//! no text can overflow the stack.
+//! The recursive-descent parser: items, statements and schedules.
 
-use ptovm_vm::{limits, ExprOp, Opcode};
+use super::*;
 
-use crate::diag::{AsmError, DiagKind, Reporter, Span};
-use crate::lexer::{int_value, lex, Tok, Token};
-
-/// A name and where it is written.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Ident {
-    /// The name.
-    pub name: String,
-    /// Where.
-    pub span: Span,
-}
-
-/// An integer expression.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Expr {
-    /// What.
-    pub kind: ExprK,
-    /// Where.
-    pub span: Span,
-}
-
-/// Expression forms.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ExprK {
-    /// An integer literal.
-    Int(u64),
-    /// A loop variable or a runtime scalar.
-    Name(String),
-    /// `name[index]`: an element of a runtime array.
-    Elem(Ident, Box<Expr>),
-    /// Unary operator.
-    Un(ExprOp, Box<Expr>),
-    /// Binary operator or `min` / `max` / `ceil_div`.
-    Bin(ExprOp, Box<Expr>, Box<Expr>),
-}
-
-/// An iteration axis.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Axis {
-    /// `dense[N]`.
-    Dense(u64, Span),
-    /// `dense_dyn(name)`.
-    DenseDyn(Ident),
-    /// `ragged(outer, lengths)` (PTO-WSP): one flattened axis over the first `outer` rows.
-    Ragged(Expr, Ident),
-    /// `sparse(outer, indptr, indices)` (PTO-WSP): the stored indices of the first `outer`
-    /// rows.
-    Sparse(Expr, Ident, Ident),
-    /// `dense_dyn(lengths[row])` (ptovm): the indices 0 .. `lengths[row]` of one row.
-    RaggedRow(Expr, Ident),
-    /// `sparse_row(row, indptr, indices)` (ptovm): the stored indices of one row.
-    SparseRow(Expr, Ident, Ident),
-    /// `%param` or `param`: a workload parameter's axis.
-    Ref(Ident),
-}
-
-/// A dispatch policy as written.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PolicyAst {
-    /// `round_robin` or `round_robin(N)`.
-    RoundRobin(Option<(u64, Span)>),
-    /// `affinity(expr)` or `dispatch_by(expr)`.
-    Affinity(Expr),
-    /// `hash(expr)`.
-    Hash(Expr),
-    /// `work_steal`: round robin generation, work-stealing ready queues.
-    WorkSteal,
-    /// `static(v)`: block partition of loop variable `v`'s range.
-    Static(Ident),
-    /// `threshold(selector, T: policy, ..., policy)`.
-    Threshold(Expr, Vec<(u64, Span, PolicyAst)>, Box<PolicyAst>),
-}
-
-/// A region dimension: `i` or `a : b`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Dim {
-    /// First index.
-    pub start: Expr,
-    /// End (exclusive) for a range.
-    pub end: Option<Expr>,
-}
-
-/// A task resource: `Name` or `Name[dims]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Resource {
-    /// Tensor name.
-    pub name: Ident,
-    /// Region dimensions; empty for the whole tensor.
-    pub dims: Vec<Dim>,
-    /// Where.
-    pub span: Span,
-}
-
-/// A statement.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Stmt {
-    /// What.
-    pub kind: StmtK,
-    /// Where (the keyword).
-    pub span: Span,
-}
-
-/// Statement forms.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StmtK {
-    /// `parallel_for` / `for_each` / `select`.
-    Loop {
-        /// PARALLEL_FOR, FOR_EACH or SELECT.
-        op: Opcode,
-        /// Loop variable.
-        var: Ident,
-        /// Axis.
-        axis: Axis,
-        /// Body.
-        body: Vec<Stmt>,
-    },
-    /// `cond pred { } else { }`.
-    Cond {
-        /// Predicate.
-        pred: Expr,
-        /// Then block.
-        then: Vec<Stmt>,
-        /// Else block.
-        els: Option<Vec<Stmt>>,
-    },
-    /// `combine { }`.
-    Combine(Vec<Stmt>),
-    /// `sequential { }`.
-    Sequential(Vec<Stmt>),
-    /// `dispatch policy { }`.
-    Dispatch(PolicyAst, Span, Vec<Stmt>),
-    /// `task @k(args) resources(...)`.
-    Task {
-        /// Kernel name.
-        kernel: Ident,
-        /// Scalar arguments.
-        args: Vec<Expr>,
-        /// Resources.
-        resources: Vec<Resource>,
-    },
-}
-
-/// A schedule knob `key = value`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum KnobValue {
-    /// `dispatch = policy`.
-    Dispatch(PolicyAst, Span),
-    /// `key = N`.
-    Int(u64, Span),
-    /// `key = name` or `key = name(N)`.
-    Named(Ident, Option<(u64, Span)>),
-    /// A knob ptovm does not know (skipped with a warning).
-    Unknown,
-}
-
-/// One knob.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Knob {
-    /// Key.
-    pub key: Ident,
-    /// Value.
-    pub value: KnobValue,
-}
-
-/// `@workload`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Workload {
-    /// Name.
-    pub name: Ident,
-    /// `%p: axis` parameters.
-    pub params: Vec<(Ident, Axis)>,
-    /// Body.
-    pub body: Vec<Stmt>,
-}
-
-/// `@schedule`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Schedule {
-    /// Name.
-    pub name: Ident,
-    /// Workload it schedules.
-    pub workload: Ident,
-    /// Knobs.
-    pub knobs: Vec<Knob>,
-}
-
-/// `@tensor` (ptovm extension).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TensorDecl {
-    /// Name.
-    pub name: Ident,
-    /// Element type.
-    pub dtype: Ident,
-    /// Dimensions: a size or a runtime scalar name.
-    pub dims: Vec<Result<(u64, Span), Ident>>,
-}
-
-/// `@kernel` (ptovm extension).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelDecl {
-    /// Name.
-    pub name: Ident,
-    /// Scalar parameter names.
-    pub params: Vec<Ident>,
-    /// `cube` or `vector`.
-    pub pool: Ident,
-    /// Arguments: direction and name.
-    pub args: Vec<(Ident, Ident)>,
-}
-
-/// A whole module.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ModuleAst {
-    /// Workloads in order.
-    pub workloads: Vec<Workload>,
-    /// Schedules in order.
-    pub schedules: Vec<Schedule>,
-    /// Tensor declarations.
-    pub tensors: Vec<TensorDecl>,
-    /// Kernel declarations.
-    pub kernels: Vec<KernelDecl>,
-}
-
-/// Deepest parenthesised expression nesting the parser accepts.
 pub const MAX_EXPR_NESTING: usize = 64;
 
-struct Parser<'r, 's> {
-    rep: &'r Reporter<'s>,
-    toks: Vec<Token<'s>>,
-    pos: usize,
-    nesting: usize,
-    expr_nesting: usize,
+pub(super) struct Parser<'r, 's> {
+    pub(super) rep: &'r Reporter<'s>,
+    pub(super) toks: Vec<Token<'s>>,
+    pub(super) pos: usize,
+    pub(super) nesting: usize,
+    pub(super) expr_nesting: usize,
     /// Nodes of the top-level expression being parsed.
-    expr_nodes: usize,
+    pub(super) expr_nodes: usize,
 }
 
-type PR<T> = Result<T, AsmError>;
+pub(super) type PR<T> = Result<T, AsmError>;
 
 /// Parses module text.
 pub fn parse(rep: &Reporter<'_>) -> PR<ModuleAst> {
@@ -264,27 +38,27 @@ fn describe(t: &Token<'_>) -> String {
 }
 
 impl<'s> Parser<'_, 's> {
-    fn peek(&self) -> Token<'s> {
+    pub(super) fn peek(&self) -> Token<'s> {
         self.toks[self.pos.min(self.toks.len() - 1)]
     }
-    fn peek2(&self) -> Token<'s> {
+    pub(super) fn peek2(&self) -> Token<'s> {
         self.toks[(self.pos + 1).min(self.toks.len() - 1)]
     }
-    fn bump(&mut self) -> Token<'s> {
+    pub(super) fn bump(&mut self) -> Token<'s> {
         let t = self.peek();
         if t.kind != Tok::Eof {
             self.pos += 1;
         }
         t
     }
-    fn err<T>(&self, span: Span, msg: impl Into<String>) -> PR<T> {
+    pub(super) fn err<T>(&self, span: Span, msg: impl Into<String>) -> PR<T> {
         Err(self.rep.error(DiagKind::Syntax, span, msg))
     }
-    fn expected<T>(&self, what: &str) -> PR<T> {
+    pub(super) fn expected<T>(&self, what: &str) -> PR<T> {
         let t = self.peek();
         self.err(t.span, format!("expected {what}, found {}", describe(&t)))
     }
-    fn eat(&mut self, s: &str) -> bool {
+    pub(super) fn eat(&mut self, s: &str) -> bool {
         if self.peek().is(s) {
             self.pos += 1;
             true
@@ -292,7 +66,7 @@ impl<'s> Parser<'_, 's> {
             false
         }
     }
-    fn expect(&mut self, s: &str) -> PR<Token<'s>> {
+    pub(super) fn expect(&mut self, s: &str) -> PR<Token<'s>> {
         if self.peek().is(s) {
             Ok(self.bump())
         } else {
@@ -300,7 +74,7 @@ impl<'s> Parser<'_, 's> {
         }
     }
     /// After a list element: `true` at the closing token (consumed), `false` after a `,`.
-    fn list_end(&mut self, close: &str) -> PR<bool> {
+    pub(super) fn list_end(&mut self, close: &str) -> PR<bool> {
         if self.eat(close) {
             return Ok(true);
         }
@@ -310,7 +84,7 @@ impl<'s> Parser<'_, 's> {
         self.expected(&format!("`,` or `{close}`"))
     }
 
-    fn ident(&mut self, what: &str) -> PR<Ident> {
+    pub(super) fn ident(&mut self, what: &str) -> PR<Ident> {
         let t = self.peek();
         if t.kind == Tok::Ident {
             self.pos += 1;
@@ -324,12 +98,12 @@ impl<'s> Parser<'_, 's> {
     }
     /// A keyword (or a value the grammar spells as one, such as a dtype or a knob's value),
     /// lower-cased: keywords match in any case, as in PTO-WSP. Names keep their case.
-    fn keyword(&mut self, what: &str) -> PR<Ident> {
+    pub(super) fn keyword(&mut self, what: &str) -> PR<Ident> {
         let mut id = self.ident(what)?;
         id.name.make_ascii_lowercase();
         Ok(id)
     }
-    fn int(&mut self, what: &str) -> PR<(u64, Span)> {
+    pub(super) fn int(&mut self, what: &str) -> PR<(u64, Span)> {
         let t = self.peek();
         if t.kind != Tok::Int {
             return self.expected(what);
@@ -344,7 +118,7 @@ impl<'s> Parser<'_, 's> {
             )),
         }
     }
-    fn enter(&mut self, span: Span) -> PR<()> {
+    pub(super) fn enter(&mut self, span: Span) -> PR<()> {
         self.nesting += 1;
         if self.nesting > limits::MAX_NESTING {
             return Err(self.rep.error(
@@ -356,7 +130,7 @@ impl<'s> Parser<'_, 's> {
         Ok(())
     }
 
-    fn module(&mut self) -> PR<ModuleAst> {
+    pub(super) fn module(&mut self) -> PR<ModuleAst> {
         let mut m = ModuleAst::default();
         loop {
             let t = self.peek();
@@ -381,7 +155,7 @@ impl<'s> Parser<'_, 's> {
         }
     }
 
-    fn workload(&mut self) -> PR<Workload> {
+    pub(super) fn workload(&mut self) -> PR<Workload> {
         let name = self.ident("a workload name")?;
         self.expect("(")?;
         let mut params = vec![];
@@ -401,7 +175,7 @@ impl<'s> Parser<'_, 's> {
         Ok(Workload { name, params, body })
     }
 
-    fn axis(&mut self) -> PR<Axis> {
+    pub(super) fn axis(&mut self) -> PR<Axis> {
         if self.eat("%") {
             return Ok(Axis::Ref(self.ident("a workload parameter name")?));
         }
@@ -454,7 +228,7 @@ impl<'s> Parser<'_, 's> {
         }
     }
 
-    fn block(&mut self) -> PR<Vec<Stmt>> {
+    pub(super) fn block(&mut self) -> PR<Vec<Stmt>> {
         let open = self.expect("{")?;
         self.enter(open.span)?;
         let mut out = vec![];
@@ -476,7 +250,7 @@ impl<'s> Parser<'_, 's> {
         Ok(out)
     }
 
-    fn stmt(&mut self) -> PR<Stmt> {
+    pub(super) fn stmt(&mut self) -> PR<Stmt> {
         let kw = self.keyword("a statement (`parallel_for`, `for_each`, `select`, `cond`, `combine`, `sequential`, `dispatch` or `task`)")?;
         let span = kw.span;
         let kind = match kw.name.as_str() {
@@ -558,7 +332,7 @@ impl<'s> Parser<'_, 's> {
         Ok(Stmt { kind, span })
     }
 
-    fn resource(&mut self) -> PR<Resource> {
+    pub(super) fn resource(&mut self) -> PR<Resource> {
         let name = self.ident("a resource (tensor) name")?;
         let mut dims = vec![];
         if self.eat("[") {
@@ -579,7 +353,7 @@ impl<'s> Parser<'_, 's> {
         Ok(Resource { name, dims, span })
     }
 
-    fn policy(&mut self) -> PR<PolicyAst> {
+    pub(super) fn policy(&mut self) -> PR<PolicyAst> {
         let kw = self.keyword("a dispatch policy (`round_robin`, `affinity(e)`, `hash(e)`, `dispatch_by(e)`, `work_steal`, `static(v)` or `threshold(...)`)")?;
         match kw.name.as_str() {
             "round_robin" => {
@@ -630,7 +404,7 @@ impl<'s> Parser<'_, 's> {
         }
     }
 
-    fn schedule(&mut self) -> PR<Schedule> {
+    pub(super) fn schedule(&mut self) -> PR<Schedule> {
         let name = self.ident("a schedule name")?;
         self.expect("for")?;
         let workload = self.ident("the workload this schedule is for")?;
@@ -685,7 +459,7 @@ impl<'s> Parser<'_, 's> {
     }
 
     /// Skips an unknown knob's value: balanced tokens up to `;`, `}` or the next `key =`.
-    fn skip_value(&mut self) {
+    pub(super) fn skip_value(&mut self) {
         let mut depth = 0usize;
         loop {
             let t = self.peek();
@@ -711,7 +485,7 @@ impl<'s> Parser<'_, 's> {
         }
     }
 
-    fn tensor(&mut self) -> PR<TensorDecl> {
+    pub(super) fn tensor(&mut self) -> PR<TensorDecl> {
         let name = self.ident("a tensor name")?;
         self.expect(":")?;
         let dtype = self.keyword("an element type (f16, bf16, f32, ...)")?;
@@ -734,7 +508,7 @@ impl<'s> Parser<'_, 's> {
         Ok(TensorDecl { name, dtype, dims })
     }
 
-    fn kernel(&mut self) -> PR<KernelDecl> {
+    pub(super) fn kernel(&mut self) -> PR<KernelDecl> {
         let name = self.ident("a kernel name")?;
         self.expect("(")?;
         let mut params = vec![];
@@ -766,179 +540,5 @@ impl<'s> Parser<'_, 's> {
             pool,
             args,
         })
-    }
-
-    // ---- expressions: precedence climbing ----
-
-    fn expr(&mut self) -> PR<Expr> {
-        self.expr_nesting += 1;
-        if self.expr_nesting > MAX_EXPR_NESTING {
-            let s = self.peek().span;
-            return Err(self.rep.error(
-                DiagKind::Nesting,
-                s,
-                format!("expression nested deeper than {MAX_EXPR_NESTING}"),
-            ));
-        }
-        if self.expr_nesting == 1 {
-            self.expr_nodes = 0;
-        }
-        let r = self.binary(0);
-        self.expr_nesting -= 1;
-        r
-    }
-
-    /// Counts one node of the current expression. An expression longer than the bytecode can
-    /// hold is rejected here, which also bounds the tree (and every recursion over it).
-    fn node(&mut self, span: Span) -> PR<()> {
-        self.expr_nodes += 1;
-        if self.expr_nodes >= limits::MAX_EXPR_LEN {
-            return Err(self.rep.error(
-                DiagKind::Limit,
-                span,
-                format!(
-                    "expression too long: more than {} operators and operands (the bytecode limit is {} nodes)",
-                    limits::MAX_EXPR_LEN - 1,
-                    limits::MAX_EXPR_LEN
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    fn binop(t: &Token<'_>) -> Option<(ExprOp, u8)> {
-        if t.kind != Tok::Punct {
-            return None;
-        }
-        Some(match t.text {
-            "||" => (ExprOp::OR, 1),
-            "&&" => (ExprOp::AND, 2),
-            "==" => (ExprOp::EQ, 3),
-            "!=" => (ExprOp::NE, 3),
-            "<" => (ExprOp::LT, 4),
-            "<=" => (ExprOp::LE, 4),
-            ">" => (ExprOp::GT, 4),
-            ">=" => (ExprOp::GE, 4),
-            "+" => (ExprOp::ADD, 5),
-            "-" => (ExprOp::SUB, 5),
-            "*" => (ExprOp::MUL, 6),
-            "/" => (ExprOp::DIV, 6),
-            "%" => (ExprOp::MOD, 6),
-            _ => return None,
-        })
-    }
-
-    fn binary(&mut self, min: u8) -> PR<Expr> {
-        let mut lhs = self.unary()?;
-        // Left-associative loop: iteration, not recursion, per operator at one level.
-        while let Some((op, prec)) = Self::binop(&self.peek()) {
-            if prec <= min {
-                break;
-            }
-            let t = self.bump();
-            self.node(t.span)?;
-            self.expr_nesting += 1;
-            if self.expr_nesting > MAX_EXPR_NESTING {
-                let s = self.peek().span;
-                return Err(self.rep.error(
-                    DiagKind::Nesting,
-                    s,
-                    format!("expression nested deeper than {MAX_EXPR_NESTING}"),
-                ));
-            }
-            let rhs = self.binary(prec);
-            self.expr_nesting -= 1;
-            let rhs = rhs?;
-            let span = lhs.span.to(rhs.span);
-            lhs = Expr {
-                kind: ExprK::Bin(op, Box::new(lhs), Box::new(rhs)),
-                span,
-            };
-        }
-        Ok(lhs)
-    }
-
-    fn unary(&mut self) -> PR<Expr> {
-        let t = self.peek();
-        if t.is("-") || t.is("!") {
-            self.bump();
-            self.node(t.span)?;
-            self.expr_nesting += 1;
-            if self.expr_nesting > MAX_EXPR_NESTING {
-                return Err(self.rep.error(
-                    DiagKind::Nesting,
-                    t.span,
-                    format!("expression nested deeper than {MAX_EXPR_NESTING}"),
-                ));
-            }
-            let e = self.unary();
-            self.expr_nesting -= 1;
-            let e = e?;
-            let op = if t.is("-") { ExprOp::NEG } else { ExprOp::NOT };
-            let span = t.span.to(e.span);
-            return Ok(Expr {
-                kind: ExprK::Un(op, Box::new(e)),
-                span,
-            });
-        }
-        self.primary()
-    }
-
-    fn primary(&mut self) -> PR<Expr> {
-        let t = self.peek();
-        match t.kind {
-            Tok::Int => {
-                let (v, span) = self.int("an integer")?;
-                self.node(span)?;
-                Ok(Expr {
-                    kind: ExprK::Int(v),
-                    span,
-                })
-            }
-            Tok::Ident => {
-                self.bump();
-                self.node(t.span)?;
-                let fun = match t.text.to_ascii_lowercase().as_str() {
-                    "min" => Some(ExprOp::MIN),
-                    "max" => Some(ExprOp::MAX),
-                    "ceil_div" => Some(ExprOp::CEILDIV),
-                    _ => None,
-                };
-                if let (Some(op), true) = (fun, self.peek().is("(")) {
-                    self.bump();
-                    let a = self.expr()?;
-                    self.expect(",")?;
-                    let b = self.expr()?;
-                    let close = self.expect(")")?;
-                    return Ok(Expr {
-                        kind: ExprK::Bin(op, Box::new(a), Box::new(b)),
-                        span: t.span.to(close.span),
-                    });
-                }
-                if self.eat("[") {
-                    let i = self.expr()?;
-                    let close = self.expect("]")?;
-                    let id = Ident {
-                        name: t.text.to_string(),
-                        span: t.span,
-                    };
-                    return Ok(Expr {
-                        kind: ExprK::Elem(id, Box::new(i)),
-                        span: t.span.to(close.span),
-                    });
-                }
-                Ok(Expr {
-                    kind: ExprK::Name(t.text.to_string()),
-                    span: t.span,
-                })
-            }
-            _ if t.is("(") => {
-                self.bump();
-                let e = self.expr()?;
-                self.expect(")")?;
-                Ok(e)
-            }
-            _ => self.expected("an expression"),
-        }
     }
 }

@@ -1,0 +1,234 @@
+//! Syntax tree of a `.pto` module (spec/pto.md), and its recursive-descent parser over the
+//! `nom`-recognised tokens. Recursion is bounded (statement and expression nesting limits), so
+//! no text can overflow the stack.
+
+use ptovm_vm::{limits, ExprOp, Opcode};
+
+use crate::diag::{AsmError, DiagKind, Reporter, Span};
+use crate::lexer::{int_value, lex, Tok, Token};
+
+/// A name and where it is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ident {
+    /// The name.
+    pub name: String,
+    /// Where.
+    pub span: Span,
+}
+
+/// An integer expression.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Expr {
+    /// What.
+    pub kind: ExprK,
+    /// Where.
+    pub span: Span,
+}
+
+/// Expression forms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExprK {
+    /// An integer literal.
+    Int(u64),
+    /// A loop variable or a runtime scalar.
+    Name(String),
+    /// `name[index]`: an element of a runtime array.
+    Elem(Ident, Box<Expr>),
+    /// Unary operator.
+    Un(ExprOp, Box<Expr>),
+    /// Binary operator or `min` / `max` / `ceil_div`.
+    Bin(ExprOp, Box<Expr>, Box<Expr>),
+}
+
+/// An iteration axis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Axis {
+    /// `dense[N]`.
+    Dense(u64, Span),
+    /// `dense_dyn(name)`.
+    DenseDyn(Ident),
+    /// `ragged(outer, lengths)` (PTO-WSP): one flattened axis over the first `outer` rows.
+    Ragged(Expr, Ident),
+    /// `sparse(outer, indptr, indices)` (PTO-WSP): the stored indices of the first `outer`
+    /// rows.
+    Sparse(Expr, Ident, Ident),
+    /// `dense_dyn(lengths[row])` (ptovm): the indices 0 .. `lengths[row]` of one row.
+    RaggedRow(Expr, Ident),
+    /// `sparse_row(row, indptr, indices)` (ptovm): the stored indices of one row.
+    SparseRow(Expr, Ident, Ident),
+    /// `%param` or `param`: a workload parameter's axis.
+    Ref(Ident),
+}
+
+/// A dispatch policy as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PolicyAst {
+    /// `round_robin` or `round_robin(N)`.
+    RoundRobin(Option<(u64, Span)>),
+    /// `affinity(expr)` or `dispatch_by(expr)`.
+    Affinity(Expr),
+    /// `hash(expr)`.
+    Hash(Expr),
+    /// `work_steal`: round robin generation, work-stealing ready queues.
+    WorkSteal,
+    /// `static(v)`: block partition of loop variable `v`'s range.
+    Static(Ident),
+    /// `threshold(selector, T: policy, ..., policy)`.
+    Threshold(Expr, Vec<(u64, Span, PolicyAst)>, Box<PolicyAst>),
+}
+
+/// A region dimension: `i` or `a : b`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dim {
+    /// First index.
+    pub start: Expr,
+    /// End (exclusive) for a range.
+    pub end: Option<Expr>,
+}
+
+/// A task resource: `Name` or `Name[dims]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resource {
+    /// Tensor name.
+    pub name: Ident,
+    /// Region dimensions; empty for the whole tensor.
+    pub dims: Vec<Dim>,
+    /// Where.
+    pub span: Span,
+}
+
+/// A statement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stmt {
+    /// What.
+    pub kind: StmtK,
+    /// Where (the keyword).
+    pub span: Span,
+}
+
+/// Statement forms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StmtK {
+    /// `parallel_for` / `for_each` / `select`.
+    Loop {
+        /// PARALLEL_FOR, FOR_EACH or SELECT.
+        op: Opcode,
+        /// Loop variable.
+        var: Ident,
+        /// Axis.
+        axis: Axis,
+        /// Body.
+        body: Vec<Stmt>,
+    },
+    /// `cond pred { } else { }`.
+    Cond {
+        /// Predicate.
+        pred: Expr,
+        /// Then block.
+        then: Vec<Stmt>,
+        /// Else block.
+        els: Option<Vec<Stmt>>,
+    },
+    /// `combine { }`.
+    Combine(Vec<Stmt>),
+    /// `sequential { }`.
+    Sequential(Vec<Stmt>),
+    /// `dispatch policy { }`.
+    Dispatch(PolicyAst, Span, Vec<Stmt>),
+    /// `task @k(args) resources(...)`.
+    Task {
+        /// Kernel name.
+        kernel: Ident,
+        /// Scalar arguments.
+        args: Vec<Expr>,
+        /// Resources.
+        resources: Vec<Resource>,
+    },
+}
+
+/// A schedule knob `key = value`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KnobValue {
+    /// `dispatch = policy`.
+    Dispatch(PolicyAst, Span),
+    /// `key = N`.
+    Int(u64, Span),
+    /// `key = name` or `key = name(N)`.
+    Named(Ident, Option<(u64, Span)>),
+    /// A knob ptovm does not know (skipped with a warning).
+    Unknown,
+}
+
+/// One knob.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Knob {
+    /// Key.
+    pub key: Ident,
+    /// Value.
+    pub value: KnobValue,
+}
+
+/// `@workload`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Workload {
+    /// Name.
+    pub name: Ident,
+    /// `%p: axis` parameters.
+    pub params: Vec<(Ident, Axis)>,
+    /// Body.
+    pub body: Vec<Stmt>,
+}
+
+/// `@schedule`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    /// Name.
+    pub name: Ident,
+    /// Workload it schedules.
+    pub workload: Ident,
+    /// Knobs.
+    pub knobs: Vec<Knob>,
+}
+
+/// `@tensor` (ptovm extension).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorDecl {
+    /// Name.
+    pub name: Ident,
+    /// Element type.
+    pub dtype: Ident,
+    /// Dimensions: a size or a runtime scalar name.
+    pub dims: Vec<Result<(u64, Span), Ident>>,
+}
+
+/// `@kernel` (ptovm extension).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelDecl {
+    /// Name.
+    pub name: Ident,
+    /// Scalar parameter names.
+    pub params: Vec<Ident>,
+    /// `cube` or `vector`.
+    pub pool: Ident,
+    /// Arguments: direction and name.
+    pub args: Vec<(Ident, Ident)>,
+}
+
+/// A whole module.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModuleAst {
+    /// Workloads in order.
+    pub workloads: Vec<Workload>,
+    /// Schedules in order.
+    pub schedules: Vec<Schedule>,
+    /// Tensor declarations.
+    pub tensors: Vec<TensorDecl>,
+    /// Kernel declarations.
+    pub kernels: Vec<KernelDecl>,
+}
+
+/// Deepest parenthesised expression nesting the parser accepts.
+mod expr;
+mod parse;
+
+pub use parse::{parse, MAX_EXPR_NESTING};
