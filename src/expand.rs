@@ -26,7 +26,8 @@ pub fn values(owned: &[(ParamKind, u32, Vec<u32>)]) -> Vec<Value<'_>> {
 }
 
 /// Parses `--param name=value` arguments against the program's slots: a scalar is a u32, an
-/// array a comma-separated list of u32 (`[1,2,3]` or `1,2,3`; empty for no entries).
+/// array a comma-separated list of u32 (`[1,2,3]` or `1,2,3`; empty for no entries). A slot
+/// given no value takes its default (`@param` in the module); one with neither is an error.
 pub fn parse_params(
     m: &Module,
     given: &[String],
@@ -75,18 +76,24 @@ pub fn parse_params(
     vals.into_iter()
         .enumerate()
         .map(|(i, v)| {
-            v.ok_or_else(|| {
-                let p = &m.params[i];
+            let p = &m.params[i];
+            let default = p.default.as_ref().map(|d| match p.kind {
+                ParamKind::Scalar => (p.kind, d.first().copied().unwrap_or(0), vec![]),
+                ParamKind::Array => (p.kind, 0, d.clone()),
+            });
+            v.or(default).ok_or_else(|| {
                 let example = if p.kind == ParamKind::Scalar {
                     "4"
                 } else {
                     "1,2,3"
                 };
                 format!(
-                    "missing runtime parameter `{}` ({}): pass --param {}={example}",
+                    "missing runtime parameter `{}` ({}): pass --param {}={example}, or give it a default in the module (`@param {} = {}`)",
                     p.name,
                     p.kind.name(),
-                    p.name
+                    p.name,
+                    p.name,
+                    if p.kind == ParamKind::Scalar { "4" } else { "[1, 2, 3]" }
                 )
             })
         })

@@ -1,10 +1,13 @@
 //! `ptovm inspect`: a readable (or JSON) account of a verified PTOW file.
 
-use ptovm_assembler::listing::{render_axis, render_expr, render_policy};
+use ptovm_assembler::listing::{
+    default_text, layout_text, render_axis, render_expr, render_policy,
+};
 use ptovm_assembler::Module;
 use ptovm_vm::format::{DIM_IS_SLOT, KERNEL_UNDECLARED, TENSOR_IMPLICIT};
 use ptovm_vm::{
-    DType, Dir, Policy, Pool, ReadyPolicy, Section, StartPolicy, Timing, Verified, WindowMode,
+    DType, Dir, InfoKind, Policy, Pool, ReadyPolicy, Section, StartPolicy, Timing, Verified,
+    WindowMode,
 };
 use serde_json::{json, Value};
 
@@ -55,6 +58,15 @@ fn name<T>(v: Option<T>, f: impl Fn(T) -> &'static str) -> &'static str {
     v.map_or("?", f)
 }
 
+/// The module header's entries of one kind.
+fn info(m: &Module, kind: InfoKind) -> Vec<&str> {
+    m.info
+        .iter()
+        .filter(|(k, _)| *k == kind)
+        .map(|(_, t)| t.as_str())
+        .collect()
+}
+
 /// Text report.
 pub fn text(v: &Verified<'_>) -> String {
     let m = Module::decode(v);
@@ -67,11 +79,37 @@ pub fn text(v: &Verified<'_>) -> String {
         h.total_len.get(),
         h.checksum.get()
     );
-    o += &format!("workload {}   schedule {}\n\n", m.workload, m.schedule);
+    o += &format!(
+        "workload {} [{}]   schedule {} [{}]\n",
+        m.workload,
+        v.workload_level().name(),
+        m.schedule,
+        v.schedule_level().name()
+    );
+    if !m.info.is_empty() {
+        let show = |k| {
+            let t = info(&m, k);
+            if t.is_empty() {
+                "-".to_string()
+            } else {
+                t.iter()
+                    .map(|t| format!("\"{t}\""))
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            }
+        };
+        o += &format!(
+            "module {}   version {}   target {}\n",
+            show(InfoKind::Module),
+            show(InfoKind::Version),
+            show(InfoKind::Target)
+        );
+    }
+    o += "\n";
     o += "sections:\n";
     for s in Section::ALL {
         let (off, len) = v.layout().range(s);
-        o += &format!("  {:<9} offset {:>7}  size {:>7}\n", s.name(), off, len);
+        o += &format!("  {:<11} offset {:>7}  size {:>7}\n", s.name(), off, len);
     }
     o += "\ndispatch:\n";
     o += &format!(
@@ -94,15 +132,29 @@ pub fn text(v: &Verified<'_>) -> String {
     );
     o += &format!("\nruntime parameters ({}):\n", m.params.len());
     for (i, p) in m.params.iter().enumerate() {
-        o += &format!("  {i:>3}  {} ({})\n", p.name, p.kind.name());
+        match &p.default {
+            Some(d) => {
+                o += &format!(
+                    "  {i:>3}  {} ({}) default {}\n",
+                    p.name,
+                    p.kind.name(),
+                    default_text(p.kind, d)
+                )
+            }
+            None => o += &format!("  {i:>3}  {} ({}) no default\n", p.name, p.kind.name()),
+        }
     }
     o += &format!("\ntensors ({}):\n", m.tensors.len());
     for (i, t) in m.tensors.iter().enumerate() {
+        let layout = match layout_text(t.entry.layout.get()) {
+            l if l.is_empty() => l,
+            l => format!("  layout {l}"),
+        };
         if t.entry.flags.get() & TENSOR_IMPLICIT != 0 {
-            o += &format!("  {i:>3}  {} (undeclared: shape unknown)\n", t.name);
+            o += &format!("  {i:>3}  {} (undeclared: shape unknown){layout}\n", t.name);
         } else {
             o += &format!(
-                "  {i:>3}  {}: {}[{}]\n",
+                "  {i:>3}  {}: {}[{}]{layout}\n",
                 t.name,
                 name(DType::from_u8(t.entry.dtype), |d| d.name()),
                 dims(&m, t).join(", ")
@@ -161,7 +213,12 @@ pub fn json(v: &Verified<'_>) -> String {
         "total_bytes": h.total_len.get(),
         "checksum": format!("0x{:08X}", h.checksum.get()),
         "workload": m.workload,
+        "workload_level": v.workload_level().name(),
         "schedule": m.schedule,
+        "schedule_level": v.schedule_level().name(),
+        "module": info(&m, InfoKind::Module).first(),
+        "version_text": info(&m, InfoKind::Version).first(),
+        "targets": info(&m, InfoKind::Target),
         "sections": sections,
         "config": {
             "aicpus": c.num_aicpus.get(),
@@ -180,10 +237,18 @@ pub fn json(v: &Verified<'_>) -> String {
             "pipeline_depth": c.pipeline_depth.get(),
             "batch_deps": c.batch_deps.get(),
         },
-        "params": m.params.iter().map(|p| json!({"name": p.name, "kind": p.kind.name()})).collect::<Vec<_>>(),
+        "params": m.params.iter().map(|p| json!({
+            "name": p.name,
+            "kind": p.kind.name(),
+            "default": p.default.as_ref().map(|d| match p.kind {
+                ptovm_vm::ParamKind::Scalar => json!(d.first()),
+                ptovm_vm::ParamKind::Array => json!(d),
+            }),
+        })).collect::<Vec<_>>(),
         "tensors": m.tensors.iter().map(|t| {
             let implicit = t.entry.flags.get() & TENSOR_IMPLICIT != 0;
-            json!({"name": t.name, "declared": !implicit, "dtype": DType::from_u8(t.entry.dtype).map(|d| d.name()), "dims": dims(&m, t)})
+            let layout = layout_text(t.entry.layout.get());
+            json!({"name": t.name, "declared": !implicit, "dtype": DType::from_u8(t.entry.dtype).map(|d| d.name()), "dims": dims(&m, t), "layout": (!layout.is_empty()).then_some(layout)})
         }).collect::<Vec<_>>(),
         "kernels": m.kernels.iter().map(|k| {
             json!({

@@ -357,8 +357,8 @@ fn is_ptow(bytes: &[u8]) -> bool {
     bytes.starts_with(&ptovm_vm::MAGIC.to_le_bytes())
 }
 
-/// Loads `input` (`.pto` text or bytecode) or, without one, the bundled LLaMA layer with
-/// `N=256` unless `params` sets `N`; verifies it, parses `params` against it (repeats of one
+/// Loads `input` (`.pto` text or bytecode) or, without one, the bundled LLaMA layer (its
+/// default is `N = 256`); verifies it, parses `params` against it (repeats of one
 /// setting dropped) and calls `f` with the program, its module and the parameter values.
 fn with_program<T>(
     input: Option<&Path>,
@@ -374,9 +374,6 @@ fn with_program<T>(
         None => {
             let out = assemble("examples/llama_layer.pto", LLAMA, &Options::default())
                 .map_err(|e| Fail(Exit::Internal, format!("internal error: {e}")))?;
-            if !params.iter().any(|x| x.starts_with("N=")) {
-                params.push("N=256".to_string());
-            }
             (out.bytes, "examples/llama_layer.pto".to_string())
         }
     };

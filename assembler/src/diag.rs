@@ -50,6 +50,8 @@ pub enum DiagKind {
     Type,
     /// Statements or loops nested deeper than the limit.
     Nesting,
+    /// A `call` cycle: a workload that calls itself, directly or through others.
+    Recursion,
     /// An integer that does not fit where it goes.
     Overflow,
     /// A table or count of the program exceeds a limit of the format.
@@ -64,6 +66,9 @@ pub enum DiagKind {
     UndeclaredTensor,
     /// A schedule knob ptovm does not know (warning).
     UnknownKnob,
+    /// A declaration or setting with no effect: a runtime parameter declared but never used,
+    /// a module-header line given again (warning).
+    NoEffect,
 }
 
 /// One error or warning with its location.

@@ -19,6 +19,8 @@ pub enum Tok {
     Int,
     /// Punctuation or an operator (the text says which).
     Punct,
+    /// A `"…"` string literal (PTO-WSP's module header); the text includes the quotes.
+    Str,
     /// End of input.
     Eof,
 }
@@ -76,9 +78,50 @@ fn punct(i: &str) -> IResult<&str, &str> {
             tag("&&"),
             tag("||"),
         )),
-        recognize(one_of("{}()[],:;=<>+-*/%!@")),
+        recognize(one_of("{}()[],:;=<>+-*/%!@|")),
     ))
     .parse(i)
+}
+
+/// A string literal: `"` up to the next `"` not escaped by `\`, on one line.
+fn string(i: &str) -> IResult<&str, &str> {
+    let err = || nom::Err::Error(nom::error::Error::new(i, nom::error::ErrorKind::Char));
+    let body = i.strip_prefix('"').ok_or_else(err)?;
+    let mut escaped = false;
+    for (at, c) in body.char_indices() {
+        match c {
+            '\n' => break,
+            '\\' if !escaped => escaped = true,
+            '"' if !escaped => return Ok((&body[at + 1..], &i[..at + 2])),
+            _ => escaped = false,
+        }
+    }
+    Err(err())
+}
+
+/// The value of a string literal token: the text between the quotes with PTO-WSP's escapes
+/// (`\n`, `\t`, `\r`, `\\`, `\"`; any other escaped character stands for itself).
+pub fn string_value(text: &str) -> String {
+    let inner = text
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(text);
+    let mut out = String::new();
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    out
 }
 
 fn token(i: &str) -> IResult<&str, (Tok, &str)> {
@@ -86,6 +129,7 @@ fn token(i: &str) -> IResult<&str, (Tok, &str)> {
         map(int, |t| (Tok::Int, t)),
         map(ident, |t| (Tok::Ident, t)),
         map(punct, |t| (Tok::Punct, t)),
+        map(string, |t| (Tok::Str, t)),
     ))
     .parse(i)
 }
@@ -116,6 +160,14 @@ pub fn lex<'s>(rep: &Reporter<'s>, src: &'s str) -> Result<Vec<Token<'s>>, AsmEr
                     text,
                     span: Span::new(start, pos),
                 });
+            }
+            Err(_) if c == b'"' => {
+                let end = rest.find('\n').unwrap_or(rest.len());
+                return Err(rep.error(
+                    DiagKind::Syntax,
+                    Span::new(pos, pos + end),
+                    "unterminated string: a closing `\"` is missing on this line",
+                ));
             }
             Err(_) => {
                 let ch = rest.chars().next().unwrap_or('?');

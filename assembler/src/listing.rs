@@ -1,17 +1,17 @@
 //! The listing format: the disassembler's output, a line-per-record text form of a PTOW file
 //! that the assembler turns back into identical bytes (spec/bytecode.md §9). The assembler
-//! recognises it by its first directive, `.ptow 2`.
+//! recognises it by its first directive, `.ptow 3`.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use ptovm_vm::format::{
-    slot_max, KernelEntry, PolicySpec, RegionDim, TensorEntry, DIM_IS_SLOT, KERNEL_UNDECLARED,
-    NONE16, TENSOR_IMPLICIT,
+    layout_dim, limits, slot_max, KernelEntry, PolicySpec, RegionDim, TensorEntry, DIM_IS_SLOT,
+    KERNEL_UNDECLARED, LAYOUT_NONE, LAYOUT_REPLICATE, LAYOUT_SHARD, NONE16, TENSOR_IMPLICIT,
 };
 use ptovm_vm::{
-    DType, Dir, ExprOp, Field, Opcode, ParamKind, Policy, Pool, ReadyPolicy, Record, Section, Slot,
-    StartPolicy, Timing, WindowMode, VERSION,
+    DType, Dir, ExprOp, Field, InfoKind, Level, Opcode, ParamKind, Policy, Pool, ReadyPolicy,
+    Record, Section, Slot, StartPolicy, Timing, WindowMode, VERSION,
 };
 use zerocopy::little_endian::{U16, U32};
 
@@ -57,6 +57,40 @@ fn policy_text(p: &PolicySpec) -> String {
     )
 }
 
+/// A tensor's layout word as text: `[S(0),R]`; empty for no layout.
+pub fn layout_text(layout: u32) -> String {
+    let dims: Vec<String> = (0..8)
+        .map(|d| layout_dim(layout, d))
+        .take_while(|&c| c != LAYOUT_NONE)
+        .map(|c| {
+            if c == LAYOUT_REPLICATE {
+                "R".to_string()
+            } else {
+                format!("S({})", c - LAYOUT_SHARD)
+            }
+        })
+        .collect();
+    if dims.is_empty() {
+        String::new()
+    } else {
+        format!("[{}]", dims.join(","))
+    }
+}
+
+/// A runtime parameter's default as text: `4` or `[1,2,3]`.
+pub fn default_text(kind: ParamKind, values: &[u32]) -> String {
+    let v: Vec<String> = values.iter().map(u32::to_string).collect();
+    match kind {
+        ParamKind::Scalar => v.join(","),
+        ParamKind::Array => format!("[{}]", v.join(",")),
+    }
+}
+
+/// The name of level code `c` (`?` for an undefined code).
+fn level_text(c: u8) -> &'static str {
+    Level::from_u8(c).map_or("?", |l| l.name())
+}
+
 /// Prints a module as listing text.
 pub fn print(m: &Module) -> String {
     let mut o = String::new();
@@ -70,10 +104,15 @@ pub fn print(m: &Module) -> String {
     let _ = writeln!(o, ".ptow {VERSION}");
     let _ = writeln!(o, ".workload {}", m.workload);
     let _ = writeln!(o, ".schedule {}", m.schedule);
+    for (kind, text) in &m.info {
+        let _ = writeln!(o, ".{} \"{}\"", kind.name(), text);
+    }
     let name = |v: Option<&'static str>| v.unwrap_or("?");
     let _ = writeln!(
         o,
-        ".config aicpus={} {} levels={} selector={} streams={} timing={} timing_arg={} ready={} start={} start_threshold={} window={} window_mode={} pipeline_depth={} batch_deps={}",
+        ".config workload_level={} schedule_level={} aicpus={} {} levels={} selector={} streams={} timing={} timing_arg={} ready={} start={} start_threshold={} window={} window_mode={} pipeline_depth={} batch_deps={}",
+        level_text(c.level & 0xF),
+        level_text(c.level >> 4),
         c.num_aicpus.get(),
         policy_text(&c.policy),
         c.num_levels,
@@ -99,12 +138,30 @@ pub fn print(m: &Module) -> String {
         );
     }
     for (i, p) in m.params.iter().enumerate() {
-        let _ = writeln!(o, ".param {} {} {}", i, p.name, p.kind.name());
+        match &p.default {
+            Some(d) => {
+                let _ = writeln!(
+                    o,
+                    ".param {} {} {} default={}",
+                    i,
+                    p.name,
+                    p.kind.name(),
+                    default_text(p.kind, d)
+                );
+            }
+            None => {
+                let _ = writeln!(o, ".param {} {} {}", i, p.name, p.kind.name());
+            }
+        }
     }
     for (i, t) in m.tensors.iter().enumerate() {
         let e = &t.entry;
+        let layout = match layout_text(e.layout.get()) {
+            l if l.is_empty() => l,
+            l => format!(" layout={l}"),
+        };
         if e.flags.get() & TENSOR_IMPLICIT != 0 {
-            let _ = writeln!(o, ".tensor {} {} implicit", i, t.name);
+            let _ = writeln!(o, ".tensor {} {} implicit{}", i, t.name, layout);
             continue;
         }
         let dims: Vec<String> = e.dims[..e.rank as usize]
@@ -121,11 +178,12 @@ pub fn print(m: &Module) -> String {
         let dt = DType::from_u8(e.dtype).map_or("?", |d| d.name());
         let _ = writeln!(
             o,
-            ".tensor {} {} {} dims=[{}]",
+            ".tensor {} {} {} dims=[{}]{}",
             i,
             t.name,
             dt,
-            dims.join(",")
+            dims.join(","),
+            layout
         );
     }
     for (i, k) in m.kernels.iter().enumerate() {
@@ -350,6 +408,97 @@ impl<'s> P<'_, 's> {
         Ok(w.text.to_string())
     }
 
+    /// A module-header line, `.module "TEXT"`, `.version "TEXT"` or `.target "TEXT"` (an
+    /// optional `; comment` after it); `None` for any other line.
+    fn info_line(&self, raw: &str, base: usize) -> Result<Option<(InfoKind, String)>, AsmError> {
+        let lead = raw.len() - raw.trim_start().len();
+        let line = raw.trim_start();
+        let Some(kind) = InfoKind::ALL.iter().copied().find(|k| {
+            line.strip_prefix('.')
+                .and_then(|l| l.strip_prefix(k.name()))
+                .is_some_and(|rest| rest.starts_with([' ', '\t']))
+        }) else {
+            return Ok(None);
+        };
+        let after = &line[1 + kind.name().len()..];
+        let at = base + lead + 1 + kind.name().len() + (after.len() - after.trim_start().len());
+        let body = after.trim_start();
+        let span = Span::new(at, base + raw.trim_end().len());
+        let Some(quoted) = body.strip_prefix('"') else {
+            return Err(self.err(span, format!("`.{}` takes quoted text", kind.name())));
+        };
+        let Some(close) = quoted.find('"') else {
+            return Err(self.err(span, "unterminated text: a closing '\"' is missing"));
+        };
+        let (text, tail) = (&quoted[..close], quoted[close + 1..].trim());
+        if !(tail.is_empty() || tail.starts_with(';')) {
+            return Err(self.err(span, "unexpected text after the closing '\"'"));
+        }
+        if text.len() > limits::MAX_NAME_LEN
+            || !text
+                .bytes()
+                .all(|c| (0x20..0x7F).contains(&c) && c != b'\\')
+        {
+            return Err(self.err(
+                span,
+                "module-header text is at most 255 bytes of printable ASCII without '\"' or '\\'",
+            ));
+        }
+        Ok(Some((kind, text.to_string())))
+    }
+
+    /// A parameter's `default=` value: `N` for a scalar, `[a,b,...]` for an array.
+    fn default_values(&self, w: &Word<'_>, v: &str, kind: ParamKind) -> Result<Vec<u32>, AsmError> {
+        let inner = match kind {
+            ParamKind::Scalar => v,
+            ParamKind::Array => v
+                .strip_prefix('[')
+                .and_then(|v| v.strip_suffix(']'))
+                .ok_or_else(|| self.err(w.span, "an array default is written default=[a,b,...]"))?,
+        };
+        if inner.is_empty() && kind == ParamKind::Array {
+            return Ok(vec![]);
+        }
+        let vals = inner
+            .split(',')
+            .map(|x| Ok(self.num(w, x, u32::MAX as u64)? as u32))
+            .collect::<Result<Vec<u32>, AsmError>>()?;
+        if kind == ParamKind::Scalar && vals.len() != 1 {
+            return Err(self.err(w.span, "a scalar default is one value"));
+        }
+        Ok(vals)
+    }
+
+    /// A tensor's `layout=[S(k),R,...]`.
+    fn layout(&self, w: &Word<'_>, v: &str) -> Result<u32, AsmError> {
+        let inner = v
+            .strip_prefix('[')
+            .and_then(|v| v.strip_suffix(']'))
+            .filter(|i| !i.is_empty())
+            .ok_or_else(|| self.err(w.span, "a layout is written layout=[S(0),R,...]"))?;
+        let dims: Vec<&str> = inner.split(',').collect();
+        if dims.len() > limits::MAX_RANK {
+            return Err(self
+                .rep
+                .error(DiagKind::Limit, w.span, "at most 8 layout dimensions"));
+        }
+        let mut word = 0u32;
+        for (d, text) in dims.iter().enumerate() {
+            let code = match text.strip_prefix("S(").and_then(|t| t.strip_suffix(')')) {
+                Some(k) => LAYOUT_SHARD + self.num(w, k, limits::MAX_MESH_AXIS as u64)? as u32,
+                None if *text == "R" => LAYOUT_REPLICATE,
+                None => {
+                    return Err(self.err(
+                        w.span,
+                        format!("layout dimension {text:?} is neither R nor S(k)"),
+                    ))
+                }
+            };
+            word |= code << (4 * d);
+        }
+        Ok(word)
+    }
+
     /// Parses `MNEMONIC field=value ...` for an opcode or expression operator.
     fn record(
         &self,
@@ -462,6 +611,19 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
     for raw in src.split_inclusive('\n') {
         let base = offset;
         offset += raw.len();
+        // Module-header lines carry quoted text, which may hold `;` and spaces.
+        if seen_ptow && !in_code {
+            if let Some((kind, text)) = p.info_line(raw, base)? {
+                if !seen_config {
+                    m.info.push((kind, text));
+                    continue;
+                }
+                return Err(p.err(
+                    Span::new(base, base + raw.trim_end().len()),
+                    "module-header lines come before `.config`",
+                ));
+            }
+        }
         let line = raw.split(';').next().unwrap_or("");
         let ws = words(line, base);
         let Some(first) = ws.first() else { continue };
@@ -559,6 +721,10 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
                 let kv = p.kv(rest)?;
                 let c = &mut m.config;
                 let g = |k: &str| kv.get(&p, k, line_span);
+                let (v, w) = g("workload_level")?;
+                let wl = named(&p, w, v, "level", Level::from_name)? as u8;
+                let (v, w) = g("schedule_level")?;
+                c.level = wl | (named(&p, w, v, "level", Level::from_name)? as u8) << 4;
                 let (v, w) = g("aicpus")?;
                 c.num_aicpus = U16::new(p.num(w, v, u16::MAX as u64)? as u16);
                 c.policy = parse_policy(&p, &kv, line_span)?;
@@ -589,6 +755,8 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
                 kv.no_extra(
                     &p,
                     [
+                        "workload_level",
+                        "schedule_level",
                         "aicpus",
                         "policy",
                         "depth",
@@ -628,10 +796,17 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
                     return Err(p.err(line_span, "missing parameter kind (scalar or array)"));
                 };
                 let kind = named(&p, k, k.text, "parameter kind", ParamKind::from_name)?;
-                if let Some(w) = rest.get(3) {
-                    return Err(p.err(w.span, "unexpected text"));
-                }
-                m.params.push(Param { name, kind });
+                let kv = p.kv(&rest[3..])?;
+                kv.no_extra(&p, ["default"].into_iter())?;
+                let default = match kv.map.get("default") {
+                    Some((v, w)) => Some(p.default_values(w, v, kind)?),
+                    None => None,
+                };
+                m.params.push(Param {
+                    name,
+                    kind,
+                    default,
+                });
             }
             ".tensor" => {
                 p.index(rest.first(), m.tensors.len(), "tensor", line_span)?;
@@ -642,8 +817,10 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
                 let mut entry = TensorEntry::default();
                 if k.text == "implicit" {
                     entry.flags = U32::new(TENSOR_IMPLICIT);
-                    if let Some(w) = rest.get(3) {
-                        return Err(p.err(w.span, "unexpected text"));
+                    let kv = p.kv(&rest[3..])?;
+                    kv.no_extra(&p, ["layout"].into_iter())?;
+                    if let Some((v, w)) = kv.map.get("layout") {
+                        entry.layout = U32::new(p.layout(w, v)?);
                     }
                 } else {
                     entry.dtype = named(&p, k, k.text, "dtype", DType::from_name)? as u8;
@@ -668,7 +845,10 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
                             None => p.num(w, d, (DIM_IS_SLOT - 1) as u64)? as u32,
                         });
                     }
-                    kv.no_extra(&p, ["dims"].into_iter())?;
+                    if let Some((v, w)) = kv.map.get("layout") {
+                        entry.layout = U32::new(p.layout(w, v)?);
+                    }
+                    kv.no_extra(&p, ["dims", "layout"].into_iter())?;
                 }
                 m.tensors.push(Tensor { name, entry });
             }

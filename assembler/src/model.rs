@@ -3,10 +3,10 @@
 //! types directly, so the layout is defined once (in `ptovm_vm::format`).
 
 use ptovm_vm::format::{
-    padded_strtab, seal, sizes, Config, Header, KernelEntry, ParamEntry, PolicySpec, RegionDim,
-    TensorEntry, MAGIC, NONE16, VERSION,
+    padded_strtab, seal, sizes, Config, Header, KernelEntry, ModuleInfoEntry, ParamEntry,
+    PolicySpec, RegionDim, TensorEntry, MAGIC, NONE16, PARAM_HAS_DEFAULT, VERSION,
 };
-use ptovm_vm::{ParamKind, Policy, Record, Verified};
+use ptovm_vm::{InfoKind, ParamDefault, ParamKind, Policy, Record, Verified};
 use zerocopy::little_endian::{U16, U32};
 use zerocopy::IntoBytes;
 
@@ -35,6 +35,8 @@ pub struct Param {
     pub name: String,
     /// Scalar or array.
     pub kind: ParamKind,
+    /// Its default value (one value for a scalar), used when a launch gives none.
+    pub default: Option<Vec<u32>>,
 }
 
 /// A whole program.
@@ -44,6 +46,8 @@ pub struct Module {
     pub workload: String,
     /// Schedule name.
     pub schedule: String,
+    /// The module header (PTO-WSP's `module`, `version` and `target` lines), in file order.
+    pub info: Vec<(InfoKind, String)>,
     /// Configuration section (its name fields are set by the encoder).
     pub config: Config,
     /// Code section; ends with `HALT`.
@@ -86,6 +90,7 @@ impl Module {
         Module {
             workload: workload.to_string(),
             schedule: schedule.to_string(),
+            info: vec![],
             config: default_config(),
             code: vec![Record::new(ptovm_vm::Opcode::HALT as u8, 0, 0, 0)],
             axes: vec![],
@@ -114,16 +119,39 @@ impl Module {
         let (o, l) = name(&self.schedule);
         config.schedule_name_off = U32::new(o);
         config.schedule_name_len = U16::new(l);
+        let info: Vec<ModuleInfoEntry> = self
+            .info
+            .iter()
+            .map(|(kind, text)| {
+                let (o, l) = name(text);
+                ModuleInfoEntry {
+                    text_off: U32::new(o),
+                    text_len: U16::new(l),
+                    kind: *kind as u8,
+                    reserved: 0,
+                }
+            })
+            .collect();
+        let mut defaults: Vec<U32> = Vec::new();
         let params: Vec<ParamEntry> = self
             .params
             .iter()
             .map(|p| {
                 let (o, l) = name(&p.name);
+                let start = defaults.len() as u32;
+                let d = p.default.as_deref().unwrap_or(&[]);
+                defaults.extend(d.iter().map(|&x| U32::new(x)));
                 ParamEntry {
                     name_off: U32::new(o),
                     name_len: U16::new(l),
                     kind: p.kind as u8,
-                    reserved: 0,
+                    flags: if p.default.is_some() {
+                        PARAM_HAS_DEFAULT
+                    } else {
+                        0
+                    },
+                    default_start: U32::new(start),
+                    default_len: U32::new(d.len() as u32),
                 }
             })
             .collect();
@@ -163,6 +191,8 @@ impl Module {
             num_exprs: U32::new(self.exprs.len() as u32),
             num_regions: U32::new(self.regions.len() as u32),
             num_params: U32::new(params.len() as u32),
+            num_defaults: U32::new(defaults.len() as u32),
+            num_module_info: U32::new(info.len() as u32),
             strtab_len: U32::new(strtab.len() as u32),
             ..Header::default()
         };
@@ -176,6 +206,8 @@ impl Module {
         out.extend_from_slice(kernels.as_bytes());
         out.extend_from_slice(tensors.as_bytes());
         out.extend_from_slice(params.as_bytes());
+        out.extend_from_slice(defaults.as_bytes());
+        out.extend_from_slice(info.as_bytes());
         out.extend_from_slice(self.exprs.as_bytes());
         out.extend_from_slice(self.regions.as_bytes());
         let slen = strtab.len();
@@ -206,6 +238,16 @@ impl Module {
         Module {
             workload: v.workload_name().to_string(),
             schedule: v.schedule_name().to_string(),
+            info: v
+                .module_info()
+                .iter()
+                .map(|e| {
+                    (
+                        InfoKind::from_u8(e.kind).unwrap_or(InfoKind::Target),
+                        v.info_text(e).to_string(),
+                    )
+                })
+                .collect(),
             config,
             code: v.code().to_vec(),
             axes: v.axes().to_vec(),
@@ -232,11 +274,16 @@ impl Module {
             params: v
                 .params()
                 .iter()
-                .map(|p| Param {
+                .enumerate()
+                .map(|(slot, p)| Param {
                     name: v
                         .name(p.name_off.get(), p.name_len.get() as u32)
                         .to_string(),
                     kind: ParamKind::from_u8(p.kind).unwrap_or(ParamKind::Scalar),
+                    default: v.param_default(slot).map(|d| match d {
+                        ParamDefault::Scalar(x) => vec![x],
+                        ParamDefault::Array(a) => a.iter().map(|x| x.get()).collect(),
+                    }),
                 })
                 .collect(),
             exprs: v.exprs().to_vec(),

@@ -58,7 +58,7 @@ fn syntax() {
         DiagKind::Syntax,
         1,
         2,
-        "unknown item `@flow`; expected `@workload`, `@schedule`, `@tensor` or `@kernel`",
+        "unknown item `@flow`; expected `@workload`, `@schedule`, `@tensor`, `@kernel` or `@param`",
     );
     is(
         &fail(""),
@@ -339,27 +339,27 @@ fn limit() {
 
 #[test]
 fn listing_errors() {
-    let d = fail(".ptow 1\n");
+    let d = fail(".ptow 2\n");
     assert_eq!((d.kind, d.line, d.col), (DiagKind::Listing, 1, 7));
     assert_eq!(
         d.message,
-        "unsupported listing version \"1\"; this assembler reads and writes version 2"
+        "unsupported listing version \"2\"; this assembler reads and writes version 3"
     );
-    let d = fail(".ptow 2\n.workload w\n.schedule s\n.code\n0 HALT\n1 FROB x=1\n");
+    let d = fail(".ptow 3\n.workload w\n.schedule s\n.code\n0 HALT\n1 FROB x=1\n");
     assert_eq!(
         (d.kind, d.line, d.col, d.message.as_str()),
         (DiagKind::UnknownName, 6, 3, "unknown opcode \"FROB\"")
     );
-    let d = fail(".ptow 2\n.code\n0 PARALLEL_FOR axis=0\n");
+    let d = fail(".ptow 3\n.code\n0 PARALLEL_FOR axis=0\n");
     assert_eq!((d.line, d.message.as_str()), (3, "missing field `end`"));
-    let d = fail(".ptow 2\n.code\n0 NOP x=1\n");
+    let d = fail(".ptow 3\n.code\n0 NOP x=1\n");
     assert_eq!(
         (d.line, d.col, d.message.as_str()),
         (3, 7, "unknown field `x`")
     );
-    let d = fail(".ptow 2\n.code\n1 NOP\n");
+    let d = fail(".ptow 3\n.code\n1 NOP\n");
     assert_eq!(d.message, "instruction index 1 out of sequence; expected 0");
-    let d = fail(".ptow 2\n.code\n0 PARAM_CONST value=2147483648\n");
+    let d = fail(".ptow 3\n.code\n0 PARAM_CONST value=2147483648\n");
     assert_eq!(
         (d.kind, d.message.as_str()),
         (DiagKind::Overflow, "2147483648 is larger than 2147483647")
@@ -368,7 +368,7 @@ fn listing_errors() {
 
 #[test]
 fn verify_errors_in_listings_point_at_the_line() {
-    let src = ".ptow 2\n.workload w\n.schedule s\n.config aicpus=1 policy=round_robin depth=0 key=- levels=0 selector=- streams=1 timing=immediate timing_arg=0 ready=fifo start=immediate start_threshold=0 window=8 window_mode=stall pipeline_depth=0 batch_deps=0\n.code\n0 NOP\n1 PARALLEL_FOR axis=3 end=2\n2 HALT\n";
+    let src = ".ptow 3\n.workload w\n.schedule s\n.config workload_level=cpu schedule_level=cpu aicpus=1 policy=round_robin depth=0 key=- levels=0 selector=- streams=1 timing=immediate timing_arg=0 ready=fifo start=immediate start_threshold=0 window=8 window_mode=stall pipeline_depth=0 batch_deps=0\n.code\n0 NOP\n1 PARALLEL_FOR axis=3 end=2\n2 HALT\n";
     let d = fail(src);
     assert_eq!((d.kind, d.line, d.col), (DiagKind::Verify, 7, 1), "{d}");
     assert_eq!(d.message, "the listing does not describe a valid program: instruction 1 (byte offset 200): axis index 3 is out of range (table has 0)");
@@ -459,4 +459,168 @@ fn loop_variables_out_of_scope_are_not_runtime_parameters() {
     );
     assert_eq!((d.kind, d.line, d.col), (DiagKind::UnknownName, 2, 21));
     assert_eq!(d.message, "loop variable `e` is not bound here (it belongs to a loop that does not enclose this point)");
+}
+
+#[test]
+fn pto_wsp_constructs() {
+    // Levels: unknown, and PTO-WSP's rule (no parallel_for in an NPU-level workload).
+    is(
+        &fail("@workload[gpu] w() { }"),
+        DiagKind::UnknownName,
+        1,
+        11,
+        "unknown level `gpu`; expected `npu` or `cpu`",
+    );
+    is(
+        &fail("@workload[npu] w() {\n  for_each i in dense[2] { parallel_for j in dense[2] { task @k(i) } }\n}"),
+        DiagKind::Type,
+        2,
+        28,
+        "`parallel_for` cannot appear in NPU-level workload `w` (PTO-WSP's level rule): use `for_each`, or make the workload `@workload[cpu]`",
+    );
+    // Calls: unknown callee, a cycle, the wrong number of arguments, a value used as an axis.
+    is(
+        &fail("@workload w() { call @nope() }"),
+        DiagKind::UnknownName,
+        1,
+        23,
+        "call of unknown workload `nope` (the module has: w)",
+    );
+    is(
+        &fail("@workload a() { call @b() }\n@workload b() { call @a() }"),
+        DiagKind::Recursion,
+        2,
+        23,
+        "recursive call: a -> b -> a (a call is expanded inline, so it cannot recurse)",
+    );
+    is(
+        &fail("@workload w() { call @a() }\n@workload a(%n: dense[2]) { task @k() }"),
+        DiagKind::Arity,
+        1,
+        23,
+        "workload `a` takes 1 parameter(s) but 0 are given",
+    );
+    is(
+        &fail("@workload w(%m: dense[4]) { parallel_for j in %m { call @a(j) } }\n@workload a(%n: dense[2]) { parallel_for i in %n { task @k(i) } }"),
+        DiagKind::Type,
+        2,
+        48,
+        "`n` is a loop variable, a value, not an axis (`n` is bound to `j` by the call of `a` at line 1)",
+    );
+    // The header comes first; its text is printable ASCII.
+    is(
+        &fail("@workload w() { }\nmodule \"m\""),
+        DiagKind::Syntax,
+        2,
+        1,
+        "the module header (`module`) comes before the first `@` item",
+    );
+    is(
+        &fail("module \"tab\\there\"\n@workload w() { task @k() }"),
+        DiagKind::Type,
+        1,
+        8,
+        "module-header text must be printable ASCII without `\"` or `\\` (the bytecode stores it as is)",
+    );
+    is(
+        &fail("module \"open\n@workload w() { }"),
+        DiagKind::Syntax,
+        1,
+        8,
+        "unterminated string: a closing `\"` is missing on this line",
+    );
+    // Layout: an unknown tensor, a rank mismatch, a mesh axis past the format's.
+    let body = "@tensor A: f16[4, 4]\n@workload w() { task @k() resources(A, B) }\n";
+    is(
+        &fail(&format!("{body}@schedule s for w {{ layout C = (R) }}")),
+        DiagKind::UnknownName,
+        3,
+        28,
+        "layout of unknown tensor `C`: it is neither declared with `@tensor` nor used by workload `w`",
+    );
+    is(
+        &fail(&format!("{body}@schedule s for w {{ layout A = (R) }}")),
+        DiagKind::Type,
+        3,
+        28,
+        "the layout of `A` gives 1 dimension(s) but the tensor has rank 2",
+    );
+    is(
+        &fail(&format!("{body}@schedule s for w {{ layout B = (S(14)) }}")),
+        DiagKind::Limit,
+        3,
+        33,
+        "mesh axis 14; the format records S(0) to S(13)",
+    );
+    is(
+        &fail(&format!(
+            "{body}@schedule s for w {{ layout A = (R, R) layout A = (R, R) }}"
+        )),
+        DiagKind::DuplicateName,
+        3,
+        46,
+        "the layout of `A` is given twice",
+    );
+    // spatial_map is refused; task_window counts tasks.
+    is(
+        &fail("@workload w() { task @k() }\n@schedule s for w { spatial_map = (4, 4) }"),
+        DiagKind::Type,
+        2,
+        35,
+        "`spatial_map` is not supported: ptovm places tasks on the cube and vector pools of one NPU by dispatch policy, not on a spatial tile grid (remove the knob)",
+    );
+    is(
+        &fail("@workload w() { task @k() }\n@schedule s for w { task_window = 64 bytes }"),
+        DiagKind::Type,
+        2,
+        38,
+        "ptovm's task window counts tasks; `bytes` is not supported (write `task_window = N` or `N tasks`)",
+    );
+}
+
+#[test]
+fn param_defaults() {
+    let ok = assemble(
+        "t.pto",
+        "@param n = 3\n@param lens = [1, 2, 3]\n@param unused = 1\n@workload w() { parallel_for i in dense_dyn(lens[n - 1]) { task @k(i) } }",
+        &Options::default(),
+    )
+    .unwrap();
+    let p = &ok.module.params;
+    assert_eq!(
+        (p[0].name.as_str(), p[0].default.clone()),
+        ("lens", Some(vec![1, 2, 3]))
+    );
+    assert_eq!(
+        (p[1].name.as_str(), p[1].default.clone()),
+        ("n", Some(vec![3]))
+    );
+    assert_eq!(
+        p.len(),
+        2,
+        "a declared parameter the workload never reads gets no slot"
+    );
+    assert!(ok.warnings.iter().any(|w| w.kind == DiagKind::NoEffect
+        && w.message == "runtime parameter `unused` is declared but workload `w` never reads it; it gets no slot"));
+    is(
+        &fail("@param n = 3\n@param n = 4\n@workload w() { task @k(n) }"),
+        DiagKind::DuplicateName,
+        2,
+        8,
+        "runtime parameter `n` is already declared at line 1",
+    );
+    is(
+        &fail("@param n = [3]\n@workload w() { task @k(n) }"),
+        DiagKind::Type,
+        2,
+        25,
+        "runtime parameter `n` is used as scalar here but declared as array at line 1",
+    );
+    is(
+        &fail("@param n = 4294967296\n@workload w() { task @k(n) }"),
+        DiagKind::Overflow,
+        1,
+        12,
+        "a runtime parameter's value 4294967296 does not fit in 32 bits",
+    );
 }

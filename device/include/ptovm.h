@@ -142,7 +142,8 @@ typedef struct {
  */
 typedef struct {
   /*
-   0: scalar (`value`); 1: array (`data`, `len`).
+   0: scalar (`value`); 1: array (`data`, `len`); 2: the program's default for this
+   slot (`value`, `data` and `len` unused).
    */
   uint32_t kind;
   /*

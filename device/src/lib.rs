@@ -115,7 +115,8 @@ pub struct PtovmSizes {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct PtovmParam {
-    /// 0: scalar (`value`); 1: array (`data`, `len`).
+    /// 0: scalar (`value`); 1: array (`data`, `len`); 2: the program's default for this
+    /// slot (`value`, `data` and `len` unused).
     pub kind: u32,
     /// A scalar's value.
     pub value: u32,
@@ -633,7 +634,7 @@ unsafe fn instance_layout(
     unsafe {
         let mut bad = None;
         let values = fill(values, nparams as usize, |i| {
-            value_of(*params.add(i), i).unwrap_or_else(|f| {
+            value_of(&v, *params.add(i), i).unwrap_or_else(|f| {
                 bad = Some(f);
                 Value::Scalar(0)
             })
@@ -792,7 +793,21 @@ fn launch_fail(e: LaunchError) -> Fail {
 ///
 /// # Safety
 /// An array's `data` points to `len` readable values that live for `'a`.
-unsafe fn value_of<'a>(q: PtovmParam, i: usize) -> Result<Value<'a>, Fail> {
+unsafe fn value_of<'a>(v: &Verified<'a>, q: PtovmParam, i: usize) -> Result<Value<'a>, Fail> {
+    if q.kind == 2 {
+        let Some(d) = v.param_default(i) else {
+            return Err(fail!(
+                PTOVM_E_PARAMS,
+                "runtime parameter {i}: kind 2 asks for the program's default, but the slot has none"
+            ));
+        };
+        return d.as_value().ok_or_else(|| {
+            fail!(
+                PTOVM_E_PARAMS,
+                "runtime parameter {i}: its default cannot be read in place (the bytecode is not 4-byte aligned); pass the value"
+            )
+        });
+    }
     match (q.kind, q.data.is_null() && q.len > 0) {
         (0, _) => Ok(Value::Scalar(q.value)),
         (1, false) if q.len == 0 => Ok(Value::Array(&[])),
@@ -802,7 +817,7 @@ unsafe fn value_of<'a>(q: PtovmParam, i: usize) -> Result<Value<'a>, Fail> {
         })),
         _ => Err(fail!(
             PTOVM_E_PARAMS,
-            "runtime parameter {i}: kind must be 0 (scalar) or 1 (array with data)"
+            "runtime parameter {i}: kind must be 0 (scalar), 1 (array with data) or 2 (the default)"
         )),
     }
 }
@@ -830,7 +845,7 @@ unsafe fn work_bound(
     for (i, slot) in values.iter_mut().enumerate() {
         // SAFETY: `params` holds `nparams` entries whose arrays are readable until this
         // function returns.
-        *slot = unsafe { value_of(*params.add(i), i)? };
+        *slot = unsafe { value_of(&v, *params.add(i), i)? };
     }
     let rp = RuntimeParams::new(&v, values)
         .map_err(|e| fail!(PTOVM_E_PARAMS, "runtime parameters: {e}"))?;

@@ -329,7 +329,7 @@ fn bad_text_through_every_command() {
         false,
     );
     // A listing (disassembly text) with a bad line.
-    std::fs::write(d.join("bad.txt"), ".ptow 2\n.workload w\n.code\n0 HALT\n").unwrap();
+    std::fs::write(d.join("bad.txt"), ".ptow 3\n.workload w\n.code\n0 HALT\n").unwrap();
     hostile(
         d,
         &["asm", "bad.txt", "-o", "out.ptow"],
@@ -381,9 +381,17 @@ fn bad_parameters_through_run_expand_and_bench() {
     let fd = examples().join("flash_decode.pto");
     let f = fd.to_str().unwrap();
     let ok = [MOE_PARAMS[1], MOE_PARAMS[3], MOE_PARAMS[5]];
+    // The MoE module without its `@param` defaults.
+    let bare = d.join("moe_no_defaults.pto");
+    let text = std::fs::read_to_string(&moe).unwrap();
+    let kept: Vec<&str> = text.lines().filter(|l| !l.starts_with("@param")).collect();
+    std::fs::write(&bare, kept.join("\n")).unwrap();
+    let bare = bare.to_str().unwrap();
     // (parameters, kind, message) on the MoE program unless the first is a file.
     let cases: Vec<(Vec<&str>, Kind, &str)> = vec![
-        (vec!["T=2", "expert_tokens=1,0"], Kind::Params, "missing runtime parameter `expert_ptr` (array)"),
+        (vec![bare, "T=2", "expert_tokens=1,0"], Kind::Params, "missing runtime parameter `expert_ptr` (array)"),
+        // A parameter not given takes its default, which is checked like a given one.
+        (vec!["T=2", "expert_tokens=1,0"], Kind::Params, "ends at 32 but its indices array 2 has 2 entries"),
         (vec![ok[0], ok[1], ok[2], "Q=1"], Kind::Params, "the program has no runtime parameter `Q`"),
         (vec![ok[0], ok[1], ok[2], "T=3"], Kind::Params, "--param T: given twice"),
         (vec!["T=x", ok[1], ok[2]], Kind::Params, "is not an unsigned 32-bit integer"),

@@ -113,7 +113,7 @@ fn asm_warns_about_undeclared_kernels_and_tensors() {
     assert!(o.status.success());
     let err = stderr(&o);
     assert!(
-        err.contains("attention.pto:12:13: warning: kernel `attn_kernel` is not declared"),
+        err.contains("attention.pto:15:13: warning: kernel `attn_kernel` is not declared"),
         "{err}"
     );
     assert!(
@@ -181,9 +181,10 @@ fn inspect_text_and_json() {
     assert!(o.status.success());
     let t = String::from_utf8_lossy(&o.stdout);
     assert!(
-        t.contains("workload train_step   schedule train_sched"),
+        t.contains("workload train_step [cpu]   schedule train_sched [cpu]"),
         "{t}"
     );
+    assert!(t.contains("    0  M (scalar) default 16\n"), "{t}");
     assert!(t.contains("threshold on M: [<= 8: static(v0)] [<= 64: affinity(v0)] [otherwise: hash(v0 * 131 + 7)]"), "{t}");
     assert!(t.contains("timing batched(16)"), "{t}");
     let o = ptovm(&["inspect", "--json", p.to_str().unwrap()], dir.path());
@@ -199,6 +200,8 @@ fn inspect_text_and_json() {
     assert_eq!(sum, len, "sections cover the file");
     assert_eq!(j["kernels"].as_array().unwrap().len(), 5);
     assert_eq!(j["config"]["levels"].as_array().unwrap().len(), 3);
+    assert_eq!(j["params"][0]["default"], 16);
+    assert_eq!(j["workload_level"], "cpu");
     // inspect also takes module text, assembled in memory.
     let o = ptovm(
         &[
@@ -319,7 +322,7 @@ fn bad_text_inputs() {
     std::fs::write(d.join("binary.pto"), [0xff, 0xfe, 0x00]).unwrap();
     std::fs::write(
         d.join("listing.txt"),
-        ".ptow 2\n.workload w\n.code\n0 HALT\n",
+        ".ptow 3\n.workload w\n.code\n0 HALT\n",
     )
     .unwrap();
     fails(
@@ -545,11 +548,26 @@ fn expand_rejects_bad_parameters() {
         v
     }
     let with = |extra: &[&'static str], drop: Option<&str>| build(m, &full, extra, drop);
+    // A parameter not given takes its default (`@param T = 16`): 16 router and 16 combine
+    // tasks around the 2 routed pairs' 4 expert tasks.
+    let o = ptovm(&with(&["--summary"], Some("T=")), d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        out.starts_with("moe: 36 tasks (4 cube, 32 vector)"),
+        "{out}"
+    );
+    let bare = d.join("bare.pto");
+    std::fs::write(
+        &bare,
+        "@tensor A: f16[T]\n@kernel k(t): vector(out a)\n@workload w(%t: dense_dyn(T)) { parallel_for t in %t { task @k(t) resources(A[t]) } }\n",
+    )
+    .unwrap();
     fails(
         d,
-        &with(&[], Some("T=")),
+        &["expand", bare.to_str().unwrap()],
         8,
-        "error: missing runtime parameter `T` (scalar): pass --param T=4",
+        "error: missing runtime parameter `T` (scalar): pass --param T=4, or give it a default in the module (`@param T = 4`)",
     );
     fails(d, &with(&["--param", "Q=1"], None), 8, "error: --param Q: the program has no runtime parameter `Q` (it has: T, expert_ptr, expert_tokens)");
     fails(
@@ -853,4 +871,35 @@ fn bytecode_cut_at_every_section_boundary() {
             }
         }
     }
+}
+
+#[test]
+fn every_example_runs_with_no_flags() {
+    // The README's promise: `ptovm run examples/NAME.pto` with no flags, each runtime
+    // parameter taking the module's `@param` default; `--param` overrides a default.
+    let dir = tempfile::tempdir().unwrap();
+    let mut n = 0;
+    for e in std::fs::read_dir(examples()).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().and_then(|x| x.to_str()) != Some("pto") {
+            continue;
+        }
+        n += 1;
+        let path = p.to_str().unwrap();
+        let o = ptovm(&["run", path], dir.path());
+        assert!(o.status.success(), "{path}: {}", stderr(&o));
+        let o = ptovm(&["run", path, "--check", "--aicpus", "3"], dir.path());
+        assert!(o.status.success(), "{path} --check: {}", stderr(&o));
+    }
+    assert!(n >= 5, "found {n} examples");
+    let llama = examples().join("llama_layer.pto");
+    let o = ptovm(&["run", llama.to_str().unwrap()], dir.path());
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(out.starts_with("llama_layer: 200704 tasks"), "{out}");
+    let o = ptovm(
+        &["run", llama.to_str().unwrap(), "--param", "N=4"],
+        dir.path(),
+    );
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(out.starts_with("llama_layer: 112 tasks"), "{out}");
 }

@@ -124,7 +124,11 @@ pub unsafe fn instance_init(
 
 /// `ptovm_work_bound` with `params`: the bound, or the code and message.
 pub fn work_bound(code: &[u8], params: &Params) -> Result<PtovmWork, (i32, String)> {
-    let ps = c_params(params);
+    work_bound_c(code, &c_params(params))
+}
+
+/// `ptovm_work_bound` with the parameters as the C ABI takes them (any kind, 2 included).
+pub fn work_bound_c(code: &[u8], ps: &[PtovmParam]) -> Result<PtovmWork, (i32, String)> {
     let mut out = PtovmWork::default();
     let mut err = [0u8; 256];
     // SAFETY: the pointers are valid for the call.

@@ -10,7 +10,9 @@ use std::sync::Mutex;
 use proptest::prelude::*;
 use ptovm_assembler::{assemble, Options};
 use ptovm_device::*;
-use ptovm_tests::device::{c_params, instance_init, prepare, region, text, work_bound};
+use ptovm_tests::device::{
+    c_params, instance_init, prepare, region, text, work_bound, work_bound_c,
+};
 use ptovm_tests::{gen_params, Gen, Params, Ran};
 use ptovm_vm::{ParamKind, Pool};
 
@@ -434,4 +436,67 @@ fn a_window_abort_stops_every_aicpu() {
         assert!(e.starts_with(&format!("step {PTOVM_E_WINDOW}: ")), "{e}");
         assert!(e.contains("window (2 slots) is full"), "{e}");
     }
+}
+
+#[test]
+fn a_parameter_of_kind_2_takes_the_programs_default() {
+    // flash_decode's defaults: B = 4, max_chunks = 8, kv_chunks = [3, 1, 8, 2] (an array read
+    // in place from the bytecode).
+    let code = example("flash_decode.pto");
+    let default = PtovmParam {
+        kind: 2,
+        value: 0,
+        data: std::ptr::null(),
+        len: 0,
+    };
+    let by_default = work_bound_c(&code, &[default; 3]).unwrap();
+    let chunks = [3u32, 1, 8, 2];
+    let explicit: Params = vec![
+        (ParamKind::Scalar, 4, vec![]),
+        (ParamKind::Scalar, 8, vec![]),
+        (ParamKind::Array, 0, chunks.to_vec()),
+    ];
+    let given = work_bound_c(&code, &c_params(&explicit)).unwrap();
+    assert_eq!(
+        (by_default.iterations, by_default.tasks),
+        (given.iterations, given.tasks)
+    );
+    // The bound takes every branch at the longest row: 32 heads × 4 requests × (8 decodes, a
+    // merge and an unsplit decode).
+    assert_eq!(by_default.tasks, 32 * 4 * (8 + 1 + 1));
+    // Mixed: B given, the rest by default.
+    let mut mixed = c_params(&explicit);
+    mixed[1] = default;
+    mixed[2] = default;
+    assert_eq!(work_bound_c(&code, &mixed).unwrap().tasks, given.tasks);
+    // A slot without a default.
+    let att = example("llama_layer.pto");
+    let no_default = assemble(
+        "n.pto",
+        "@tensor A: f16[n]\n@kernel k(i): vector(out a)\n@workload w(%n: dense_dyn(n)) { parallel_for i in %n { task @k(i) resources(A[i]) } }",
+        &Options::default(),
+    )
+    .unwrap()
+    .bytes;
+    let (rc, e) = work_bound_c(&no_default, &[default]).unwrap_err();
+    assert_eq!(rc, PTOVM_E_PARAMS);
+    assert!(
+        e.contains("kind 2 asks for the program's default, but the slot has none"),
+        "{e}"
+    );
+    assert_eq!(
+        work_bound_c(&att, &[default]).unwrap().tasks,
+        3 * 256 * 256 + 16 * 256
+    );
+    // Bytecode placed at an odd address: the array default cannot be read in place.
+    let mut shifted = vec![0u8; code.len() + 1];
+    let at = if (shifted.as_ptr() as usize).is_multiple_of(4) {
+        1
+    } else {
+        0
+    };
+    shifted[at..at + code.len()].copy_from_slice(&code);
+    let (rc, e) = work_bound_c(&shifted[at..at + code.len()], &[default; 3]).unwrap_err();
+    assert_eq!(rc, PTOVM_E_PARAMS);
+    assert!(e.contains("not 4-byte aligned"), "{e}");
 }

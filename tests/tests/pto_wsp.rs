@@ -232,3 +232,169 @@ fn keywords_in_any_case() {
     assert_eq!(out.module.workload, "Mixed");
     assert_eq!(out.module.config.num_aicpus.get(), 4);
 }
+
+/// The module texts of PTO-WSP's Python integration tests (`tests/test_pybind_integration.py`:
+/// `test_parse_simple_workload`, `test_parse_with_schedule`, `test_module_round_trip`,
+/// `test_find_workload`), which spell axes `Dense[N]`.
+#[test]
+fn pybind_integration_modules() {
+    let simple = "@workload simple(%N: Dense[8]) {
+  parallel_for i in Dense[8] {
+    task @kernel(i) resources(input, output)
+  }
+}";
+    assert_eq!(tasks(simple, &[]), 8);
+    let with_schedule = "@workload compute(%N: Dense[4]) {
+  parallel_for i in Dense[4] {
+    task @kernel(i) resources(data)
+  }
+}
+@schedule compute_sched for compute {
+  dispatch = round_robin(4)
+  streams = 2
+  timing = immediate
+}";
+    assert_eq!(tasks(with_schedule, &[]), 4);
+    let out = assemble("s.pto", with_schedule, &Options::default()).unwrap();
+    assert_eq!(out.module.schedule, "compute_sched");
+    // Two workloads, each a single task outside any loop; `--workload` picks one.
+    let two = "@workload first(%N: Dense[4]) {
+  task @k1() resources(a)
+}
+@workload second(%M: Dense[8]) {
+  task @k2() resources(b)
+}";
+    assert_eq!(tasks(two, &[]), 1);
+    let opts = Options {
+        select: ptovm_assembler::Select {
+            workload: Some("second".into()),
+            schedule: None,
+        },
+        ..Options::default()
+    };
+    let out = assemble("two.pto", two, &opts).unwrap();
+    assert_eq!(out.module.workload, "second");
+    assert_eq!(out.module.kernels[0].name, "k2");
+}
+
+/// PTO-WSP's module header, levels, `layout`, and the knob forms its printer writes
+/// (`task_window = N tasks`, `batch_deps = N range_compress`, `stream_by` on the line after
+/// `streams`): all assemble, and the header, levels and layout reach the bytecode.
+#[test]
+fn header_levels_layout_and_printer_knobs() {
+    let src = r#"module "attention_demo"
+version "9.1"
+target "cpu_sim" | "ascend_npu"
+target "amd_aie"
+
+@workload[npu] tile(%i: dense[1]) {
+  task @tile_op(i) resources(T)
+}
+@workload[cpu] outer(%B: dense[4]) {
+  parallel_for b in %B {
+    call @tile(b)
+  }
+}
+@schedule[npu] outer_sched for outer {
+  dispatch = affinity(b)
+  streams = 2
+  stream_by = b
+  task_window = 8192 tasks
+  batch_deps = 64 range_compress
+  layout T = (S(0), R)
+}"#;
+    let opts = Options {
+        select: ptovm_assembler::Select {
+            workload: Some("outer".into()),
+            schedule: None,
+        },
+        ..Options::default()
+    };
+    let out = assemble("h.pto", src, &opts).unwrap_or_else(|e| panic!("{e}"));
+    let v = verify(&out.bytes).unwrap();
+    let texts: Vec<(&str, &str)> = v
+        .module_info()
+        .iter()
+        .map(|e| {
+            (
+                ptovm_vm::InfoKind::from_u8(e.kind).unwrap().name(),
+                v.info_text(e),
+            )
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            ("module", "attention_demo"),
+            ("version", "9.1"),
+            ("target", "cpu_sim"),
+            ("target", "ascend_npu"),
+            ("target", "amd_aie"),
+        ]
+    );
+    assert_eq!(v.workload_level(), ptovm_vm::Level::Cpu);
+    assert_eq!(v.schedule_level(), ptovm_vm::Level::Npu);
+    let t = &out.module.tensors[0];
+    assert_eq!(
+        ptovm_assembler::listing::layout_text(t.entry.layout.get()),
+        "[S(0),R]"
+    );
+    assert_eq!(out.module.config.window.get(), 8192);
+    assert_eq!(out.module.config.batch_deps.get(), 64);
+    // The call expands once per iteration of `b`, the callee's `i` reading `b`.
+    let p = RuntimeParams::new(&v, &[]).unwrap();
+    assert_eq!(
+        Interpreter::new(v, p, 0, 1).unwrap().count_tasks().unwrap(),
+        4
+    );
+    // The header survives disassembly, and the listing assembles back to the same bytes.
+    let text = ptovm_assembler::disassemble(&out.bytes).unwrap();
+    assert!(text.contains(".module \"attention_demo\"\n"), "{text}");
+    assert!(text.contains(".target \"amd_aie\"\n"), "{text}");
+    assert!(text.contains("layout=[S(0),R]"), "{text}");
+    let again = assemble("l", &text, &Options::default()).unwrap();
+    assert_eq!(again.bytes, out.bytes);
+}
+
+/// `call @w(args)` is the callee's body written at the call, its parameters replaced by the
+/// arguments: the bytecode equals the hand-inlined module's, byte for byte.
+#[test]
+fn a_call_is_its_callee_inlined() {
+    let called = "@tensor X: f16[B, 8]
+@kernel k(b, h): vector(inout x)
+@kernel fin(b): cube(in x)
+@workload heads(%req: dense[1], %hs: dense[8], %n: dense[1]) {
+  parallel_for h in %hs {
+    cond h < n { task @k(req, h) resources(X[req, h]) }
+  }
+  task @fin(req) resources(X[req])
+}
+@workload batch(%B: dense_dyn(B), %H: dense[8]) {
+  parallel_for b in %B {
+    call @heads(b, H, limit)
+  }
+}";
+    let inlined = "@tensor X: f16[B, 8]
+@kernel k(b, h): vector(inout x)
+@kernel fin(b): cube(in x)
+@workload batch(%B: dense_dyn(B), %H: dense[8]) {
+  parallel_for b in %B {
+    parallel_for h in %H {
+      cond h < limit { task @k(b, h) resources(X[b, h]) }
+    }
+    task @fin(b) resources(X[b])
+  }
+}";
+    let opts = Options {
+        select: ptovm_assembler::Select {
+            workload: Some("batch".into()),
+            schedule: None,
+        },
+        ..Options::default()
+    };
+    let a = assemble("called.pto", called, &opts).unwrap_or_else(|e| panic!("{e}"));
+    let b = assemble("inlined.pto", inlined, &Options::default()).unwrap();
+    assert_eq!(a.bytes, b.bytes);
+    // 3 requests, 5 heads each under `limit`, and a final task per request.
+    assert_eq!(tasks(inlined, &[("B", S(3)), ("limit", S(5))]), 3 * (5 + 1));
+}

@@ -3,10 +3,12 @@
 
 use ptovm_assembler::model::{Kernel, Module, Param, Tensor};
 use ptovm_vm::format::{
-    checksum, KernelEntry, PolicySpec, RegionDim, TensorEntry, COND_HAS_ELSE, NONE16,
+    checksum, KernelEntry, PolicySpec, RegionDim, TensorEntry, COND_HAS_ELSE, LAYOUT_REPLICATE,
+    LAYOUT_SHARD, NONE16,
 };
 use ptovm_vm::{
-    verify, ErrorKind, ExprOp, ExprProblem, Opcode, ParamKind, Policy, Record, Section, VerifyError,
+    verify, ErrorKind, ExprOp, ExprProblem, InfoKind, Opcode, ParamKind, Policy, Record, Section,
+    VerifyError,
 };
 use zerocopy::little_endian::{U16, U32};
 
@@ -25,10 +27,12 @@ fn base() -> Module {
         Param {
             name: "n".into(),
             kind: ParamKind::Scalar,
+            default: None,
         },
         Param {
             name: "arr".into(),
             kind: ParamKind::Array,
+            default: None,
         },
     ];
     let mut t = TensorEntry {
@@ -903,4 +907,143 @@ fn error_codes_are_distinct() {
         .map(|k| VerifyError { kind: *k, at }.code())
         .collect();
     assert_eq!(codes.len(), kinds.len());
+}
+
+/// `base()` with a module header, defaults for both slots and a layout.
+fn with_v3_fields() -> Module {
+    let mut m = base();
+    m.info = vec![
+        (InfoKind::Module, "demo".into()),
+        (InfoKind::Version, "9.1".into()),
+        (InfoKind::Target, "cpu_sim".into()),
+    ];
+    m.params[0].default = Some(vec![4]);
+    m.params[1].default = Some(vec![0, 1]);
+    m.tensors[0].entry.layout = U32::new(LAYOUT_SHARD); // S(0) on a rank-1 tensor
+    m
+}
+
+#[test]
+fn module_header_defaults_and_layout_read_back() {
+    let m = with_v3_fields();
+    let b = m.encode();
+    let v = verify(&b).unwrap();
+    assert_eq!(Module::decode(&v), m);
+    assert_eq!(v.info_text(&v.module_info()[0]), "demo");
+    assert_eq!(
+        v.param_default(1).and_then(|d| match d {
+            ptovm_vm::ParamDefault::Array(a) => Some(a.iter().map(|x| x.get()).collect::<Vec<_>>()),
+            _ => None,
+        }),
+        Some(vec![0, 1])
+    );
+}
+
+#[test]
+fn bad_text() {
+    let mut m = with_v3_fields();
+    m.info[1].1 = "9\"1".into();
+    let e = check(&m);
+    assert_eq!(e.kind, ErrorKind::BadText);
+    at(&e, Section::ModuleInfo, Some(1));
+}
+
+#[test]
+fn info_order() {
+    let mut m = with_v3_fields();
+    m.info.swap(0, 1); // version before module
+    let e = check(&m);
+    assert_eq!(e.kind, ErrorKind::InfoOrder);
+    at(&e, Section::ModuleInfo, Some(1));
+    let mut m = with_v3_fields();
+    m.info.push((InfoKind::Version, "again".into()));
+    assert_eq!(check(&m).kind, ErrorKind::InfoOrder);
+    let mut b = with_v3_fields().encode();
+    let off = verify(&b).unwrap().layout().range(Section::ModuleInfo).0;
+    b[off + 6] = 3; // kind
+    let e = err(&refix(b));
+    assert_eq!(
+        e.kind,
+        ErrorKind::BadCode {
+            what: "module-header entry kind",
+            value: 3
+        }
+    );
+}
+
+#[test]
+fn bad_default() {
+    let good = with_v3_fields().encode();
+    let params = verify(&good).unwrap().layout().range(Section::Params).0;
+    // Slot 0 (a scalar) claims two values.
+    let mut b = good.clone();
+    b[params + 12] = 2;
+    let e = err(&refix(b));
+    assert_eq!(
+        e.kind,
+        ErrorKind::BadDefault {
+            slot: 0,
+            problem: "a scalar's default is one value"
+        }
+    );
+    at(&e, Section::Params, Some(0));
+    // Slot 1's default starts past where slot 0's ends.
+    let mut b = good.clone();
+    b[params + 16 + 8] = 2;
+    assert_eq!(
+        err(&refix(b)).kind,
+        ErrorKind::BadDefault {
+            slot: 1,
+            problem: "its default does not start where the previous slot's ends"
+        }
+    );
+    // Slot 1 uses one of its two values: the pool holds a value no slot uses.
+    let mut b = good.clone();
+    b[params + 16 + 12] = 1;
+    let e = err(&refix(b));
+    assert_eq!(
+        e.kind,
+        ErrorKind::BadDefault {
+            slot: 2,
+            problem: "the default-value pool holds values no slot uses"
+        }
+    );
+    assert_eq!(e.at.section, Section::Defaults);
+    // No default flag, yet a length.
+    let mut b = good;
+    b[params + 16 + 7] = 0;
+    assert_eq!(
+        err(&refix(b)).kind,
+        ErrorKind::BadDefault {
+            slot: 1,
+            problem: "a slot without a default has default length 0"
+        }
+    );
+}
+
+#[test]
+fn layout_rank_and_level() {
+    let mut m = with_v3_fields();
+    m.tensors[0].entry.layout = U32::new(LAYOUT_REPLICATE | LAYOUT_REPLICATE << 4);
+    let e = check(&m);
+    assert_eq!(e.kind, ErrorKind::LayoutRank { len: 2, rank: 1 });
+    at(&e, Section::Tensors, Some(0));
+    m.tensors[0].entry.layout = U32::new(LAYOUT_REPLICATE << 4); // dimension 0 unset
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::NonZero {
+            what: "layout codes after an unset dimension"
+        }
+    );
+    let mut m = with_v3_fields();
+    m.config.level = 0x20; // schedule level 2
+    let e = check(&m);
+    assert_eq!(
+        e.kind,
+        ErrorKind::BadCode {
+            what: "level",
+            value: 2
+        }
+    );
+    assert_eq!(e.at.offset, 64 + 19);
 }

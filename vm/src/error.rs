@@ -41,7 +41,10 @@ pub enum ErrorKind {
         found: u32,
     },
     /// A version this reader does not know.
-    #[error("unsupported PTOW version {found}; this reader understands version 1 only")]
+    #[error(
+        "unsupported PTOW version {found}; this reader understands version {v} only (assemble the source again)",
+        v = crate::format::VERSION
+    )]
     UnsupportedVersion {
         /// Version found.
         found: u32,
@@ -284,6 +287,28 @@ pub enum ErrorKind {
         /// What.
         problem: &'static str,
     },
+    /// A module-header text is not printable ASCII free of `"` and `\\`.
+    #[error("module-header text must be printable ASCII without '\"' or '\\'")]
+    BadText,
+    /// A runtime parameter's default is not where or what the format requires.
+    #[error("runtime parameter {slot}: {problem}")]
+    BadDefault {
+        /// The slot.
+        slot: u32,
+        /// What.
+        problem: &'static str,
+    },
+    /// The module-header entries are out of order or repeated.
+    #[error("module-header entries must be at most one module, then at most one version, then the targets")]
+    InfoOrder,
+    /// A tensor's layout does not give one entry per dimension.
+    #[error("a layout of {len} dimension(s) for a tensor of rank {rank}")]
+    LayoutRank {
+        /// Dimensions the layout gives.
+        len: u32,
+        /// The tensor's rank.
+        rank: u32,
+    },
 }
 
 /// What is wrong with an expression.
@@ -378,6 +403,10 @@ impl VerifyError {
             ErrorKind::UnboundLoopVar { .. } => 30,
             ErrorKind::DispatchDepth { .. } => 31,
             ErrorKind::Threshold { .. } => 32,
+            ErrorKind::BadText => 33,
+            ErrorKind::BadDefault { .. } => 34,
+            ErrorKind::InfoOrder => 35,
+            ErrorKind::LayoutRank { .. } => 36,
         }
     }
 }

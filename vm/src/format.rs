@@ -1,4 +1,4 @@
-//! Binary layout of PTOW v2 (spec/bytecode.md §2–3): little-endian, byte-aligned records read as
+//! Binary layout of PTOW v3 (spec/bytecode.md §2–3): little-endian, byte-aligned records read as
 //! zero-copy views. Every multi-byte field uses `zerocopy`'s unaligned little-endian integers, so
 //! a view can be taken over any byte slice without alignment or endianness assumptions.
 
@@ -8,7 +8,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 /// `"PTOW"` read as a big-endian u32; stored little-endian, so a file starts `57 4F 54 50`.
 pub const MAGIC: u32 = 0x5054_4F57;
 /// The only version this reader understands.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Limits every verified program respects (spec/bytecode.md §8).
 pub mod limits {
@@ -30,6 +30,12 @@ pub mod limits {
     pub const MAX_REGIONS: u32 = 0xFFFF;
     /// Bytes of the string table.
     pub const MAX_STRTAB: u32 = 1 << 20;
+    /// Values in the default-value pool (all runtime parameters' defaults together).
+    pub const MAX_DEFAULT_VALUES: u32 = 1 << 20;
+    /// Entries of the module-header table (the name, the version and the targets).
+    pub const MAX_MODULE_INFO: u32 = 64;
+    /// Mesh axes a `layout` shard may name (`S(0)` ..= `S(13)`).
+    pub const MAX_MESH_AXIS: u32 = 13;
     /// Bytes of one name.
     pub const MAX_NAME_LEN: usize = 255;
     /// Nested loops (the interpreter's loop stack).
@@ -65,6 +71,19 @@ pub const COND_HAS_ELSE: u8 = 0x01;
 pub const KERNEL_UNDECLARED: u8 = 0x01;
 /// Tensor flags bit: the tensor was used without a declaration (rank and dtype unknown).
 pub const TENSOR_IMPLICIT: u32 = 0x01;
+/// Parameter flags bit: the slot has a default value in the default-value pool.
+pub const PARAM_HAS_DEFAULT: u8 = 0x01;
+/// A tensor layout dimension (4 bits): no layout given.
+pub const LAYOUT_NONE: u32 = 0;
+/// A tensor layout dimension: replicated (`R`).
+pub const LAYOUT_REPLICATE: u32 = 1;
+/// A tensor layout dimension: `LAYOUT_SHARD + k` is sharded over mesh axis `k` (`S(k)`).
+pub const LAYOUT_SHARD: u32 = 2;
+
+/// Dimension `d`'s 4-bit code in a tensor's `layout` word.
+pub const fn layout_dim(layout: u32, d: usize) -> u32 {
+    (layout >> (4 * d)) & 0xF
+}
 
 /// The 64-byte file header.
 #[derive(
@@ -106,10 +125,14 @@ pub struct Header {
     pub num_params: U32,
     /// Bytes of names in the string table (before zero padding to 8).
     pub strtab_len: U32,
-    /// Must be zero in v2.
+    /// Must be zero in v3.
     pub flags: U32,
+    /// Values in the default-value pool.
+    pub num_defaults: U32,
+    /// Entries of the module-header table.
+    pub num_module_info: U32,
     /// Must be zero.
-    pub reserved: [U32; 3],
+    pub reserved: U32,
 }
 
 /// One policy of a dispatch configuration or threshold level (4 bytes).
@@ -166,8 +189,9 @@ pub struct Config {
     pub policy: PolicySpec,
     /// Threshold policy: number of levels (1..=8); 0 otherwise.
     pub num_levels: u8,
-    /// Must be zero.
-    pub reserved0: u8,
+    /// PTO-WSP levels ([`crate::Level`] codes): the workload's in bits 0–3, the schedule's in
+    /// bits 4–7.
+    pub level: u8,
     /// Threshold policy: selector expression (runtime scalars and constants only).
     pub selector: U16,
     /// Threshold policy: level `i` applies when `selector <= thresholds[i]`; unused ones zero.
@@ -356,11 +380,13 @@ pub struct TensorEntry {
     pub flags: U32,
     /// Dimension sizes; [`DIM_IS_SLOT`]` | slot` for a runtime scalar; unused ones zero.
     pub dims: [U32; 8],
-    /// Must be zero.
-    pub reserved: U32,
+    /// The schedule's `layout` of the tensor: 4 bits per dimension, dimension `d` in bits
+    /// `4d..4d+4` ([`LAYOUT_NONE`], [`LAYOUT_REPLICATE`], or [`LAYOUT_SHARD`]` + k`); 0 when
+    /// no layout is given.
+    pub layout: U32,
 }
 
-/// A runtime-parameter slot (8 bytes).
+/// A runtime-parameter slot (16 bytes).
 #[derive(
     FromBytes,
     IntoBytes,
@@ -381,6 +407,38 @@ pub struct ParamEntry {
     /// Name length.
     pub name_len: U16,
     /// [`crate::ParamKind`] code.
+    pub kind: u8,
+    /// [`PARAM_HAS_DEFAULT`] or 0.
+    pub flags: u8,
+    /// With a default: index of its first value in the default-value pool; otherwise the
+    /// pool's length so far (defaults are stored back to back in slot order).
+    pub default_start: U32,
+    /// With a default: its number of values (1 for a scalar); otherwise 0.
+    pub default_len: U32,
+}
+
+/// A module-header entry (8 bytes): the module's name, version or one of its targets, as
+/// text in the string table.
+#[derive(
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+)]
+#[repr(C)]
+pub struct ModuleInfoEntry {
+    /// String-table offset of the text.
+    pub text_off: U32,
+    /// Its length (0 ..= 255).
+    pub text_len: U16,
+    /// [`crate::InfoKind`] code.
     pub kind: u8,
     /// Must be zero.
     pub reserved: u8,
@@ -422,7 +480,11 @@ pub mod sizes {
     /// Tensor entry.
     pub const TENSOR: usize = 48;
     /// Parameter entry.
-    pub const PARAM: usize = 8;
+    pub const PARAM: usize = 16;
+    /// Default value.
+    pub const DEFAULT: usize = 4;
+    /// Module-header entry.
+    pub const MODULE_INFO: usize = 8;
     /// Region dimension.
     pub const REGION: usize = 4;
 }
@@ -434,6 +496,7 @@ const _: () = {
     assert!(core::mem::size_of::<KernelEntry>() == sizes::KERNEL);
     assert!(core::mem::size_of::<TensorEntry>() == sizes::TENSOR);
     assert!(core::mem::size_of::<ParamEntry>() == sizes::PARAM);
+    assert!(core::mem::size_of::<ModuleInfoEntry>() == sizes::MODULE_INFO);
     assert!(core::mem::size_of::<RegionDim>() == sizes::REGION);
 };
 
@@ -457,6 +520,10 @@ pub enum Section {
     Tensors,
     /// Runtime-parameter slots.
     Params,
+    /// Default values of runtime parameters (u32 each).
+    Defaults,
+    /// Module-header entries.
+    ModuleInfo,
     /// Expression pool.
     Exprs,
     /// Region table.
@@ -467,7 +534,7 @@ pub enum Section {
 
 impl Section {
     /// Every section in file order.
-    pub const ALL: [Section; 10] = [
+    pub const ALL: [Section; 12] = [
         Section::Header,
         Section::Config,
         Section::Code,
@@ -475,6 +542,8 @@ impl Section {
         Section::Kernels,
         Section::Tensors,
         Section::Params,
+        Section::Defaults,
+        Section::ModuleInfo,
         Section::Exprs,
         Section::Regions,
         Section::Strings,
@@ -490,6 +559,8 @@ impl Section {
             Section::Kernels => "kernels",
             Section::Tensors => "tensors",
             Section::Params => "params",
+            Section::Defaults => "defaults",
+            Section::ModuleInfo => "module_info",
             Section::Exprs => "exprs",
             Section::Regions => "regions",
             Section::Strings => "strings",
@@ -501,7 +572,7 @@ impl Section {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// `(offset, length)` of each section, in [`Section::ALL`] order.
-    pub ranges: [(usize, usize); 10],
+    pub ranges: [(usize, usize); 12],
     /// Total file length the counts imply.
     pub total: usize,
 }
@@ -519,6 +590,8 @@ impl Layout {
             h.num_kernels.get() as usize,
             h.num_tensors.get() as usize,
             h.num_params.get() as usize,
+            h.num_defaults.get() as usize,
+            h.num_module_info.get() as usize,
             h.num_exprs.get() as usize,
             h.num_regions.get() as usize,
             padded_strtab(h.strtab_len.get() as usize),
@@ -531,13 +604,15 @@ impl Layout {
             sizes::KERNEL,
             sizes::TENSOR,
             sizes::PARAM,
+            sizes::DEFAULT,
+            sizes::MODULE_INFO,
             sizes::RECORD,
             sizes::REGION,
             1,
         ];
-        let mut ranges = [(0usize, 0usize); 10];
+        let mut ranges = [(0usize, 0usize); 12];
         let mut off = 0usize;
-        for i in 0..10 {
+        for i in 0..12 {
             let len = counts[i] * widths[i];
             ranges[i] = (off, len);
             off += len;
@@ -618,6 +693,8 @@ mod tests {
             num_kernels: U32::new(2),
             num_tensors: U32::new(1),
             num_params: U32::new(1),
+            num_defaults: U32::new(3),
+            num_module_info: U32::new(1),
             num_exprs: U32::new(2),
             num_regions: U32::new(3),
             strtab_len: U32::new(5),
@@ -629,11 +706,13 @@ mod tests {
         assert_eq!(l.range(Section::Axes), (216, 8));
         assert_eq!(l.range(Section::Kernels), (224, 32));
         assert_eq!(l.range(Section::Tensors), (256, 48));
-        assert_eq!(l.range(Section::Params), (304, 8));
-        assert_eq!(l.range(Section::Exprs), (312, 16));
-        assert_eq!(l.range(Section::Regions), (328, 12));
-        assert_eq!(l.range(Section::Strings), (340, 8));
-        assert_eq!(l.total, 348);
+        assert_eq!(l.range(Section::Params), (304, 16));
+        assert_eq!(l.range(Section::Defaults), (320, 12));
+        assert_eq!(l.range(Section::ModuleInfo), (332, 8));
+        assert_eq!(l.range(Section::Exprs), (340, 16));
+        assert_eq!(l.range(Section::Regions), (356, 12));
+        assert_eq!(l.range(Section::Strings), (368, 8));
+        assert_eq!(l.total, 376);
         assert_eq!(l.total % 4, 0);
     }
 

@@ -40,8 +40,8 @@ pub use error::{ErrorKind, ExprProblem, Location, VerifyError};
 pub use format::{limits, Layout, Record, Section, MAGIC, VERSION};
 pub use interp::{Interpreter, Io, LaunchError, RunError, Sink, Stats, Status, Task, WorkBound};
 pub use opcodes::{
-    DType, Dir, ExprKind, ExprOp, Field, OpClass, Opcode, ParamKind, Policy, Pool, ReadyPolicy,
-    Slot, StartPolicy, Timing, WindowMode,
+    DType, Dir, ExprKind, ExprOp, Field, InfoKind, Level, OpClass, Opcode, ParamKind, Policy, Pool,
+    ReadyPolicy, Slot, StartPolicy, Timing, WindowMode,
 };
 pub use params::{ParamError, RuntimeParams, Value};
-pub use verify::{verify, Verified};
+pub use verify::{verify, ParamDefault, Verified};

@@ -54,7 +54,7 @@ pub enum OpClass {
 
 macro_rules! opcode_table {
     ($( $(#[doc = $doc:literal])* $name:ident = $code:literal, $class:ident, [$($fname:literal : $fslot:ident),*]; )*) => {
-        /// A PTOW v2 instruction opcode (spec/bytecode.md §4).
+        /// A PTOW v3 instruction opcode (spec/bytecode.md §4).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[repr(u8)]
         #[allow(non_camel_case_types)]
@@ -436,6 +436,28 @@ named_enum! {
         Scalar = 0, "scalar";
         /// An array of u32 values (ragged lengths, sparse indptr or indices).
         Array = 1, "array";
+    }
+}
+
+named_enum! {
+    /// What a module-header entry holds (PTO-WSP's `module`, `version` and `target` lines).
+    InfoKind {
+        /// `module "NAME"`.
+        Module = 0, "module";
+        /// `version "TEXT"`.
+        Version = 1, "version";
+        /// One of `target "A" | "B"`.
+        Target = 2, "target";
+    }
+}
+
+named_enum! {
+    /// A PTO-WSP workload or schedule level (`@workload[npu]`; PTO-WSP's default is `cpu`).
+    Level {
+        /// Host-side orchestration, PTO-WSP's default.
+        Cpu = 0, "cpu";
+        /// NPU level: PTO-WSP allows no `parallel_for` in an NPU-level workload.
+        Npu = 1, "npu";
     }
 }
 

@@ -2,7 +2,7 @@
 //! `nom`-recognised tokens. Recursion is bounded (statement and expression nesting limits), so
 //! no text can overflow the stack.
 
-use ptovm_vm::{limits, ExprOp, Opcode};
+use ptovm_vm::{limits, ExprOp, InfoKind, Level, Opcode};
 
 use crate::diag::{AsmError, DiagKind, Reporter, Span};
 use crate::lexer::{int_value, lex, Tok, Token};
@@ -135,6 +135,13 @@ pub enum StmtK {
     Sequential(Vec<Stmt>),
     /// `dispatch policy { }`.
     Dispatch(PolicyAst, Span, Vec<Stmt>),
+    /// `call @w(args)`: the workload `w` expanded here, its parameters bound to the arguments.
+    Call {
+        /// The workload called.
+        target: Ident,
+        /// Arguments: names in the caller's scope.
+        args: Vec<Ident>,
+    },
     /// `task @k(args) resources(...)`.
     Task {
         /// Kernel name.
@@ -155,6 +162,11 @@ pub enum KnobValue {
     Int(u64, Span),
     /// `key = name` or `key = name(N)`.
     Named(Ident, Option<(u64, Span)>),
+    /// `layout T = (S(k), R, ...)`: the tensor and each dimension (`None` for `R`, `Some(k)`
+    /// for `S(k)`).
+    Layout(Ident, Vec<(Option<(u64, Span)>, Span)>),
+    /// `spatial_map = (a, b, ...)`: the grid, and the whole value's span.
+    SpatialMap(Vec<(u64, Span)>, Span),
     /// A knob ptovm does not know (skipped with a warning).
     Unknown,
 }
@@ -173,6 +185,8 @@ pub struct Knob {
 pub struct Workload {
     /// Name.
     pub name: Ident,
+    /// `@workload[npu]` or `[cpu]`; PTO-WSP's default is `cpu`.
+    pub level: Level,
     /// `%p: axis` parameters.
     pub params: Vec<(Ident, Axis)>,
     /// Body.
@@ -184,6 +198,8 @@ pub struct Workload {
 pub struct Schedule {
     /// Name.
     pub name: Ident,
+    /// `@schedule[npu]` or `[cpu]`; PTO-WSP's default is `cpu`.
+    pub level: Level,
     /// Workload it schedules.
     pub workload: Ident,
     /// Knobs.
@@ -214,9 +230,31 @@ pub struct KernelDecl {
     pub args: Vec<(Ident, Ident)>,
 }
 
+/// `@param NAME = value` (ptovm extension): a runtime parameter's default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamDecl {
+    /// Name.
+    pub name: Ident,
+    /// `N` (a scalar) or `[a, b, ...]` (an array).
+    pub value: ParamValue,
+}
+
+/// A default value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParamValue {
+    /// A scalar.
+    Scalar(u64, Span),
+    /// An array.
+    Array(Vec<(u64, Span)>),
+}
+
 /// A whole module.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ModuleAst {
+    /// The module header (`module "…"`, `version "…"`, `target "…" | "…"`), in text order.
+    pub header: Vec<(InfoKind, String, Span)>,
+    /// Runtime-parameter declarations.
+    pub params: Vec<ParamDecl>,
     /// Workloads in order.
     pub workloads: Vec<Workload>,
     /// Schedules in order.

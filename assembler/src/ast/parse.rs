@@ -1,6 +1,7 @@
 //! The recursive-descent parser: items, statements and schedules.
 
 use super::*;
+use crate::lexer::string_value;
 
 pub const MAX_EXPR_NESTING: usize = 64;
 
@@ -132,6 +133,7 @@ impl<'s> Parser<'_, 's> {
 
     pub(super) fn module(&mut self) -> PR<ModuleAst> {
         let mut m = ModuleAst::default();
+        let mut items = false;
         loop {
             let t = self.peek();
             if t.kind == Tok::Eof {
@@ -140,22 +142,99 @@ impl<'s> Parser<'_, 's> {
             if self.eat(";") {
                 continue;
             }
+            // PTO-WSP's module header: `module "name"`, `version "text"`,
+            // `target "a" | "b" ...`, before the first item.
+            if t.kind == Tok::Ident && self.peek2().kind == Tok::Str {
+                let kw = self.keyword("`module`, `version` or `target`")?;
+                let Some(kind) = InfoKind::from_name(&kw.name) else {
+                    return self.err(
+                        kw.span,
+                        format!(
+                            "unknown header line `{}`; expected `module`, `version` or `target`",
+                            kw.name
+                        ),
+                    );
+                };
+                if items {
+                    return self.err(
+                        kw.span,
+                        format!(
+                            "the module header (`{}`) comes before the first `@` item",
+                            kw.name
+                        ),
+                    );
+                }
+                loop {
+                    let s = self.bump();
+                    m.header.push((kind, string_value(s.text), s.span));
+                    if kind != InfoKind::Target || !self.eat("|") {
+                        break;
+                    }
+                    if self.peek().kind != Tok::Str {
+                        return self.expected("a target string after `|`");
+                    }
+                }
+                continue;
+            }
             if !t.is("@") {
-                return self.expected("`@workload`, `@schedule`, `@tensor` or `@kernel`");
+                return self.expected("`@workload`, `@schedule`, `@tensor`, `@kernel`, `@param` or a header line (`module \"name\"`)");
             }
             self.bump();
-            let kw = self.keyword("`workload`, `schedule`, `tensor` or `kernel` after `@`")?;
+            items = true;
+            let kw =
+                self.keyword("`workload`, `schedule`, `tensor`, `kernel` or `param` after `@`")?;
             match kw.name.as_str() {
                 "workload" => m.workloads.push(self.workload()?),
                 "schedule" => m.schedules.push(self.schedule()?),
                 "tensor" => m.tensors.push(self.tensor()?),
                 "kernel" => m.kernels.push(self.kernel()?),
-                other => return self.err(kw.span, format!("unknown item `@{other}`; expected `@workload`, `@schedule`, `@tensor` or `@kernel`")),
+                "param" => m.params.push(self.param()?),
+                other => return self.err(kw.span, format!("unknown item `@{other}`; expected `@workload`, `@schedule`, `@tensor`, `@kernel` or `@param`")),
             }
         }
     }
 
+    /// An optional `[npu]` / `[cpu]` after `@workload` or `@schedule`.
+    pub(super) fn level(&mut self) -> PR<Level> {
+        if !self.eat("[") {
+            return Ok(Level::Cpu);
+        }
+        let l = self.keyword("a level (`npu` or `cpu`)")?;
+        let Some(level) = Level::from_name(&l.name) else {
+            return Err(self.rep.error(
+                DiagKind::UnknownName,
+                l.span,
+                format!("unknown level `{}`; expected `npu` or `cpu`", l.name),
+            ));
+        };
+        self.expect("]")?;
+        Ok(level)
+    }
+
+    /// `@param NAME = N` or `@param NAME = [a, b, ...]`.
+    pub(super) fn param(&mut self) -> PR<ParamDecl> {
+        let name = self.ident("a runtime parameter name")?;
+        self.expect("=")?;
+        let value = if self.eat("[") {
+            let mut v = vec![];
+            if !self.eat("]") {
+                loop {
+                    v.push(self.int("an unsigned integer")?);
+                    if self.list_end("]")? {
+                        break;
+                    }
+                }
+            }
+            ParamValue::Array(v)
+        } else {
+            let (n, s) = self.int("an unsigned integer or `[a, b, ...]`")?;
+            ParamValue::Scalar(n, s)
+        };
+        Ok(ParamDecl { name, value })
+    }
+
     pub(super) fn workload(&mut self) -> PR<Workload> {
+        let level = self.level()?;
         let name = self.ident("a workload name")?;
         self.expect("(")?;
         let mut params = vec![];
@@ -172,7 +251,12 @@ impl<'s> Parser<'_, 's> {
             }
         }
         let body = self.block()?;
-        Ok(Workload { name, params, body })
+        Ok(Workload {
+            name,
+            level,
+            params,
+            body,
+        })
     }
 
     pub(super) fn axis(&mut self) -> PR<Axis> {
@@ -296,6 +380,21 @@ impl<'s> Parser<'_, 's> {
                 let pspan = start.to(self.toks[self.pos.saturating_sub(1)].span);
                 StmtK::Dispatch(pol, pspan, self.block()?)
             }
+            "call" => {
+                self.expect("@")?;
+                let target = self.ident("the name of the workload to call")?;
+                self.expect("(")?;
+                let mut args = vec![];
+                if !self.eat(")") {
+                    loop {
+                        args.push(self.ident("an argument (a name)")?);
+                        if self.list_end(")")? {
+                            break;
+                        }
+                    }
+                }
+                StmtK::Call { target, args }
+            }
             "task" => {
                 self.expect("@")?;
                 let kernel = self.ident("a kernel name")?;
@@ -405,6 +504,7 @@ impl<'s> Parser<'_, 's> {
     }
 
     pub(super) fn schedule(&mut self) -> PR<Schedule> {
+        let level = self.level()?;
         let name = self.ident("a schedule name")?;
         self.expect("for")?;
         let workload = self.ident("the workload this schedule is for")?;
@@ -421,6 +521,11 @@ impl<'s> Parser<'_, 's> {
                 return self.err(open.span, "this `{` is never closed");
             }
             let key = self.keyword("a schedule knob (`key = value`)")?;
+            if key.name == "layout" {
+                let value = self.layout()?;
+                knobs.push(Knob { key, value });
+                continue;
+            }
             self.expect("=")?;
             let value = match key.name.as_str() {
                 "dispatch" => {
@@ -428,10 +533,51 @@ impl<'s> Parser<'_, 's> {
                     let p = self.policy()?;
                     KnobValue::Dispatch(p, start.to(self.toks[self.pos - 1].span))
                 }
-                "streams" | "aicpus" | "window" | "pipeline_depth" | "batch_deps"
-                | "task_window" => {
+                "streams" | "aicpus" | "window" | "pipeline_depth" => {
                     let (v, s) = self.int("an integer")?;
                     KnobValue::Int(v, s)
+                }
+                // PTO-WSP's printer writes `task_window = N tasks` and
+                // `batch_deps = N range_compress`.
+                "task_window" => {
+                    let (v, s) = self.int("an integer")?;
+                    if self.peek().kind == Tok::Ident && !self.peek2().is("=") {
+                        let unit = self.keyword("a unit")?;
+                        if unit.name != "tasks" {
+                            return Err(self.rep.error(DiagKind::Type, unit.span, format!("ptovm's task window counts tasks; `{}` is not supported (write `task_window = N` or `N tasks`)", unit.name)));
+                        }
+                    }
+                    KnobValue::Int(v, s)
+                }
+                "batch_deps" => {
+                    let (v, s) = self.int("an integer")?;
+                    if self.peek().kind == Tok::Ident && !self.peek2().is("=") {
+                        let flag = self.keyword("`range_compress`")?;
+                        if flag.name != "range_compress" {
+                            return self.err(
+                                flag.span,
+                                format!(
+                                    "expected `range_compress` or the next knob, found `{}`",
+                                    flag.name
+                                ),
+                            );
+                        }
+                    }
+                    KnobValue::Int(v, s)
+                }
+                "spatial_map" => {
+                    let open = self.expect("(")?;
+                    let mut grid = vec![];
+                    if !self.eat(")") {
+                        loop {
+                            grid.push(self.int("a grid dimension")?);
+                            if self.list_end(")")? {
+                                break;
+                            }
+                        }
+                    }
+                    let span = open.span.to(self.toks[self.pos - 1].span);
+                    KnobValue::SpatialMap(grid, span)
                 }
                 "timing" | "ready" | "start" | "window_mode" => {
                     let n = self.keyword("a value")?;
@@ -453,9 +599,42 @@ impl<'s> Parser<'_, 's> {
         }
         Ok(Schedule {
             name,
+            level,
             workload,
             knobs,
         })
+    }
+
+    /// `layout T = (S(k), R, ...)` after the `layout` keyword.
+    pub(super) fn layout(&mut self) -> PR<KnobValue> {
+        let tensor = self.ident("a tensor name")?;
+        self.expect("=")?;
+        self.expect("(")?;
+        let mut dims = vec![];
+        if !self.eat(")") {
+            loop {
+                let d = self.keyword("a layout dimension (`R` or `S(k)`)")?;
+                match d.name.as_str() {
+                    "r" => dims.push((None, d.span)),
+                    "s" => {
+                        self.expect("(")?;
+                        let k = self.int("a mesh axis")?;
+                        let close = self.expect(")")?;
+                        dims.push((Some(k), d.span.to(close.span)));
+                    }
+                    other => {
+                        return self.err(
+                            d.span,
+                            format!("expected `R` or `S(k)` in a layout, found `{other}`"),
+                        )
+                    }
+                }
+                if self.list_end(")")? {
+                    break;
+                }
+            }
+        }
+        Ok(KnobValue::Layout(tensor, dims))
     }
 
     /// Skips an unknown knob's value: balanced tokens up to `;`, `}` or the next `key =`.

@@ -139,3 +139,150 @@ impl<'a> Lower<'a, '_, '_> {
         Ok(())
     }
 }
+
+impl<'a> Lower<'a, '_, '_> {
+    /// The module header, as PTO-WSP reads it: a later `module` or `version` line replaces an
+    /// earlier one (with a warning here), `target` lines add targets. Stored as module, version,
+    /// then the targets.
+    pub(super) fn header(&mut self) -> R<()> {
+        let ast = self.ast;
+        let mut module: Option<&str> = None;
+        let mut version: Option<&str> = None;
+        let mut targets: Vec<&str> = vec![];
+        for (kind, text, span) in &ast.header {
+            if text.len() > limits::MAX_NAME_LEN {
+                return Err(self.rep.error(
+                    DiagKind::Limit,
+                    *span,
+                    format!(
+                        "module-header text of {} bytes; the limit is {}",
+                        text.len(),
+                        limits::MAX_NAME_LEN
+                    ),
+                ));
+            }
+            if !text
+                .bytes()
+                .all(|c| (0x20..0x7F).contains(&c) && c != b'"' && c != b'\\')
+            {
+                return Err(self.rep.error(
+                    DiagKind::Type,
+                    *span,
+                    "module-header text must be printable ASCII without `\"` or `\\` (the bytecode stores it as is)",
+                ));
+            }
+            let slot = match kind {
+                InfoKind::Module => &mut module,
+                InfoKind::Version => &mut version,
+                InfoKind::Target => {
+                    targets.push(text);
+                    continue;
+                }
+            };
+            if slot.replace(text).is_some() {
+                self.rep.warn(
+                    DiagKind::NoEffect,
+                    *span,
+                    format!(
+                        "`{}` is given again; this one replaces the earlier one (as in PTO-WSP)",
+                        kind.name()
+                    ),
+                );
+            }
+        }
+        let entries = module
+            .map(|t| (InfoKind::Module, t))
+            .into_iter()
+            .chain(version.map(|t| (InfoKind::Version, t)))
+            .chain(targets.into_iter().map(|t| (InfoKind::Target, t)));
+        self.m.info = entries.map(|(k, t)| (k, t.to_string())).collect();
+        if let Some((_, _, span)) = ast.header.last() {
+            self.limit(
+                self.m.info.len(),
+                limits::MAX_MODULE_INFO as usize,
+                "module-header entries",
+                *span,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `@param` declarations: names unique, values in range. A declared parameter takes its
+    /// slot where it is first used, as any runtime parameter.
+    pub(super) fn param_decls(&mut self) -> R<()> {
+        let ast = self.ast;
+        let mut total = 0usize;
+        for d in &ast.params {
+            if let Some(prev) = self.param_decls.insert(d.name.name.clone(), d) {
+                let line = self.line_of(prev.name.span);
+                return Err(self.rep.error(
+                    DiagKind::DuplicateName,
+                    d.name.span,
+                    format!(
+                        "runtime parameter `{}` is already declared at line {line}",
+                        d.name.name
+                    ),
+                ));
+            }
+            let values: Vec<(u64, Span)> = match &d.value {
+                ParamValue::Scalar(v, s) => vec![(*v, *s)],
+                ParamValue::Array(v) => v.clone(),
+            };
+            for (v, s) in &values {
+                self.u32(*v, *s, 0, "a runtime parameter's value")?;
+            }
+            total += values.len();
+            self.limit(
+                total,
+                limits::MAX_DEFAULT_VALUES as usize,
+                "default values",
+                d.name.span,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The default of a declared parameter first used as `kind` at `use_span`.
+    pub(super) fn default_value(
+        &self,
+        d: &ParamDecl,
+        kind: ParamKind,
+        use_span: Span,
+    ) -> R<Vec<u32>> {
+        let (declared, values) = match &d.value {
+            ParamValue::Scalar(v, _) => (ParamKind::Scalar, vec![*v as u32]),
+            ParamValue::Array(v) => (ParamKind::Array, v.iter().map(|(x, _)| *x as u32).collect()),
+        };
+        if declared != kind {
+            let line = self.line_of(d.name.span);
+            return Err(self.rep.error(
+                DiagKind::Type,
+                use_span,
+                format!(
+                    "runtime parameter `{}` is used as {} here but declared as {} at line {line}",
+                    d.name.name,
+                    kind.name(),
+                    declared.name()
+                ),
+            ));
+        }
+        Ok(values)
+    }
+
+    /// Warns of `@param` declarations the lowered workload never reads.
+    pub(super) fn unused_param_decls(&mut self) {
+        let ast = self.ast;
+        for d in &ast.params {
+            if !self.slots.contains_key(&d.name.name) {
+                self.rep.warn(
+                    DiagKind::NoEffect,
+                    d.name.span,
+                    format!(
+                        "runtime parameter `{}` is declared but workload `{}` never reads it; it gets no slot",
+                        d.name.name, self.m.workload
+                    ),
+                );
+            }
+        }
+    }
+}

@@ -3,29 +3,39 @@
 use super::*;
 
 impl<'a> Lower<'a, '_, '_> {
+    /// The loop depth `name` reads in context `ctx`, or `None` for a runtime parameter.
     pub(super) fn var_depth(&self, name: &str, span: Span, ctx: Ctx) -> R<Option<u32>> {
+        match self.meaning(name, span, ctx)? {
+            Meaning::Var(d) => Ok(Some(d)),
+            Meaning::Named(..) => Ok(None),
+        }
+    }
+
+    /// What `name` means in an expression in context `ctx`: a loop variable, or the runtime
+    /// scalar it names (through the current frame's call aliases).
+    pub(super) fn meaning(&self, name: &str, span: Span, ctx: Ctx) -> R<Meaning<'a>> {
+        let named = |n: &str| Meaning::Named(n.to_string(), None);
         match ctx {
-            Ctx::Scope => match self.scope.iter().rposition(|v| v == name) {
-                Some(d) => Ok(Some(d as u32)),
+            Ctx::Scope => match self.resolve(name, self.cur) {
                 // A loop variable of another loop would otherwise be read as a runtime
                 // parameter of the same name: almost certainly a mistake.
-                None if self.var_depths.contains_key(name) => Err(self.rep.error(
+                Meaning::Named(n, _) if self.var_depths.contains_key(&n) => Err(self.rep.error(
                     DiagKind::UnknownName,
                     span,
-                    format!("loop variable `{name}` is not bound here (it belongs to a loop that does not enclose this point)"),
+                    format!("loop variable `{n}` is not bound here (it belongs to a loop that does not enclose this point){}", self.via_call(name)),
                 )),
-                None => Ok(None),
+                m => Ok(m),
             },
             Ctx::Workload => match self.var_depths.get(name) {
-                Some(Some(d)) => Ok(Some(*d)),
+                Some(Some(d)) => Ok(Meaning::Var(*d)),
                 Some(None) => Err(self.rep.error(DiagKind::Type, span, format!("loop variable `{name}` is bound at different depths in the workload; a schedule cannot tell which is meant"))),
-                None => Ok(None),
+                None => Ok(named(name)),
             },
             Ctx::NoVars => {
                 if self.var_depths.contains_key(name) {
                     Err(self.rep.error(DiagKind::Type, span, format!("`{name}` is a loop variable; a threshold selector is evaluated at launch and may only read runtime parameters")))
                 } else {
-                    Ok(None)
+                    Ok(named(name))
                 }
             }
         }
@@ -77,37 +87,46 @@ impl<'a> Lower<'a, '_, '_> {
                 Ok(1)
             }
             ExprK::Name(n) => {
-                match self.var_depth(n, e.span, ctx)? {
-                    Some(d) => push(self, ExprOp::VAR, d as u16, 0),
-                    None => {
-                        let s = self.slot(
-                            &Ident {
-                                name: n.clone(),
-                                span: e.span,
-                            },
-                            ParamKind::Scalar,
-                        )?;
+                match self.meaning(n, e.span, ctx)? {
+                    Meaning::Var(d) => push(self, ExprOp::VAR, d as u16, 0),
+                    Meaning::Named(name, _) => {
+                        let s = self.slot(&Ident { name, span: e.span }, ParamKind::Scalar)?;
                         push(self, ExprOp::PARAM, s, 0);
                     }
                 }
                 Ok(1)
             }
             ExprK::Elem(arr, idx) => {
-                if self
-                    .var_depth(&arr.name, arr.span, Ctx::Workload)
-                    .ok()
-                    .flatten()
-                    .is_some()
-                    || self.scope.contains(&arr.name)
-                {
-                    return Err(self.rep.error(
-                        DiagKind::Type,
-                        arr.span,
-                        format!("`{}` is a loop variable, not a runtime array", arr.name),
-                    ));
-                }
+                // The array's name, through the current frame's call aliases.
+                let name = match ctx {
+                    Ctx::Scope => match self.resolve(&arr.name, self.cur) {
+                        Meaning::Named(n, _) => Some(n),
+                        Meaning::Var(_) => None,
+                    },
+                    _ => Some(arr.name.clone()),
+                };
+                let name = match name {
+                    Some(n) if !matches!(self.var_depths.get(&n), Some(Some(_))) => n,
+                    _ => {
+                        return Err(self.rep.error(
+                            DiagKind::Type,
+                            arr.span,
+                            format!(
+                                "`{}` is a loop variable, not a runtime array{}",
+                                arr.name,
+                                self.via_call(&arr.name)
+                            ),
+                        ))
+                    }
+                };
                 let d = self.emit_expr(idx, ctx)?;
-                let s = self.slot(arr, ParamKind::Array)?;
+                let s = self.slot(
+                    &Ident {
+                        name,
+                        span: arr.span,
+                    },
+                    ParamKind::Array,
+                )?;
                 push(self, ExprOp::ELEM, s, 0);
                 Ok(d)
             }
@@ -160,7 +179,7 @@ impl<'a> Lower<'a, '_, '_> {
                 ))
             }
             Axis::DenseDyn(name) => {
-                let s = self.slot(name, ParamKind::Scalar)?;
+                let s = self.param_slot(name, ParamKind::Scalar)?;
                 Ok((
                     self.add_axis(
                         Record::new(Opcode::AXIS_DENSE_DYN as u8, 0, s, 0),
@@ -171,7 +190,7 @@ impl<'a> Lower<'a, '_, '_> {
             }
             Axis::Ragged(row, lens) => {
                 let e = self.expr(row, Ctx::Scope)?;
-                let s = self.slot(lens, ParamKind::Array)?;
+                let s = self.param_slot(lens, ParamKind::Array)?;
                 Ok((
                     self.add_axis(
                         Record::new(Opcode::AXIS_RAGGED as u8, 0, s, e as u32),
@@ -181,7 +200,7 @@ impl<'a> Lower<'a, '_, '_> {
                 ))
             }
             Axis::RaggedRow(row, lens) => {
-                let s = self.slot(lens, ParamKind::Array)?;
+                let s = self.param_slot(lens, ParamKind::Array)?;
                 let e = self.expr(row, Ctx::Scope)?;
                 Ok((
                     self.add_axis(
@@ -198,19 +217,37 @@ impl<'a> Lower<'a, '_, '_> {
                     Opcode::AXIS_SPARSE_ROW
                 };
                 let e = self.expr(row, Ctx::Scope)?;
-                let p = self.slot(indptr, ParamKind::Array)?;
-                let i = self.slot(indices, ParamKind::Array)?;
+                let p = self.param_slot(indptr, ParamKind::Array)?;
+                let i = self.param_slot(indices, ParamKind::Array)?;
                 let r = Record::new(op as u8, 0, p, (e as u32) | ((i as u32) << 16));
                 Ok((self.add_axis(r, indptr.span)?, true))
             }
-            Axis::Ref(name) => match self.wparams.get(&name.name) {
-                Some(inner) => self.axis(inner),
-                None => Err(self.rep.error(
+            Axis::Ref(name) => match self.resolve(&name.name, self.cur) {
+                // A parameter of the selected workload, possibly passed down by calls: lowered
+                // in that workload's scope (a ragged or sparse parameter's `outer` or `row`
+                // may read its loop variables).
+                Meaning::Named(_, Some(inner)) => {
+                    let saved = std::mem::replace(&mut self.cur, 0);
+                    let r = self.axis(inner);
+                    self.cur = saved;
+                    r
+                }
+                Meaning::Var(_) => Err(self.rep.error(
+                    DiagKind::Type,
+                    name.span,
+                    format!(
+                        "`{}` is a loop variable, a value, not an axis{}",
+                        name.name,
+                        self.via_call(&name.name)
+                    ),
+                )),
+                Meaning::Named(..) => Err(self.rep.error(
                     DiagKind::UnknownName,
                     name.span,
                     format!(
-                        "unknown axis `{}`: not a parameter of this workload",
-                        name.name
+                        "unknown axis `{}`: not a parameter of this workload{}",
+                        name.name,
+                        self.via_call(&name.name)
                     ),
                 )),
             },

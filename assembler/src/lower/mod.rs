@@ -5,16 +5,17 @@ use std::collections::{HashMap, HashSet};
 
 use ptovm_vm::format::{
     limits, KernelEntry, PolicySpec, RegionDim, TensorEntry, COND_HAS_ELSE, DIM_IS_SLOT,
-    KERNEL_UNDECLARED, NONE16, TENSOR_IMPLICIT,
+    KERNEL_UNDECLARED, LAYOUT_REPLICATE, LAYOUT_SHARD, NONE16, TENSOR_IMPLICIT,
 };
 use ptovm_vm::{
-    DType, Dir, ExprKind, ExprOp, Opcode, ParamKind, Policy, Pool, ReadyPolicy, Record,
+    DType, Dir, ExprKind, ExprOp, InfoKind, Opcode, ParamKind, Policy, Pool, ReadyPolicy, Record,
     StartPolicy, Timing, WindowMode,
 };
 use zerocopy::little_endian::{U16, U32};
 
 use crate::ast::{
-    Axis, Expr, ExprK, Ident, KernelDecl, KnobValue, ModuleAst, PolicyAst, Stmt, StmtK, Workload,
+    Axis, Expr, ExprK, Ident, KernelDecl, KnobValue, ModuleAst, ParamDecl, ParamValue, PolicyAst,
+    Stmt, StmtK, Workload,
 };
 use crate::diag::{AsmError, DiagKind, Reporter, Span};
 use crate::model::{Kernel, Module, Param, Tensor};
@@ -22,7 +23,10 @@ use crate::model::{Kernel, Module, Param, Tensor};
 mod decls;
 mod expr;
 mod schedule;
+mod scope;
 mod stmt;
+
+use scope::{Binding, Frame, Meaning};
 
 /// Which workload and schedule of a module to assemble.
 #[derive(Clone, Debug, Default)]
@@ -51,14 +55,22 @@ type R<T> = Result<T, AsmError>;
 
 struct Lower<'a, 'r, 's> {
     rep: &'r mut Reporter<'s>,
+    ast: &'a ModuleAst,
     m: Module,
+    /// `@param` declarations by name: a slot takes its default when first used.
+    param_decls: HashMap<String, &'a ParamDecl>,
     slots: HashMap<String, u16>,
     tensor_ids: HashMap<String, u16>,
     kernel_ids: HashMap<String, (u16, Option<&'a KernelDecl>)>,
     axis_ids: HashMap<Record, u16>,
     /// Expressions already in the pool (identical ones are shared).
     expr_ids: HashMap<Vec<Record>, u16>,
-    wparams: HashMap<String, &'a Axis>,
+    /// The workload being lowered (frame 0) and the workloads `call`ed into it, innermost last.
+    calls: Vec<Frame<'a>>,
+    /// The frame names resolve in: the innermost, except while a parameter axis of an outer
+    /// frame is lowered in that frame's scope.
+    cur: usize,
+    /// Loop variables of the enclosing loops by depth (all frames).
     scope: Vec<String>,
     frames: usize,
     /// Loop variable name → its depth, or `None` if the name is bound at several depths.
@@ -157,15 +169,24 @@ pub fn lower(rep: &mut Reporter<'_>, ast: &ModuleAst, sel: &Select) -> R<Module>
             .find(|s| s.workload.name == w.name.name),
     };
     let sched_name = sched.map_or(DEFAULT_SCHEDULE.to_string(), |s| s.name.name.clone());
+    scope::check_levels(rep, ast)?;
     let mut l = Lower {
         rep,
+        ast,
         m: Module::new(&w.name.name, &sched_name),
+        param_decls: HashMap::new(),
         slots: HashMap::new(),
         tensor_ids: HashMap::new(),
         kernel_ids: HashMap::new(),
         axis_ids: HashMap::new(),
         expr_ids: HashMap::new(),
-        wparams: HashMap::new(),
+        calls: vec![Frame {
+            base: 0,
+            params: HashMap::new(),
+            name: &w.name.name,
+            call: w.name.span,
+        }],
+        cur: 0,
         scope: vec![],
         frames: 0,
         var_depths: HashMap::new(),
@@ -176,10 +197,17 @@ pub fn lower(rep: &mut Reporter<'_>, ast: &ModuleAst, sel: &Select) -> R<Module>
     if let Some(s) = sched {
         l.name_fits(&s.name)?;
     }
+    l.m.config.level = w.level as u8 | (sched.map_or(0, |s| s.level as u8) << 4);
+    l.header()?;
+    l.param_decls()?;
     // Workload parameters: dense axes are entered now (so their runtime slots come first);
     // ragged and sparse ones are lowered where they are used, in that scope.
     for (name, axis) in &w.params {
-        if l.wparams.insert(name.name.clone(), axis).is_some() {
+        if l.calls[0]
+            .params
+            .insert(name.name.clone(), Binding::Declared(axis))
+            .is_some()
+        {
             return Err(l.rep.error(
                 DiagKind::DuplicateName,
                 name.span,
@@ -206,14 +234,19 @@ pub fn lower(rep: &mut Reporter<'_>, ast: &ModuleAst, sel: &Select) -> R<Module>
     for k in &ast.kernels {
         l.kernel_decl(k)?;
     }
-    collect_vars(&w.body, 0, &mut l.var_depths);
-    if let Some(s) = sched {
-        l.schedule(s)?;
-    }
+    scope::collect_vars(ast, &w.body, 0, &mut l.var_depths, &mut vec![&w.name.name]);
+    let layouts = match sched {
+        Some(s) => l.schedule(s)?,
+        None => vec![],
+    };
     l.stmts(&w.body)?;
     l.m.code.push(Record::new(Opcode::HALT as u8, 0, 0, 0));
+    // Layouts apply to implicit tensors too, which exist only once the body is lowered.
+    l.layouts(&layouts)?;
+    l.unused_param_decls();
     let names = l.m.workload.len()
         + l.m.schedule.len()
+        + l.m.info.iter().map(|(_, t)| t.len()).sum::<usize>()
         + l.m.params.iter().map(|p| p.name.len()).sum::<usize>()
         + l.m.tensors.iter().map(|t| t.name.len()).sum::<usize>()
         + l.m.kernels.iter().map(|k| k.name.len()).sum::<usize>();
@@ -242,31 +275,20 @@ fn names<'a>(it: impl Iterator<Item = &'a String>) -> String {
     }
 }
 
-fn collect_vars(body: &[Stmt], depth: u32, out: &mut HashMap<String, Option<u32>>) {
-    for s in body {
-        match &s.kind {
-            StmtK::Loop { var, body, .. } => {
-                let e = out.entry(var.name.clone()).or_insert(Some(depth));
-                if *e != Some(depth) {
-                    *e = None;
-                }
-                collect_vars(body, depth + 1, out);
-            }
-            StmtK::Cond { then, els, .. } => {
-                collect_vars(then, depth, out);
-                if let Some(e) = els {
-                    collect_vars(e, depth, out);
-                }
-            }
-            StmtK::Combine(b) | StmtK::Sequential(b) | StmtK::Dispatch(_, _, b) => {
-                collect_vars(b, depth, out)
-            }
-            StmtK::Task { .. } => {}
-        }
-    }
-}
-
 impl<'a> Lower<'a, '_, '_> {
+    /// The 1-based source line of `span` (for messages that point at a second place).
+    fn line_of(&self, span: Span) -> usize {
+        crate::diag::Diagnostic::new(
+            crate::diag::Severity::Error,
+            DiagKind::Syntax,
+            "",
+            self.rep.file,
+            self.rep.src,
+            span,
+        )
+        .line
+    }
+
     fn limit(&self, n: usize, max: usize, what: &str, span: Span) -> R<()> {
         if n > max {
             return Err(self.rep.error(
@@ -319,9 +341,14 @@ impl<'a> Lower<'a, '_, '_> {
             "runtime parameters",
             name.span,
         )?;
+        let default = match self.param_decls.get(&name.name) {
+            Some(d) => Some(self.default_value(d, kind, name.span)?),
+            None => None,
+        };
         self.m.params.push(Param {
             name: name.name.clone(),
             kind,
+            default,
         });
         self.slots.insert(name.name.clone(), s as u16);
         Ok(s as u16)

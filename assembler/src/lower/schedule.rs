@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// A `layout` directive: the tensor and each dimension (`None` for `R`, `Some(k)` for `S(k)`).
+pub(super) type Layout<'a> = (&'a Ident, &'a [(Option<(u64, Span)>, Span)]);
+
 impl<'a> Lower<'a, '_, '_> {
     pub(super) fn policy_spec(&mut self, p: &PolicyAst, span: Span) -> R<(PolicySpec, u32)> {
         let none = U16::new(NONE16);
@@ -57,9 +60,16 @@ impl<'a> Lower<'a, '_, '_> {
         })
     }
 
-    pub(super) fn schedule(&mut self, s: &crate::ast::Schedule) -> R<()> {
+    /// The schedule's knobs into the config; returns its `layout` directives, which apply
+    /// once the body has been lowered.
+    pub(super) fn schedule(&mut self, s: &'a crate::ast::Schedule) -> R<Vec<Layout<'a>>> {
         let mut seen: HashMap<&str, Span> = HashMap::new();
+        let mut layouts = vec![];
         for k in &s.knobs {
+            if let KnobValue::Layout(t, dims) = &k.value {
+                layouts.push((t, dims.as_slice()));
+                continue;
+            }
             if let Some(_prev) = seen.insert(k.key.name.as_str(), k.key.span) {
                 return Err(self.rep.error(
                     DiagKind::DuplicateName,
@@ -99,12 +109,100 @@ impl<'a> Lower<'a, '_, '_> {
                     }
                 }
                 KnobValue::Named(n, arg) => self.named_knob(key, n, *arg)?,
+                KnobValue::SpatialMap(_, span) => {
+                    return Err(self.rep.error(
+                        DiagKind::Type,
+                        *span,
+                        "`spatial_map` is not supported: ptovm places tasks on the cube and vector pools of one NPU by dispatch policy, not on a spatial tile grid (remove the knob)",
+                    ))
+                }
+                KnobValue::Layout(..) => {}
                 KnobValue::Unknown => self.rep.warn(
                     DiagKind::UnknownKnob,
                     k.key.span,
                     format!("unknown schedule knob `{key}` is ignored"),
                 ),
             }
+        }
+        Ok(layouts)
+    }
+
+    /// `layout T = (...)` directives: each names a tensor of the lowered workload (declared, or
+    /// used as a resource), once; a declared tensor's layout gives every dimension.
+    pub(super) fn layouts(&mut self, layouts: &[Layout<'a>]) -> R<()> {
+        let mut done: HashSet<&str> = HashSet::new();
+        for &(t, dims) in layouts {
+            let Some(&id) = self.tensor_ids.get(&t.name) else {
+                return Err(self.rep.error(
+                    DiagKind::UnknownName,
+                    t.span,
+                    format!(
+                        "layout of unknown tensor `{}`: it is neither declared with `@tensor` nor used by workload `{}`",
+                        t.name, self.m.workload
+                    ),
+                ));
+            };
+            if !done.insert(&t.name) {
+                return Err(self.rep.error(
+                    DiagKind::DuplicateName,
+                    t.span,
+                    format!("the layout of `{}` is given twice", t.name),
+                ));
+            }
+            let entry = self.m.tensors[id as usize].entry;
+            let implicit = entry.flags.get() & TENSOR_IMPLICIT != 0;
+            if dims.len() > limits::MAX_RANK {
+                return Err(self.rep.error(
+                    DiagKind::Limit,
+                    t.span,
+                    format!(
+                        "a layout of {} dimensions; tensors have at most {}",
+                        dims.len(),
+                        limits::MAX_RANK
+                    ),
+                ));
+            }
+            if !implicit && dims.len() != entry.rank as usize {
+                return Err(self.rep.error(
+                    DiagKind::Type,
+                    t.span,
+                    format!(
+                        "the layout of `{}` gives {} dimension(s) but the tensor has rank {}",
+                        t.name,
+                        dims.len(),
+                        entry.rank
+                    ),
+                ));
+            }
+            if dims.is_empty() {
+                self.rep.warn(
+                    DiagKind::NoEffect,
+                    t.span,
+                    format!(
+                        "an empty layout of `{}` says nothing; it is not recorded",
+                        t.name
+                    ),
+                );
+            }
+            let mut word = 0u32;
+            for (d, (shard, span)) in dims.iter().enumerate() {
+                let code = match shard {
+                    None => LAYOUT_REPLICATE,
+                    Some((k, _)) if *k <= limits::MAX_MESH_AXIS as u64 => LAYOUT_SHARD + *k as u32,
+                    Some((k, _)) => {
+                        return Err(self.rep.error(
+                            DiagKind::Limit,
+                            *span,
+                            format!(
+                                "mesh axis {k}; the format records S(0) to S({})",
+                                limits::MAX_MESH_AXIS
+                            ),
+                        ))
+                    }
+                };
+                word |= code << (4 * d);
+            }
+            self.m.tensors[id as usize].entry.layout = U32::new(word);
         }
         Ok(())
     }

@@ -73,7 +73,7 @@ impl<'a> Lower<'a, '_, '_> {
                         format!("loops nested deeper than {}", limits::MAX_LOOP_DEPTH),
                     ));
                 }
-                if self.scope.contains(&var.name) {
+                if self.bound_here(&var.name) {
                     return Err(self.rep.error(
                         DiagKind::DuplicateName,
                         var.span,
@@ -177,6 +177,7 @@ impl<'a> Lower<'a, '_, '_> {
                 self.patch_end(at, s.span)?;
                 self.frames -= 1;
             }
+            StmtK::Call { target, args } => self.call(target, args)?,
             StmtK::Task {
                 kernel,
                 args,
@@ -195,20 +196,13 @@ impl<'a> Lower<'a, '_, '_> {
     ) -> R<()> {
         let (need, pspan) = self.need;
         if need as usize > self.scope.len() {
-            let d = crate::diag::Diagnostic::new(
-                crate::diag::Severity::Error,
-                DiagKind::Type,
-                "",
-                self.rep.file,
-                self.rep.src,
-                pspan,
-            );
+            let line = self.line_of(pspan);
             return Err(self.rep.error(
                 DiagKind::Type,
                 s.span,
                 format!(
                     "the dispatch policy at line {} reads the loop variable at depth {}, but this task is inside only {} loop(s)",
-                    d.line,
+                    line,
                     need - 1,
                     self.scope.len()
                 ),
@@ -301,8 +295,8 @@ impl<'a> Lower<'a, '_, '_> {
                     let v = self.int32(*v, a.span)?;
                     self.emit(Opcode::PARAM_CONST, 0, 0, v as u32);
                 }
-                ExprK::Name(n) if self.scope.contains(n) => {
-                    let d = self.scope.iter().rposition(|v| v == n).unwrap_or(0);
+                ExprK::Name(n) if matches!(self.resolve(n, self.cur), Meaning::Var(_)) => {
+                    let d = self.var_depth(n, a.span, Ctx::Scope)?.unwrap_or(0);
                     self.emit(Opcode::PARAM_LOOPVAR, 0, d as u16, 0);
                 }
                 _ => {

@@ -240,12 +240,23 @@ impl<'v, 'a> Checker<'v, 'a> {
                 at: at(offset_of!(Config, window)),
             });
         }
-        if c.reserved0 != 0 || c.reserved1.get() != 0 || c.reserved2.iter().any(|r| r.get() != 0) {
+        for level in [c.level & 0xF, c.level >> 4] {
+            if Level::from_u8(level).is_none() {
+                return Err(VerifyError {
+                    kind: ErrorKind::BadCode {
+                        what: "level",
+                        value: level as u32,
+                    },
+                    at: at(offset_of!(Config, level)),
+                });
+            }
+        }
+        if c.reserved1.get() != 0 || c.reserved2.iter().any(|r| r.get() != 0) {
             return Err(VerifyError {
                 kind: ErrorKind::NonZero {
                     what: "config reserved fields",
                 },
-                at: at(offset_of!(Config, reserved0)),
+                at: at(offset_of!(Config, reserved1)),
             });
         }
         Ok(need)

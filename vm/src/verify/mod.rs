@@ -12,16 +12,20 @@ mod tables;
 
 use core::mem::offset_of;
 
+use zerocopy::little_endian::U32;
 use zerocopy::FromBytes;
 
 use crate::error::{ErrorKind, ExprProblem, Location, VerifyError};
 use crate::format::{
-    checksum, limits, padded_strtab, sizes, Config, Header, KernelEntry, Layout, ParamEntry,
-    PolicySpec, Record, RegionDim, Section, TensorEntry, COND_HAS_ELSE, DIM_IS_SLOT,
-    KERNEL_UNDECLARED, MAGIC, NONE16, TENSOR_IMPLICIT, VERSION,
+    checksum, layout_dim, limits, padded_strtab, sizes, Config, Header, KernelEntry, Layout,
+    ModuleInfoEntry, ParamEntry, PolicySpec, Record, RegionDim, Section, TensorEntry,
+    COND_HAS_ELSE, DIM_IS_SLOT, KERNEL_UNDECLARED, LAYOUT_NONE, MAGIC, NONE16, PARAM_HAS_DEFAULT,
+    TENSOR_IMPLICIT, VERSION,
 };
 use crate::opcodes::{Dir, ExprKind, ExprOp, OpClass, Opcode};
-use crate::{DType, ParamKind, Policy, Pool, ReadyPolicy, StartPolicy, Timing, WindowMode};
+use crate::{
+    DType, InfoKind, Level, ParamKind, Policy, Pool, ReadyPolicy, StartPolicy, Timing, WindowMode,
+};
 
 /// A program the verifier accepted: zero-copy views over the original bytes.
 #[derive(Clone, Copy, Debug)]
@@ -35,6 +39,8 @@ pub struct Verified<'a> {
     kernels: &'a [KernelEntry],
     tensors: &'a [TensorEntry],
     params: &'a [ParamEntry],
+    defaults: &'a [U32],
+    module_info: &'a [ModuleInfoEntry],
     exprs: &'a [Record],
     regions: &'a [RegionDim],
     strtab: &'a [u8],
@@ -78,6 +84,40 @@ impl<'a> Verified<'a> {
     /// Runtime-parameter slots.
     pub fn params(&self) -> &'a [ParamEntry] {
         self.params
+    }
+    /// The default-value pool (every slot's default, back to back in slot order).
+    pub fn defaults(&self) -> &'a [U32] {
+        self.defaults
+    }
+    /// The default of runtime slot `slot`, if it has one (`None` also for a slot the program
+    /// does not have).
+    pub fn param_default(&self, slot: usize) -> Option<ParamDefault<'a>> {
+        let p = self.params.get(slot)?;
+        if p.flags & PARAM_HAS_DEFAULT == 0 {
+            return None;
+        }
+        let (start, len) = (p.default_start.get() as usize, p.default_len.get() as usize);
+        let values = self.defaults.get(start..start + len)?;
+        Some(match ParamKind::from_u8(p.kind)? {
+            ParamKind::Scalar => ParamDefault::Scalar(values.first()?.get()),
+            ParamKind::Array => ParamDefault::Array(values),
+        })
+    }
+    /// Module-header entries: the module's name, version and targets.
+    pub fn module_info(&self) -> &'a [ModuleInfoEntry] {
+        self.module_info
+    }
+    /// The text of a module-header entry (verified printable ASCII).
+    pub fn info_text(&self, e: &ModuleInfoEntry) -> &'a str {
+        self.name(e.text_off.get(), e.text_len.get() as u32)
+    }
+    /// The PTO-WSP level of the workload.
+    pub fn workload_level(&self) -> Level {
+        Level::from_u8(self.config.level & 0xF).unwrap_or(Level::Cpu)
+    }
+    /// The PTO-WSP level of the schedule.
+    pub fn schedule_level(&self) -> Level {
+        Level::from_u8(self.config.level >> 4).unwrap_or(Level::Cpu)
     }
     /// Expression pool.
     pub fn exprs(&self) -> &'a [Record] {
@@ -142,7 +182,8 @@ impl<'a> Verified<'a> {
             .is_some_and(|dims| dims.iter().all(|d| d.end.get() == crate::format::NONE16))
     }
 
-    /// A name from the string table (verified to be an ASCII identifier).
+    /// A name or text from the string table (verified to be an ASCII identifier, or printable
+    /// ASCII for module-header texts).
     pub fn name(&self, off: u32, len: u32) -> &'a str {
         let s = self
             .strtab
@@ -163,6 +204,33 @@ impl<'a> Verified<'a> {
             self.config.schedule_name_off.get(),
             self.config.schedule_name_len.get() as u32,
         )
+    }
+}
+
+/// A runtime parameter's default value, as stored in the file (little-endian, unaligned).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamDefault<'a> {
+    /// A scalar's default.
+    Scalar(u32),
+    /// An array's default values.
+    Array(&'a [U32]),
+}
+
+impl<'a> ParamDefault<'a> {
+    /// The default as a runtime value borrowing the file, when the file's bytes allow it: an
+    /// array's values must lie 4-byte aligned in memory and the target be little-endian (as
+    /// on the AICPU). `None` otherwise: copy the values out instead.
+    pub fn as_value(&self) -> Option<crate::Value<'a>> {
+        match *self {
+            ParamDefault::Scalar(x) => Some(crate::Value::Scalar(x)),
+            ParamDefault::Array(a) => {
+                if cfg!(target_endian = "big") {
+                    return None;
+                }
+                let bytes: &'a [u8] = zerocopy::IntoBytes::as_bytes(a);
+                <[u32]>::ref_from_bytes(bytes).ok().map(crate::Value::Array)
+            }
+        }
     }
 }
 
@@ -191,6 +259,14 @@ fn limit(what: &'static str, value: u32, max: u32, at: Location) -> R<()> {
         });
     }
     Ok(())
+}
+
+/// Module-header texts: printable ASCII without `"` or `\` (so a listing can quote them), at
+/// most 255 bytes, possibly empty.
+fn is_text(s: &[u8]) -> bool {
+    s.len() <= limits::MAX_NAME_LEN
+        && s.iter()
+            .all(|c| (0x20..0x7F).contains(c) && *c != b'"' && *c != b'\\')
 }
 
 fn is_ident(s: &[u8]) -> bool {
@@ -262,7 +338,7 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
             at: hdr_at(offset_of!(Header, checksum)),
         });
     }
-    let counts: [(&'static str, u32, u32, usize); 8] = [
+    let counts: [(&'static str, u32, u32, usize); 10] = [
         (
             "instruction count",
             header.num_instructions.get(),
@@ -306,6 +382,18 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
             offset_of!(Header, num_params),
         ),
         (
+            "default-value count",
+            header.num_defaults.get(),
+            limits::MAX_DEFAULT_VALUES,
+            offset_of!(Header, num_defaults),
+        ),
+        (
+            "module-header entry count",
+            header.num_module_info.get(),
+            limits::MAX_MODULE_INFO,
+            offset_of!(Header, num_module_info),
+        ),
+        (
             "string table length",
             header.strtab_len.get(),
             limits::MAX_STRTAB,
@@ -325,10 +413,10 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
             offset_of!(Header, flags),
         ));
     }
-    if header.reserved.iter().any(|r| r.get() != 0) {
+    if header.reserved.get() != 0 {
         return Err(err(
             ErrorKind::NonZero {
-                what: "header reserved words",
+                what: "header reserved word",
             },
             Section::Header,
             None,
@@ -388,6 +476,10 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
         .map_err(|_| bad_layout(Section::Tensors))?;
     let params = <[ParamEntry]>::ref_from_bytes(sect(Section::Params))
         .map_err(|_| bad_layout(Section::Params))?;
+    let defaults = <[U32]>::ref_from_bytes(sect(Section::Defaults))
+        .map_err(|_| bad_layout(Section::Defaults))?;
+    let module_info = <[ModuleInfoEntry]>::ref_from_bytes(sect(Section::ModuleInfo))
+        .map_err(|_| bad_layout(Section::ModuleInfo))?;
     let exprs =
         <[Record]>::ref_from_bytes(sect(Section::Exprs)).map_err(|_| bad_layout(Section::Exprs))?;
     let regions = <[RegionDim]>::ref_from_bytes(sect(Section::Regions))
@@ -421,6 +513,8 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
         kernels,
         tensors,
         params,
+        defaults,
+        module_info,
         exprs,
         regions,
         strtab,
@@ -430,6 +524,7 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
     let mut c = Checker { v: &v };
     c.strings()?;
     c.params()?;
+    c.module_info()?;
     c.tensors()?;
     c.kernels()?;
     c.expr_pool()?;

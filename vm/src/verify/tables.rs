@@ -5,11 +5,12 @@ use super::*;
 
 impl<'v, 'a> Checker<'v, 'a> {
     /// Names must be identifiers laid out back to back in canonical order: workload, schedule,
-    /// params, tensors, kernels; together they fill the string table exactly.
+    /// the module-header texts (printable ASCII), params, tensors, kernels; together they fill
+    /// the string table exactly.
     pub(super) fn strings(&mut self) -> R<()> {
         let v = self.v;
         let mut expected = 0u32;
-        let mut check = |off: u32, len: u32, at: Location| -> R<()> {
+        let mut check = |off: u32, len: u32, text: bool, at: Location| -> R<()> {
             if off != expected {
                 return Err(VerifyError {
                     kind: ErrorKind::NameNotCanonical { off, len, expected },
@@ -18,6 +19,13 @@ impl<'v, 'a> Checker<'v, 'a> {
             }
             let s = v.strtab.get(off as usize..off as usize + len as usize);
             match s {
+                Some(s) if text && is_text(s) => {}
+                Some(_) if text => {
+                    return Err(VerifyError {
+                        kind: ErrorKind::BadText,
+                        at,
+                    })
+                }
                 Some(s) if is_ident(s) => {}
                 _ => {
                     return Err(VerifyError {
@@ -33,17 +41,28 @@ impl<'v, 'a> Checker<'v, 'a> {
         check(
             c.workload_name_off.get(),
             c.workload_name_len.get() as u32,
+            false,
             self.cfg_loc(offset_of!(Config, workload_name_off)),
         )?;
         check(
             c.schedule_name_off.get(),
             c.schedule_name_len.get() as u32,
+            false,
             self.cfg_loc(offset_of!(Config, schedule_name_off)),
         )?;
+        for (i, e) in v.module_info.iter().enumerate() {
+            check(
+                e.text_off.get(),
+                e.text_len.get() as u32,
+                true,
+                self.loc(Section::ModuleInfo, i as u32, sizes::MODULE_INFO),
+            )?;
+        }
         for (i, p) in v.params.iter().enumerate() {
             check(
                 p.name_off.get(),
                 p.name_len.get() as u32,
+                false,
                 self.loc(Section::Params, i as u32, sizes::PARAM),
             )?;
         }
@@ -51,6 +70,7 @@ impl<'v, 'a> Checker<'v, 'a> {
             check(
                 t.name_off.get(),
                 t.name_len.get() as u32,
+                false,
                 self.loc(Section::Tensors, i as u32, sizes::TENSOR),
             )?;
         }
@@ -58,6 +78,7 @@ impl<'v, 'a> Checker<'v, 'a> {
             check(
                 k.name_off.get(),
                 k.name_len.get() as u32,
+                false,
                 self.loc(Section::Kernels, i as u32, sizes::KERNEL),
             )?;
         }
@@ -76,7 +97,46 @@ impl<'v, 'a> Checker<'v, 'a> {
         Ok(())
     }
 
+    /// Module-header entries: kinds defined, reserved byte zero, at most one module name and
+    /// one version, in the order module, version, targets.
+    pub(super) fn module_info(&mut self) -> R<()> {
+        let mut last: Option<InfoKind> = None;
+        for (i, e) in self.v.module_info.iter().enumerate() {
+            let at = self.loc(Section::ModuleInfo, i as u32, sizes::MODULE_INFO);
+            let Some(kind) = InfoKind::from_u8(e.kind) else {
+                return Err(VerifyError {
+                    kind: ErrorKind::BadCode {
+                        what: "module-header entry kind",
+                        value: e.kind as u32,
+                    },
+                    at,
+                });
+            };
+            if e.reserved != 0 {
+                return Err(VerifyError {
+                    kind: ErrorKind::NonZero {
+                        what: "module-header entry reserved byte",
+                    },
+                    at,
+                });
+            }
+            let in_order = match last {
+                None => true,
+                Some(prev) => kind as u8 > prev as u8 || (kind == InfoKind::Target && prev == kind),
+            };
+            if !in_order {
+                return Err(VerifyError {
+                    kind: ErrorKind::InfoOrder,
+                    at,
+                });
+            }
+            last = Some(kind);
+        }
+        Ok(())
+    }
+
     pub(super) fn params(&mut self) -> R<()> {
+        let mut next_default = 0u32;
         for (i, p) in self.v.params.iter().enumerate() {
             let at = self.loc(Section::Params, i as u32, sizes::PARAM);
             if ParamKind::from_u8(p.kind).is_none() {
@@ -88,14 +148,50 @@ impl<'v, 'a> Checker<'v, 'a> {
                     at,
                 });
             }
-            if p.reserved != 0 {
+            if p.flags & !PARAM_HAS_DEFAULT != 0 {
                 return Err(VerifyError {
                     kind: ErrorKind::NonZero {
-                        what: "parameter reserved byte",
+                        what: "undefined parameter flag bits",
                     },
                     at,
                 });
             }
+            // Defaults lie back to back in slot order and fill the pool exactly.
+            let bad = |problem| {
+                Err(VerifyError {
+                    kind: ErrorKind::BadDefault {
+                        slot: i as u32,
+                        problem,
+                    },
+                    at,
+                })
+            };
+            let (start, len) = (p.default_start.get(), p.default_len.get());
+            if start != next_default {
+                return bad("its default does not start where the previous slot's ends");
+            }
+            if p.flags & PARAM_HAS_DEFAULT == 0 {
+                if len != 0 {
+                    return bad("a slot without a default has default length 0");
+                }
+            } else if p.kind == ParamKind::Scalar as u8 && len != 1 {
+                return bad("a scalar's default is one value");
+            }
+            next_default = match next_default.checked_add(len) {
+                Some(n) if n <= self.v.defaults.len() as u32 => n,
+                _ => return bad("its default runs past the default-value pool"),
+            };
+        }
+        if next_default as usize != self.v.defaults.len() {
+            return Err(err(
+                ErrorKind::BadDefault {
+                    slot: self.v.params.len() as u32,
+                    problem: "the default-value pool holds values no slot uses",
+                },
+                Section::Defaults,
+                None,
+                self.v.layout.range(Section::Defaults).0,
+            ));
         }
         Ok(())
     }
@@ -141,9 +237,6 @@ impl<'v, 'a> Checker<'v, 'a> {
                     at,
                 });
             }
-            if t.reserved.get() != 0 {
-                return nz("tensor reserved word");
-            }
             let flags = t.flags.get();
             if flags & !TENSOR_IMPLICIT != 0 {
                 return nz("undefined tensor flag bits");
@@ -159,6 +252,25 @@ impl<'v, 'a> Checker<'v, 'a> {
                     kind: ErrorKind::BadCode {
                         what: "dtype of a declared tensor",
                         value: 0,
+                    },
+                    at,
+                });
+            }
+            // A layout gives every dimension or none: a run of non-zero codes from dimension
+            // 0, as long as the rank (any length for an implicit tensor, whose rank is not
+            // known).
+            let layout = t.layout.get();
+            let given = (0..limits::MAX_RANK)
+                .take_while(|&d| layout_dim(layout, d) != LAYOUT_NONE)
+                .count() as u32;
+            if layout >> (4 * given) != 0 {
+                return nz("layout codes after an unset dimension");
+            }
+            if given != 0 && flags & TENSOR_IMPLICIT == 0 && given != rank as u32 {
+                return Err(VerifyError {
+                    kind: ErrorKind::LayoutRank {
+                        len: given,
+                        rank: rank as u32,
                     },
                     at,
                 });
