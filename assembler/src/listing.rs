@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use ptovm_vm::format::{
-    layout_dim, limits, slot_max, KernelEntry, PolicySpec, RegionDim, TensorEntry, DIM_IS_SLOT,
-    KERNEL_UNDECLARED, LAYOUT_NONE, LAYOUT_REPLICATE, LAYOUT_SHARD, NONE16, TENSOR_IMPLICIT,
+    is_module_text, layout_dim, limits, slot_max, KernelEntry, PolicySpec, RegionDim, TensorEntry,
+    DIM_IS_SLOT, KERNEL_UNDECLARED, LAYOUT_NONE, LAYOUT_REPLICATE, LAYOUT_SHARD, NONE16,
+    TENSOR_IMPLICIT,
 };
 use ptovm_vm::{
     DType, Dir, ExprOp, Field, InfoKind, Level, Opcode, ParamKind, Policy, Pool, ReadyPolicy,
@@ -434,11 +435,7 @@ impl<'s> P<'_, 's> {
         if !(tail.is_empty() || tail.starts_with(';')) {
             return Err(self.err(span, "unexpected text after the closing '\"'"));
         }
-        if text.len() > limits::MAX_NAME_LEN
-            || !text
-                .bytes()
-                .all(|c| (0x20..0x7F).contains(&c) && c != b'\\')
-        {
+        if !is_module_text(text.as_bytes()) {
             return Err(self.err(
                 span,
                 "module-header text is at most 255 bytes of printable ASCII without '\"' or '\\'",

@@ -80,6 +80,14 @@ pub const LAYOUT_REPLICATE: u32 = 1;
 /// A tensor layout dimension: `LAYOUT_SHARD + k` is sharded over mesh axis `k` (`S(k)`).
 pub const LAYOUT_SHARD: u32 = 2;
 
+/// Whether `s` may be a module-header text (spec/bytecode.md §3.6.1): at most 255 bytes of
+/// printable ASCII without `"` or `\\`, so a listing can quote it as it is.
+pub fn is_module_text(s: &[u8]) -> bool {
+    s.len() <= limits::MAX_NAME_LEN
+        && s.iter()
+            .all(|c| (0x20..0x7F).contains(c) && *c != b'"' && *c != b'\\')
+}
+
 /// Dimension `d`'s 4-bit code in a tensor's `layout` word.
 pub const fn layout_dim(layout: u32, d: usize) -> u32 {
     (layout >> (4 * d)) & 0xF

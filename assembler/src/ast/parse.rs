@@ -85,6 +85,24 @@ impl<'s> Parser<'_, 's> {
         self.expected(&format!("`,` or `{close}`"))
     }
 
+    /// The items of a `,`-separated list after its opening token, up to and including `close`.
+    pub(super) fn list<T>(
+        &mut self,
+        close: &str,
+        mut item: impl FnMut(&mut Self) -> PR<T>,
+    ) -> PR<Vec<T>> {
+        let mut out = vec![];
+        if self.eat(close) {
+            return Ok(out);
+        }
+        loop {
+            out.push(item(self)?);
+            if self.list_end(close)? {
+                return Ok(out);
+            }
+        }
+    }
+
     pub(super) fn ident(&mut self, what: &str) -> PR<Ident> {
         let t = self.peek();
         if t.kind == Tok::Ident {
@@ -216,16 +234,7 @@ impl<'s> Parser<'_, 's> {
         let name = self.ident("a runtime parameter name")?;
         self.expect("=")?;
         let value = if self.eat("[") {
-            let mut v = vec![];
-            if !self.eat("]") {
-                loop {
-                    v.push(self.int("an unsigned integer")?);
-                    if self.list_end("]")? {
-                        break;
-                    }
-                }
-            }
-            ParamValue::Array(v)
+            ParamValue::Array(self.list("]", |p| p.int("an unsigned integer"))?)
         } else {
             let (n, s) = self.int("an unsigned integer or `[a, b, ...]`")?;
             ParamValue::Scalar(n, s)
@@ -237,19 +246,12 @@ impl<'s> Parser<'_, 's> {
         let level = self.level()?;
         let name = self.ident("a workload name")?;
         self.expect("(")?;
-        let mut params = vec![];
-        if !self.eat(")") {
-            loop {
-                self.expect("%")?;
-                let n = self.ident("a parameter name after `%`")?;
-                self.expect(":")?;
-                let a = self.axis()?;
-                params.push((n, a));
-                if self.list_end(")")? {
-                    break;
-                }
-            }
-        }
+        let params = self.list(")", |p| {
+            p.expect("%")?;
+            let n = p.ident("a parameter name after `%`")?;
+            p.expect(":")?;
+            Ok((n, p.axis()?))
+        })?;
         let body = self.block()?;
         Ok(Workload {
             name,
@@ -384,41 +386,18 @@ impl<'s> Parser<'_, 's> {
                 self.expect("@")?;
                 let target = self.ident("the name of the workload to call")?;
                 self.expect("(")?;
-                let mut args = vec![];
-                if !self.eat(")") {
-                    loop {
-                        args.push(self.ident("an argument (a name)")?);
-                        if self.list_end(")")? {
-                            break;
-                        }
-                    }
-                }
+                let args = self.list(")", |p| p.ident("an argument (a name)"))?;
                 StmtK::Call { target, args }
             }
             "task" => {
                 self.expect("@")?;
                 let kernel = self.ident("a kernel name")?;
                 self.expect("(")?;
-                let mut args = vec![];
-                if !self.eat(")") {
-                    loop {
-                        args.push(self.expr()?);
-                        if self.list_end(")")? {
-                            break;
-                        }
-                    }
-                }
+                let args = self.list(")", |p| p.expr())?;
                 let mut resources = vec![];
                 if self.eat("resources") {
                     self.expect("(")?;
-                    if !self.eat(")") {
-                        loop {
-                            resources.push(self.resource()?);
-                            if self.list_end(")")? {
-                                break;
-                            }
-                        }
-                    }
+                    resources = self.list(")", |p| p.resource())?;
                 }
                 StmtK::Task {
                     kernel,
@@ -567,15 +546,7 @@ impl<'s> Parser<'_, 's> {
                 }
                 "spatial_map" => {
                     let open = self.expect("(")?;
-                    let mut grid = vec![];
-                    if !self.eat(")") {
-                        loop {
-                            grid.push(self.int("a grid dimension")?);
-                            if self.list_end(")")? {
-                                break;
-                            }
-                        }
-                    }
+                    let grid = self.list(")", |p| p.int("a grid dimension"))?;
                     let span = open.span.to(self.toks[self.pos - 1].span);
                     KnobValue::SpatialMap(grid, span)
                 }
@@ -610,30 +581,22 @@ impl<'s> Parser<'_, 's> {
         let tensor = self.ident("a tensor name")?;
         self.expect("=")?;
         self.expect("(")?;
-        let mut dims = vec![];
-        if !self.eat(")") {
-            loop {
-                let d = self.keyword("a layout dimension (`R` or `S(k)`)")?;
-                match d.name.as_str() {
-                    "r" => dims.push((None, d.span)),
-                    "s" => {
-                        self.expect("(")?;
-                        let k = self.int("a mesh axis")?;
-                        let close = self.expect(")")?;
-                        dims.push((Some(k), d.span.to(close.span)));
-                    }
-                    other => {
-                        return self.err(
-                            d.span,
-                            format!("expected `R` or `S(k)` in a layout, found `{other}`"),
-                        )
-                    }
+        let dims = self.list(")", |p| {
+            let d = p.keyword("a layout dimension (`R` or `S(k)`)")?;
+            match d.name.as_str() {
+                "r" => Ok((None, d.span)),
+                "s" => {
+                    p.expect("(")?;
+                    let k = p.int("a mesh axis")?;
+                    let close = p.expect(")")?;
+                    Ok((Some(k), d.span.to(close.span)))
                 }
-                if self.list_end(")")? {
-                    break;
-                }
+                other => p.err(
+                    d.span,
+                    format!("expected `R` or `S(k)` in a layout, found `{other}`"),
+                ),
             }
-        }
+        })?;
         Ok(KnobValue::Layout(tensor, dims))
     }
 
@@ -669,50 +632,27 @@ impl<'s> Parser<'_, 's> {
         self.expect(":")?;
         let dtype = self.keyword("an element type (f16, bf16, f32, ...)")?;
         self.expect("[")?;
-        let mut dims = vec![];
-        if !self.eat("]") {
-            loop {
-                if self.peek().kind == Tok::Int {
-                    dims.push(Ok(self.int("a dimension")?));
-                } else {
-                    dims.push(Err(
-                        self.ident("a dimension (an integer or a runtime parameter name)")?
-                    ));
-                }
-                if self.list_end("]")? {
-                    break;
-                }
-            }
-        }
+        let dims = self.list("]", |p| {
+            Ok(if p.peek().kind == Tok::Int {
+                Ok(p.int("a dimension")?)
+            } else {
+                Err(p.ident("a dimension (an integer or a runtime parameter name)")?)
+            })
+        })?;
         Ok(TensorDecl { name, dtype, dims })
     }
 
     pub(super) fn kernel(&mut self) -> PR<KernelDecl> {
         let name = self.ident("a kernel name")?;
         self.expect("(")?;
-        let mut params = vec![];
-        if !self.eat(")") {
-            loop {
-                params.push(self.ident("a parameter name")?);
-                if self.list_end(")")? {
-                    break;
-                }
-            }
-        }
+        let params = self.list(")", |p| p.ident("a parameter name"))?;
         self.expect(":")?;
         let pool = self.keyword("a pool (`cube` or `vector`)")?;
         self.expect("(")?;
-        let mut args = vec![];
-        if !self.eat(")") {
-            loop {
-                let dir = self.keyword("a direction (`in`, `out` or `inout`)")?;
-                let n = self.ident("an argument name")?;
-                args.push((dir, n));
-                if self.list_end(")")? {
-                    break;
-                }
-            }
-        }
+        let args = self.list(")", |p| {
+            let dir = p.keyword("a direction (`in`, `out` or `inout`)")?;
+            Ok((dir, p.ident("an argument name")?))
+        })?;
         Ok(KernelDecl {
             name,
             params,

@@ -161,10 +161,7 @@ impl<'a> Lower<'a, '_, '_> {
                     ),
                 ));
             }
-            if !text
-                .bytes()
-                .all(|c| (0x20..0x7F).contains(&c) && c != b'"' && c != b'\\')
-            {
+            if !ptovm_vm::format::is_module_text(text.as_bytes()) {
                 return Err(self.rep.error(
                     DiagKind::Type,
                     *span,

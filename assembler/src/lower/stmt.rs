@@ -290,13 +290,19 @@ impl<'a> Lower<'a, '_, '_> {
             args.len() as u32 | (resources.len() as u32) << 16,
         );
         for a in args {
-            match &a.kind {
-                ExprK::Int(v) => {
+            let var = match &a.kind {
+                ExprK::Name(n) => match self.resolve(n, self.cur) {
+                    Meaning::Var(d) => Some(d),
+                    Meaning::Named(..) => None,
+                },
+                _ => None,
+            };
+            match (&a.kind, var) {
+                (ExprK::Int(v), _) => {
                     let v = self.int32(*v, a.span)?;
                     self.emit(Opcode::PARAM_CONST, 0, 0, v as u32);
                 }
-                ExprK::Name(n) if matches!(self.resolve(n, self.cur), Meaning::Var(_)) => {
-                    let d = self.var_depth(n, a.span, Ctx::Scope)?.unwrap_or(0);
+                (_, Some(d)) => {
                     self.emit(Opcode::PARAM_LOOPVAR, 0, d as u16, 0);
                 }
                 _ => {

@@ -17,10 +17,10 @@ use zerocopy::FromBytes;
 
 use crate::error::{ErrorKind, ExprProblem, Location, VerifyError};
 use crate::format::{
-    checksum, layout_dim, limits, padded_strtab, sizes, Config, Header, KernelEntry, Layout,
-    ModuleInfoEntry, ParamEntry, PolicySpec, Record, RegionDim, Section, TensorEntry,
-    COND_HAS_ELSE, DIM_IS_SLOT, KERNEL_UNDECLARED, LAYOUT_NONE, MAGIC, NONE16, PARAM_HAS_DEFAULT,
-    TENSOR_IMPLICIT, VERSION,
+    checksum, is_module_text, layout_dim, limits, padded_strtab, sizes, Config, Header,
+    KernelEntry, Layout, ModuleInfoEntry, ParamEntry, PolicySpec, Record, RegionDim, Section,
+    TensorEntry, COND_HAS_ELSE, DIM_IS_SLOT, KERNEL_UNDECLARED, LAYOUT_NONE, MAGIC, NONE16,
+    PARAM_HAS_DEFAULT, TENSOR_IMPLICIT, VERSION,
 };
 use crate::opcodes::{Dir, ExprKind, ExprOp, OpClass, Opcode};
 use crate::{
@@ -259,14 +259,6 @@ fn limit(what: &'static str, value: u32, max: u32, at: Location) -> R<()> {
         });
     }
     Ok(())
-}
-
-/// Module-header texts: printable ASCII without `"` or `\` (so a listing can quote them), at
-/// most 255 bytes, possibly empty.
-fn is_text(s: &[u8]) -> bool {
-    s.len() <= limits::MAX_NAME_LEN
-        && s.iter()
-            .all(|c| (0x20..0x7F).contains(c) && *c != b'"' && *c != b'\\')
 }
 
 fn is_ident(s: &[u8]) -> bool {

@@ -19,7 +19,7 @@ impl<'v, 'a> Checker<'v, 'a> {
             }
             let s = v.strtab.get(off as usize..off as usize + len as usize);
             match s {
-                Some(s) if text && is_text(s) => {}
+                Some(s) if text && is_module_text(s) => {}
                 Some(_) if text => {
                     return Err(VerifyError {
                         kind: ErrorKind::BadText,
