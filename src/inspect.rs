@@ -4,7 +4,7 @@ use ptovm_assembler::listing::{
     default_text, layout_text, render_axis, render_expr, render_policy,
 };
 use ptovm_assembler::Module;
-use ptovm_vm::format::{DIM_IS_SLOT, KERNEL_UNDECLARED, TENSOR_IMPLICIT};
+use ptovm_vm::format::{DIM_IS_SLOT, KERNEL_UNDECLARED, TENSOR_IMPLICIT, TENSOR_STREAM};
 use ptovm_vm::{
     DType, Dir, InfoKind, Policy, Pool, ReadyPolicy, Section, StartPolicy, Timing, Verified,
     WindowMode,
@@ -118,8 +118,12 @@ pub fn text(v: &Verified<'_>) -> String {
         dispatch(&m)
     );
     o += &format!(
-        "  streams {}  timing {}{}  ready {}  start {}{}\n  window {} ({})  pipeline_depth {}  batch_deps {}\n",
+        "  streams {}{}  timing {}{}  ready {}  start {}{}\n  window {} ({})  pipeline_depth {}  batch_deps {}\n",
         c.streams.get(),
+        match stream_by(&m) {
+            Some(k) => format!(" (stream of a task: {k}; each stream in program order)"),
+            None => String::new(),
+        },
         name(Timing::from_u8(c.timing), |t| t.name()),
         if c.timing_arg.get() != 0 { format!("({})", c.timing_arg.get()) } else { String::new() },
         name(ReadyPolicy::from_u8(c.ready), |t| t.name()),
@@ -152,6 +156,11 @@ pub fn text(v: &Verified<'_>) -> String {
         };
         if t.entry.flags.get() & TENSOR_IMPLICIT != 0 {
             o += &format!("  {i:>3}  {} (undeclared: shape unknown){layout}\n", t.name);
+        } else if t.entry.flags.get() & TENSOR_STREAM != 0 {
+            o += &format!(
+                "  {i:>3}  {} (stream order of `stream_by`: {} streams, no memory)\n",
+                t.name, t.entry.dims[0]
+            );
         } else {
             o += &format!(
                 "  {i:>3}  {}: {}[{}]{layout}\n",
@@ -227,6 +236,7 @@ pub fn json(v: &Verified<'_>) -> String {
             "selector": if c.policy.kind == Policy::Threshold as u8 { Some(render_expr(&m, c.selector.get())) } else { None },
             "levels": levels,
             "streams": c.streams.get(),
+            "stream_by": stream_by(&m),
             "timing": Timing::from_u8(c.timing).map(|t| t.name()),
             "timing_arg": c.timing_arg.get(),
             "ready": ReadyPolicy::from_u8(c.ready).map(|t| t.name()),
@@ -247,8 +257,9 @@ pub fn json(v: &Verified<'_>) -> String {
         })).collect::<Vec<_>>(),
         "tensors": m.tensors.iter().map(|t| {
             let implicit = t.entry.flags.get() & TENSOR_IMPLICIT != 0;
+            let stream = t.entry.flags.get() & TENSOR_STREAM != 0;
             let layout = layout_text(t.entry.layout.get());
-            json!({"name": t.name, "declared": !implicit, "dtype": DType::from_u8(t.entry.dtype).map(|d| d.name()), "dims": dims(&m, t), "layout": (!layout.is_empty()).then_some(layout)})
+            json!({"name": t.name, "declared": !implicit, "stream_order": stream, "dtype": DType::from_u8(t.entry.dtype).map(|d| d.name()), "dims": dims(&m, t), "layout": (!layout.is_empty()).then_some(layout)})
         }).collect::<Vec<_>>(),
         "kernels": m.kernels.iter().map(|k| {
             json!({
@@ -267,4 +278,19 @@ pub fn json(v: &Verified<'_>) -> String {
         "region_dims": m.regions.len(),
     });
     serde_json::to_string_pretty(&out).unwrap_or_default()
+}
+
+/// The stream of a task under `stream_by` (`key % N`), from the stream record every task
+/// carries last (spec/bytecode.md §4.3); `None` without stream order.
+fn stream_by(m: &Module) -> Option<String> {
+    let st = m
+        .tensors
+        .iter()
+        .position(|t| t.entry.flags.get() & TENSOR_STREAM != 0)?;
+    let region = m.code.iter().find_map(|r| {
+        (ptovm_vm::Opcode::from_u8(r.opcode) == Some(ptovm_vm::Opcode::IO_INOUT)
+            && r.op1() as usize == st)
+            .then(|| r.op2() as usize)
+    })?;
+    Some(render_expr(m, m.regions.get(region)?.start.get()))
 }

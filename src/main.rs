@@ -88,7 +88,7 @@ enum Cmd {
         /// Override the window overflow mode.
         #[arg(long, value_enum)]
         window_mode: Option<Mode>,
-        /// Override the stream count.
+        /// Override the stream count (with `stream_by`, the key is taken modulo the new count).
         #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
         streams: Option<u16>,
         /// Do not print warnings.

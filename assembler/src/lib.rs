@@ -73,15 +73,18 @@ pub struct Output {
 pub fn assemble(file: &str, src: &str, opts: &Options) -> Result<Output, AsmError> {
     let mut rep = diag::Reporter::new(file, src);
     let from_listing = listing::is_listing(src);
+    let o = &opts.overrides;
+    let start = Span::new(0, 0);
+    if o.streams == Some(0) {
+        return Err(rep.error(DiagKind::Overflow, start, "--streams must be at least 1"));
+    }
     let (mut module, spans) = if from_listing {
         let (m, s) = listing::parse(&rep, src)?;
         (m, Some(s))
     } else {
         let ast = ast::parse(&rep)?;
-        (lower::lower(&mut rep, &ast, &opts.select)?, None)
+        (lower::lower(&mut rep, &ast, &opts.select, o.streams)?, None)
     };
-    let o = &opts.overrides;
-    let start = Span::new(0, 0);
     if let Some(n) = o.aicpus {
         if n == 0 || n > limits::MAX_AICPUS {
             return Err(rep.error(
@@ -102,8 +105,16 @@ pub fn assemble(file: &str, src: &str, opts: &Options) -> Result<Output, AsmErro
         module.config.window_mode = m as u8;
     }
     if let Some(s) = o.streams {
-        if s == 0 {
-            return Err(rep.error(DiagKind::Overflow, start, "--streams must be at least 1"));
+        let ordered = module
+            .tensors
+            .iter()
+            .any(|t| t.entry.flags.get() & ptovm_vm::format::TENSOR_STREAM != 0);
+        if from_listing && ordered && module.config.streams.get() != s {
+            return Err(rep.error(
+                DiagKind::Type,
+                start,
+                "--streams cannot change the stream count of a listing with stream order (its stream key `... % N` is spelt out in the listing): assemble the `.pto` source with --streams, or edit the listing",
+            ));
         }
         module.config.streams = U16::new(s);
     }

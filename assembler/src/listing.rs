@@ -1,6 +1,6 @@
 //! The listing format: the disassembler's output, a line-per-record text form of a PTOW file
 //! that the assembler turns back into identical bytes (spec/bytecode.md §9). The assembler
-//! recognises it by its first directive, `.ptow 3`.
+//! recognises it by its first directive, `.ptow 4`.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use ptovm_vm::format::{
     is_module_text, layout_dim, limits, slot_max, KernelEntry, PolicySpec, RegionDim, TensorEntry,
     DIM_IS_SLOT, KERNEL_UNDECLARED, LAYOUT_NONE, LAYOUT_REPLICATE, LAYOUT_SHARD, NONE16,
-    TENSOR_IMPLICIT,
+    TENSOR_IMPLICIT, TENSOR_STREAM,
 };
 use ptovm_vm::{
     DType, Dir, ExprOp, Field, InfoKind, Level, Opcode, ParamKind, Policy, Pool, ReadyPolicy,
@@ -163,6 +163,10 @@ pub fn print(m: &Module) -> String {
         };
         if e.flags.get() & TENSOR_IMPLICIT != 0 {
             let _ = writeln!(o, ".tensor {} {} implicit{}", i, t.name, layout);
+            continue;
+        }
+        if e.flags.get() & TENSOR_STREAM != 0 {
+            let _ = writeln!(o, ".tensor {} {} stream streams={}", i, t.name, e.dims[0]);
             continue;
         }
         let dims: Vec<String> = e.dims[..e.rank as usize]
@@ -809,10 +813,17 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
                 p.index(rest.first(), m.tensors.len(), "tensor", line_span)?;
                 let name = p.name(rest.get(1), line_span)?;
                 let Some(k) = rest.get(2) else {
-                    return Err(p.err(line_span, "missing dtype (or `implicit`)"));
+                    return Err(p.err(line_span, "missing dtype (or `implicit` or `stream`)"));
                 };
                 let mut entry = TensorEntry::default();
-                if k.text == "implicit" {
+                if k.text == "stream" {
+                    let kv = p.kv(&rest[3..])?;
+                    let (v, w) = kv.get(&p, "streams", line_span)?;
+                    entry.flags = U32::new(TENSOR_STREAM);
+                    entry.rank = 1;
+                    entry.dims[0] = U32::new(p.num(w, v, u16::MAX as u64)? as u32);
+                    kv.no_extra(&p, ["streams"].into_iter())?;
+                } else if k.text == "implicit" {
                     entry.flags = U32::new(TENSOR_IMPLICIT);
                     let kv = p.kv(&rest[3..])?;
                     kv.no_extra(&p, ["layout"].into_iter())?;

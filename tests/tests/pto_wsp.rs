@@ -334,13 +334,18 @@ target "amd_aie"
     );
     assert_eq!(v.workload_level(), ptovm_vm::Level::Cpu);
     assert_eq!(v.schedule_level(), ptovm_vm::Level::Npu);
-    let t = &out.module.tensors[0];
+    let t = out.module.tensors.iter().find(|t| t.name == "T").unwrap();
     assert_eq!(
         ptovm_assembler::listing::layout_text(t.entry.layout.get()),
         "[S(0),R]"
     );
     assert_eq!(out.module.config.window.get(), 8192);
     assert_eq!(out.module.config.batch_deps.get(), 64);
+    // `stream_by = b` took effect: a stream-order tensor of the two streams.
+    let st = v
+        .stream_tensor()
+        .expect("stream_by lowers to a stream-order tensor");
+    assert_eq!(v.tensors()[st as usize].dims[0].get(), 2);
     // The call expands once per iteration of `b`, the callee's `i` reading `b`.
     let p = RuntimeParams::new(&v, &[]).unwrap();
     assert_eq!(

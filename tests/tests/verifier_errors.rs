@@ -4,7 +4,7 @@
 use ptovm_assembler::model::{Kernel, Module, Param, Tensor};
 use ptovm_vm::format::{
     checksum, KernelEntry, PolicySpec, RegionDim, TensorEntry, COND_HAS_ELSE, LAYOUT_REPLICATE,
-    LAYOUT_SHARD, NONE16,
+    LAYOUT_SHARD, NONE16, TENSOR_STREAM,
 };
 use ptovm_vm::{
     verify, ErrorKind, ExprOp, ExprProblem, InfoKind, Opcode, ParamKind, Policy, Record, Section,
@@ -1046,4 +1046,91 @@ fn layout_rank_and_level() {
         }
     );
     assert_eq!(e.at.offset, 64 + 19);
+}
+
+/// The base program under `stream_by`: a stream-order tensor of 2 streams (tensor 1) and each
+/// task's stream record, `A`'s record then `IO_INOUT stream[i % 2]`.
+fn streamed() -> Module {
+    let mut m = base();
+    let mut t = TensorEntry {
+        rank: 1,
+        flags: U32::new(TENSOR_STREAM),
+        ..Default::default()
+    };
+    t.dims[0] = U32::new(2);
+    m.config.streams = U16::new(2);
+    m.tensors.push(Tensor {
+        name: "stream_order".into(),
+        entry: t,
+    });
+    let key = m.exprs.len() as u16;
+    m.exprs.extend([
+        e(ExprOp::VAR, 0, 0),
+        e(ExprOp::CONST, 0, 2),
+        e(ExprOp::MOD, 0, 0),
+        e(ExprOp::END, 0, 0),
+    ]);
+    m.regions.push(RegionDim {
+        start: U16::new(key),
+        end: U16::new(NONE16),
+    });
+    m.code = vec![
+        r(Opcode::PARALLEL_FOR, 0, 0, 5),
+        r(Opcode::TASK, 0, 0, 1 | 2 << 16),
+        r(Opcode::PARAM_LOOPVAR, 0, 0, 0),
+        r(Opcode::IO_OUTPUT, 1, 0, 0),
+        r(Opcode::IO_INOUT, 1, 1, 2),
+        r(Opcode::HALT, 0, 0, 0),
+    ];
+    m
+}
+
+#[test]
+fn stream_order() {
+    let good = streamed();
+    assert_eq!(verify(&good.encode()).unwrap().stream_tensor(), Some(1));
+    let problem = |m: &Module| match check(m).kind {
+        ErrorKind::StreamOrder { problem } => problem,
+        other => panic!("{other:?}"),
+    };
+    // The tensor: one dimension, the config's stream count.
+    let mut m = good.clone();
+    m.config.streams = U16::new(3);
+    assert!(problem(&m).contains("the config's stream count"));
+    at(&check(&m), Section::Tensors, Some(1));
+    let mut m = good.clone();
+    m.tensors[1].entry.dtype = 3;
+    assert!(problem(&m).contains("no dtype"));
+    let mut m = good.clone();
+    m.tensors[1].entry.flags = U32::new(TENSOR_STREAM | 1);
+    assert!(problem(&m).contains("implicit"));
+    let mut m = good.clone();
+    m.tensors.push(m.tensors[1].clone());
+    assert!(problem(&m).contains("second"));
+    // The task: the stream record last, an IO_INOUT of one index.
+    let mut m = good.clone();
+    m.code[1] = r(Opcode::TASK, 0, 0, 1 | 1 << 16);
+    m.code.remove(4);
+    m.code[0] = r(Opcode::PARALLEL_FOR, 0, 0, 4);
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::Arity {
+            kernel: 0,
+            what: "IO regions",
+            expected: 2,
+            found: 1
+        }
+    );
+    let mut m = good.clone();
+    m.code[4] = r(Opcode::IO_OUTPUT, 1, 1, 2);
+    assert!(problem(&m).contains("last IO record"));
+    at(&check(&m), Section::Code, Some(4));
+    let mut m = good.clone();
+    m.regions[2].end = U16::new(0); // [i % 2, i)
+    assert!(problem(&m).contains("one index"));
+    // Only the last record may name it.
+    let mut m = good.clone();
+    m.code[3] = r(Opcode::IO_OUTPUT, 1, 1, 0);
+    assert!(problem(&m).contains("only a task's last"));
+    at(&check(&m), Section::Code, Some(3));
 }

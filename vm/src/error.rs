@@ -309,6 +309,13 @@ pub enum ErrorKind {
         /// The tensor's rank.
         rank: u32,
     },
+    /// The stream-order tensor of `stream_by`, or a task's access to it, is not as the format
+    /// requires (spec/bytecode.md §3.6).
+    #[error("stream order: {problem}")]
+    StreamOrder {
+        /// What.
+        problem: &'static str,
+    },
 }
 
 /// What is wrong with an expression.
@@ -407,6 +414,7 @@ impl VerifyError {
             ErrorKind::BadDefault { .. } => 34,
             ErrorKind::InfoOrder => 35,
             ErrorKind::LayoutRank { .. } => 36,
+            ErrorKind::StreamOrder { .. } => 37,
         }
     }
 }

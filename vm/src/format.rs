@@ -1,4 +1,4 @@
-//! Binary layout of PTOW v3 (spec/bytecode.md §2–3): little-endian, byte-aligned records read as
+//! Binary layout of PTOW v4 (spec/bytecode.md §2–3): little-endian, byte-aligned records read as
 //! zero-copy views. Every multi-byte field uses `zerocopy`'s unaligned little-endian integers, so
 //! a view can be taken over any byte slice without alignment or endianness assumptions.
 
@@ -8,7 +8,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 /// `"PTOW"` read as a big-endian u32; stored little-endian, so a file starts `57 4F 54 50`.
 pub const MAGIC: u32 = 0x5054_4F57;
 /// The only version this reader understands.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// Limits every verified program respects (spec/bytecode.md §8).
 pub mod limits {
@@ -71,6 +71,10 @@ pub const COND_HAS_ELSE: u8 = 0x01;
 pub const KERNEL_UNDECLARED: u8 = 0x01;
 /// Tensor flags bit: the tensor was used without a declaration (rank and dtype unknown).
 pub const TENSOR_IMPLICIT: u32 = 0x01;
+/// Tensor flags bit: the stream-order token that `stream_by` lowers to (spec/bytecode.md §3.6):
+/// rank 1, one element per stream, no memory. Every task's last IO record is an `IO_INOUT` of
+/// its stream's element, so consecutive tasks of a stream depend on each other.
+pub const TENSOR_STREAM: u32 = 0x02;
 /// Parameter flags bit: the slot has a default value in the default-value pool.
 pub const PARAM_HAS_DEFAULT: u8 = 0x01;
 /// A tensor layout dimension (4 bits): no layout given.
@@ -133,7 +137,7 @@ pub struct Header {
     pub num_params: U32,
     /// Bytes of names in the string table (before zero padding to 8).
     pub strtab_len: U32,
-    /// Must be zero in v3.
+    /// Must be zero in v4.
     pub flags: U32,
     /// Values in the default-value pool.
     pub num_defaults: U32,
@@ -384,7 +388,7 @@ pub struct TensorEntry {
     pub dtype: u8,
     /// Number of dimensions (0 for implicit tensors).
     pub rank: u8,
-    /// [`TENSOR_IMPLICIT`] or 0.
+    /// [`TENSOR_IMPLICIT`], [`TENSOR_STREAM`] or 0.
     pub flags: U32,
     /// Dimension sizes; [`DIM_IS_SLOT`]` | slot` for a runtime scalar; unused ones zero.
     pub dims: [U32; 8],

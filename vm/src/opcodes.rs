@@ -54,7 +54,7 @@ pub enum OpClass {
 
 macro_rules! opcode_table {
     ($( $(#[doc = $doc:literal])* $name:ident = $code:literal, $class:ident, [$($fname:literal : $fslot:ident),*]; )*) => {
-        /// A PTOW v3 instruction opcode (spec/bytecode.md §4).
+        /// A PTOW v4 instruction opcode (spec/bytecode.md §4).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[repr(u8)]
         #[allow(non_camel_case_types)]

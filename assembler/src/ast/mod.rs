@@ -167,6 +167,9 @@ pub enum KnobValue {
     Layout(Ident, Vec<(Option<(u64, Span)>, Span)>),
     /// `spatial_map = (a, b, ...)`: the grid, and the whole value's span.
     SpatialMap(Vec<(u64, Span)>, Span),
+    /// `stream_by = key`: an expression over the workload's loop variables and runtime
+    /// scalars.
+    Expr(Expr),
     /// A knob ptovm does not know (skipped with a warning).
     Unknown,
 }

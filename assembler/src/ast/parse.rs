@@ -544,6 +544,7 @@ impl<'s> Parser<'_, 's> {
                     }
                     KnobValue::Int(v, s)
                 }
+                "stream_by" => KnobValue::Expr(self.expr()?),
                 "spatial_map" => {
                     let open = self.expect("(")?;
                     let grid = self.list(")", |p| p.int("a grid dimension"))?;

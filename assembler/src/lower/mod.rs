@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use ptovm_vm::format::{
     limits, KernelEntry, PolicySpec, RegionDim, TensorEntry, COND_HAS_ELSE, DIM_IS_SLOT,
-    KERNEL_UNDECLARED, LAYOUT_REPLICATE, LAYOUT_SHARD, NONE16, TENSOR_IMPLICIT,
+    KERNEL_UNDECLARED, LAYOUT_REPLICATE, LAYOUT_SHARD, NONE16, TENSOR_IMPLICIT, TENSOR_STREAM,
 };
 use ptovm_vm::{
     DType, Dir, ExprKind, ExprOp, InfoKind, Opcode, ParamKind, Policy, Pool, ReadyPolicy, Record,
@@ -77,10 +77,35 @@ struct Lower<'a, 'r, 's> {
     var_depths: HashMap<String, Option<u32>>,
     /// Loops a task needs around it for the policy in force, and that policy's text span.
     need: (u32, Span),
+    /// `stream_by`: the order every task joins (spec/pto.md §4.2).
+    stream: Option<StreamOrder>,
+    /// `--streams N`: replaces the schedule's `streams`.
+    streams_override: Option<u16>,
+}
+
+/// How `stream_by` lowers: every task gets one more IO record, an `IO_INOUT` of its stream's
+/// element of the stream-order tensor, so the TensorMap orders each stream's tasks.
+#[derive(Clone, Copy)]
+struct StreamOrder {
+    /// The stream-order tensor.
+    tensor: u16,
+    /// The region dimension every task's stream record uses (`key % streams`).
+    region: u32,
+    /// Loops a task needs around it for the key.
+    need: u32,
+    /// The `stream_by` knob's text.
+    span: Span,
 }
 
 /// Lowers the selected workload of `ast`.
-pub fn lower(rep: &mut Reporter<'_>, ast: &ModuleAst, sel: &Select) -> R<Module> {
+/// `streams` overrides the schedule's stream count (`ptovm asm --streams N`), before `stream_by`
+/// is lowered with it.
+pub fn lower(
+    rep: &mut Reporter<'_>,
+    ast: &ModuleAst,
+    sel: &Select,
+    streams: Option<u16>,
+) -> R<Module> {
     let eof = Span::new(rep.src.len(), rep.src.len());
     // Names must be unique per kind.
     let mut seen: HashMap<(&str, &str), Span> = HashMap::new();
@@ -191,6 +216,8 @@ pub fn lower(rep: &mut Reporter<'_>, ast: &ModuleAst, sel: &Select) -> R<Module>
         frames: 0,
         var_depths: HashMap::new(),
         need: (0, Span::default()),
+        stream: None,
+        streams_override: streams,
     };
     l.m.code.clear();
     l.name_fits(&w.name)?;
@@ -241,6 +268,7 @@ pub fn lower(rep: &mut Reporter<'_>, ast: &ModuleAst, sel: &Select) -> R<Module>
     };
     l.stmts(&w.body)?;
     l.m.code.push(Record::new(Opcode::HALT as u8, 0, 0, 0));
+    l.name_stream_tensor();
     // Layouts apply to implicit tensors too, which exist only once the body is lowered.
     l.layouts(&layouts)?;
     l.unused_param_decls();

@@ -65,6 +65,7 @@ impl<'a> Lower<'a, '_, '_> {
     pub(super) fn schedule(&mut self, s: &'a crate::ast::Schedule) -> R<Vec<Layout<'a>>> {
         let mut seen: HashMap<&str, Span> = HashMap::new();
         let mut layouts = vec![];
+        let mut stream_by = None;
         for k in &s.knobs {
             if let KnobValue::Layout(t, dims) = &k.value {
                 layouts.push((t, dims.as_slice()));
@@ -116,6 +117,7 @@ impl<'a> Lower<'a, '_, '_> {
                         "`spatial_map` is not supported: ptovm places tasks on the cube and vector pools of one NPU by dispatch policy, not on a spatial tile grid (remove the knob)",
                     ))
                 }
+                KnobValue::Expr(e) => stream_by = Some((e, k.key.span)),
                 KnobValue::Layout(..) => {}
                 KnobValue::Unknown => self.rep.warn(
                     DiagKind::UnknownKnob,
@@ -124,7 +126,102 @@ impl<'a> Lower<'a, '_, '_> {
                 ),
             }
         }
+        // After the loop: `streams` may follow `stream_by`.
+        if let Some(n) = self.streams_override {
+            self.m.config.streams = U16::new(n);
+        }
+        self.stream_order(stream_by, seen.get("streams").copied())?;
         Ok(layouts)
+    }
+
+    /// `stream_by = key` (with `streams = N`): every task joins stream `key % N`, and a
+    /// stream's tasks run one after another in program order (spec/pto.md §4.2). Lowered to a
+    /// stream-order tensor of `N` elements that every task reads and writes at its stream's
+    /// index, so the TensorMap — and across AICPUs the watermark protocol — orders them.
+    fn stream_order(&mut self, key: Option<(&Expr, Span)>, streams: Option<Span>) -> R<()> {
+        let n = self.m.config.streams.get();
+        let Some((key, span)) = key else {
+            if let Some(s) = streams.filter(|_| n > 1) {
+                self.rep.warn(
+                    DiagKind::NoEffect,
+                    s,
+                    format!("`streams = {n}` without `stream_by` orders nothing: ptovm cannot tell which stream a task belongs to, so tasks follow their data dependencies only (add `stream_by = KEY`, an expression of loop variables, to run each stream's tasks in program order)"),
+                );
+            }
+            return Ok(());
+        };
+        if n == 1 {
+            self.rep.warn(
+                DiagKind::NoEffect,
+                span,
+                "`stream_by` with one stream (`streams` is 1 or not given) puts every task in one stream: tasks run one at a time in program order",
+            );
+        }
+        // `key % N`: a key below zero gives a negative index, which the run rejects as a
+        // region outside the stream-order tensor (a stream is never guessed).
+        let modulo = Expr {
+            kind: ExprK::Bin(
+                ExprOp::MOD,
+                Box::new(key.clone()),
+                Box::new(Expr {
+                    kind: ExprK::Int(n as u64),
+                    span: key.span,
+                }),
+            ),
+            span: key.span,
+        };
+        let e = self.expr(&modulo, Ctx::Workload)?;
+        let need = self.need_of(e);
+        if need == 0 {
+            return Err(self.rep.error(
+                DiagKind::Type,
+                key.span,
+                "`stream_by` names no loop variable: every task would be in the same stream (name a loop variable of the workload, e.g. `stream_by = b`)",
+            ));
+        }
+        let region = self.m.regions.len() as u32;
+        self.m.regions.push(RegionDim {
+            start: U16::new(e),
+            end: U16::new(NONE16),
+        });
+        self.limit(
+            self.m.regions.len(),
+            limits::MAX_REGIONS as usize,
+            "region dimensions",
+            span,
+        )?;
+        let tensor = self.m.tensors.len();
+        self.limit(tensor + 1, limits::MAX_TENSORS as usize, "tensors", span)?;
+        let mut dims = [U32::new(0); 8];
+        dims[0] = U32::new(n as u32);
+        self.m.tensors.push(Tensor {
+            // Named once the body's implicit tensors are known (`name_stream_tensor`).
+            name: String::new(),
+            entry: TensorEntry {
+                flags: U32::new(TENSOR_STREAM),
+                rank: 1,
+                dims,
+                ..Default::default()
+            },
+        });
+        self.stream = Some(StreamOrder {
+            tensor: tensor as u16,
+            region,
+            need,
+            span,
+        });
+        Ok(())
+    }
+
+    /// Names the stream-order tensor `stream_order` (with `_` appended while another tensor
+    /// has that name: it is never referred to by name, but `inspect` shows it).
+    pub(super) fn name_stream_tensor(&mut self) {
+        let Some(st) = self.stream else { return };
+        let mut name = "stream_order".to_string();
+        while self.m.tensors.iter().any(|t| t.name == name) {
+            name.push('_');
+        }
+        self.m.tensors[st.tensor as usize].name = name;
     }
 
     /// `layout T = (...)` directives: each names a tensor of the lowered workload (declared, or

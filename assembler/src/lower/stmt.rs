@@ -219,13 +219,34 @@ impl<'a> Lower<'a, '_, '_> {
                 ),
             ));
         }
-        if resources.len() > limits::MAX_TASK_IO {
+        if let Some(st) = self.stream {
+            if st.need as usize > self.scope.len() {
+                let line = self.line_of(st.span);
+                return Err(self.rep.error(
+                    DiagKind::Type,
+                    s.span,
+                    format!(
+                        "`stream_by` at line {} reads the loop variable at depth {}, but this task is inside only {} loop(s)",
+                        line,
+                        st.need - 1,
+                        self.scope.len()
+                    ),
+                ));
+            }
+        }
+        let streamed = usize::from(self.stream.is_some());
+        if resources.len() + streamed > limits::MAX_TASK_IO {
             return Err(self.rep.error(
                 DiagKind::Limit,
                 kernel.span,
                 format!(
-                    "{} task resources; the limit is {}",
+                    "{} task resources{}; the limit is {}",
                     resources.len(),
+                    if streamed == 1 {
+                        " and the stream-order record of `stream_by`"
+                    } else {
+                        ""
+                    },
                     limits::MAX_TASK_IO
                 ),
             ));
@@ -287,7 +308,7 @@ impl<'a> Lower<'a, '_, '_> {
             Opcode::TASK,
             0,
             kid,
-            args.len() as u32 | (resources.len() as u32) << 16,
+            args.len() as u32 | ((resources.len() + streamed) as u32) << 16,
         );
         for a in args {
             let var = match &a.kind {
@@ -382,6 +403,9 @@ impl<'a> Lower<'a, '_, '_> {
                 None => Dir::InOut,
             };
             self.emit(dir.io_opcode(), r.dims.len() as u8, tid, first as u32);
+        }
+        if let Some(st) = self.stream {
+            self.emit(Dir::InOut.io_opcode(), 1, st.tensor, st.region);
         }
         Ok(())
     }

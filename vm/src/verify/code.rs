@@ -315,6 +315,16 @@ impl<'v, 'a> Checker<'v, 'a> {
             });
         }
         let undeclared = k.flags & KERNEL_UNDECLARED != 0;
+        // Under `stream_by`, one IO record beyond the kernel's resources: the stream's.
+        let streamed = u32::from(self.stream.is_some());
+        if streamed > nio {
+            return Err(VerifyError {
+                kind: ErrorKind::StreamOrder {
+                    problem: "a task without its stream's IO record",
+                },
+                at,
+            });
+        }
         if !undeclared {
             if np != k.num_params as u32 {
                 return Err(VerifyError {
@@ -327,12 +337,12 @@ impl<'v, 'a> Checker<'v, 'a> {
                     at,
                 });
             }
-            if nio != k.num_args as u32 {
+            if nio != k.num_args as u32 + streamed {
                 return Err(VerifyError {
                     kind: ErrorKind::Arity {
                         kernel,
                         what: "IO regions",
-                        expected: k.num_args as u32,
+                        expected: k.num_args as u32 + streamed,
                         found: nio,
                     },
                     at,
@@ -408,6 +418,36 @@ impl<'v, 'a> Checker<'v, 'a> {
                     // IO record.
                     let io = pos - np;
                     let dir = Dir::of_io(op).unwrap_or(Dir::InOut);
+                    if let Some(st) = self.stream {
+                        let last = io + 1 == nio;
+                        if last {
+                            // Bounds first (a region index past the table is that error).
+                            self.io(o, loops, oat)?;
+                        }
+                        let ok = if last {
+                            o.op1() as u32 == st
+                                && dir == Dir::InOut
+                                && o.flags == 1
+                                && self.v.regions[o.op2() as usize].end.get() == NONE16
+                        } else {
+                            o.op1() as u32 != st
+                        };
+                        if !ok {
+                            return Err(VerifyError {
+                                kind: ErrorKind::StreamOrder {
+                                    problem: if last {
+                                        "a task's last IO record must be an IO_INOUT of one index of the stream-order tensor"
+                                    } else {
+                                        "only a task's last IO record may name the stream-order tensor"
+                                    },
+                                },
+                                at: oat,
+                            });
+                        }
+                        if last {
+                            continue;
+                        }
+                    }
                     if undeclared {
                         if dir != Dir::InOut {
                             return Err(VerifyError {

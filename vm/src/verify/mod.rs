@@ -20,7 +20,7 @@ use crate::format::{
     checksum, is_module_text, layout_dim, limits, padded_strtab, sizes, Config, Header,
     KernelEntry, Layout, ModuleInfoEntry, ParamEntry, PolicySpec, Record, RegionDim, Section,
     TensorEntry, COND_HAS_ELSE, DIM_IS_SLOT, KERNEL_UNDECLARED, LAYOUT_NONE, MAGIC, NONE16,
-    PARAM_HAS_DEFAULT, TENSOR_IMPLICIT, VERSION,
+    PARAM_HAS_DEFAULT, TENSOR_IMPLICIT, TENSOR_STREAM, VERSION,
 };
 use crate::opcodes::{Dir, ExprKind, ExprOp, OpClass, Opcode};
 use crate::{
@@ -46,6 +46,7 @@ pub struct Verified<'a> {
     strtab: &'a [u8],
     max_loop_depth: u32,
     task_sites: u32,
+    stream_tensor: Option<u16>,
 }
 
 impl<'a> Verified<'a> {
@@ -134,6 +135,11 @@ impl<'a> Verified<'a> {
     /// Number of `TASK` instructions.
     pub fn task_sites(&self) -> u32 {
         self.task_sites
+    }
+    /// The stream-order tensor of `stream_by` ([`crate::format::TENSOR_STREAM`]), if the
+    /// schedule orders streams: every task's last IO region is its stream's element of it.
+    pub fn stream_tensor(&self) -> Option<u16> {
+        self.stream_tensor
     }
     /// The largest number of IO regions of any task site (0 without tasks): what a
     /// scheduler's TensorMap sizes its entries by.
@@ -512,18 +518,24 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
         strtab,
         max_loop_depth: 0,
         task_sites: 0,
+        stream_tensor: None,
     };
-    let mut c = Checker { v: &v };
+    let mut c = Checker {
+        v: &v,
+        stream: None,
+    };
     c.strings()?;
     c.params()?;
     c.module_info()?;
-    c.tensors()?;
+    c.stream = c.tensors()?.map(|i| i as u32);
     c.kernels()?;
     c.expr_pool()?;
     c.axes()?;
     c.regions()?;
     let need = c.config()?;
     let (depth, tasks) = c.code(need)?;
+    let stream = c.stream;
+    v.stream_tensor = stream.map(|i| i as u16);
     v.max_loop_depth = depth;
     v.task_sites = tasks;
     Ok(v)
@@ -531,6 +543,8 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
 
 struct Checker<'v, 'a> {
     v: &'v Verified<'a>,
+    /// The stream-order tensor, once the tensor table is checked.
+    stream: Option<u32>,
 }
 
 #[derive(Clone, Copy)]

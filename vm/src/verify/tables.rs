@@ -219,7 +219,9 @@ impl<'v, 'a> Checker<'v, 'a> {
         Ok(())
     }
 
-    pub(super) fn tensors(&mut self) -> R<()> {
+    /// Checks the tensor table; returns the index of the stream-order tensor, if any.
+    pub(super) fn tensors(&mut self) -> R<Option<usize>> {
+        let mut stream = None;
         for (i, t) in self.v.tensors.iter().enumerate() {
             let at = self.loc(Section::Tensors, i as u32, sizes::TENSOR);
             let nz = |what| {
@@ -238,11 +240,37 @@ impl<'v, 'a> Checker<'v, 'a> {
                 });
             }
             let flags = t.flags.get();
-            if flags & !TENSOR_IMPLICIT != 0 {
+            if flags & !(TENSOR_IMPLICIT | TENSOR_STREAM) != 0 {
                 return nz("undefined tensor flag bits");
             }
             let rank = t.rank as usize;
             limit("tensor rank", rank as u32, limits::MAX_RANK as u32, at)?;
+            if flags & TENSOR_STREAM != 0 {
+                let bad = |problem| {
+                    Err(VerifyError {
+                        kind: ErrorKind::StreamOrder { problem },
+                        at,
+                    })
+                };
+                if flags != TENSOR_STREAM {
+                    return bad("a stream-order tensor cannot also be implicit");
+                }
+                if stream.replace(i).is_some() {
+                    return bad("a second stream-order tensor");
+                }
+                if t.dtype != DType::Unknown as u8 || t.layout.get() != 0 {
+                    return bad("a stream-order tensor has no dtype and no layout");
+                }
+                if rank != 1 || t.dims[0].get() != self.v.config.streams.get() as u32 {
+                    return bad(
+                        "a stream-order tensor has one dimension, the config's stream count",
+                    );
+                }
+                if t.dims[1..].iter().any(|d| d.get() != 0) {
+                    return nz("dimensions beyond the rank");
+                }
+                continue;
+            }
             if flags & TENSOR_IMPLICIT != 0 {
                 if t.dtype != DType::Unknown as u8 || rank != 0 {
                     return nz("dtype and rank of an implicit tensor");
@@ -298,7 +326,7 @@ impl<'v, 'a> Checker<'v, 'a> {
                 }
             }
         }
-        Ok(())
+        Ok(stream)
     }
 
     pub(super) fn kernels(&mut self) -> R<()> {
