@@ -1,0 +1,410 @@
+//! The per-AICPU scheduler of spec/runtime.md §4: one AICPU's loop — generate its own tasks,
+//! record their dependencies in the global TensorMap once the watermarks allow it, register them
+//! on their predecessors, hand ready tasks to its cores through the handshake slots, and
+//! release successors when tasks complete — as a non-blocking [`Aicpu::step`] over memory the
+//! caller provides. No heap, no threads, no locks of its own: the simulator (`host-sim`) and the
+//! device library run this same code, and differ only in what they supply:
+//!
+//! - the shared region ([`Shared`]): watermarks, window slots, waiter nodes, ready queues, the
+//!   queues that pass on the completions of stolen tasks, the cores' handshake slots, and the
+//!   TensorMap behind a lock ([`MapLock`]);
+//! - each AICPU's private buffers ([`Local`]);
+//! - an environment ([`Env`]): how to wake another AICPU's thread, how to tell a core it has a
+//!   task, and optional hooks for tracing and stress testing.
+//!
+//! This file holds the types; the loop is in `step.rs`, recording a task in `record.rs`, and
+//! completion and retirement in `retire.rs`.
+
+use crate::handshake::{self, CoreSlot};
+use crate::interp::{Interpreter, RunError, Task};
+use crate::ring::{Cell, Ring};
+use crate::share::{self, Class, ShareError, Sharing, SiteUses};
+use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
+use crate::tmap::{MapError, MapLayout, Slices, Storage, TensorMap, Use};
+use crate::waitlist::{self, tag_of, NIL};
+use crate::{Pool, WindowMode};
+
+mod record;
+mod retire;
+mod step;
+
+/// `Slot::task` of a free slot.
+pub const EMPTY: u64 = u64::MAX;
+/// Waiter nodes per window slot: the predecessors a task can register on; it waits for any
+/// further ones to complete instead (§4.1 step 6).
+pub const NODES: usize = 32;
+
+/// A window slot's shared part (§3.1).
+#[derive(Debug)]
+#[repr(C, align(64))]
+pub struct Slot {
+    /// The id of the task in the slot, or [`EMPTY`].
+    pub task: AtomicU64,
+    /// Unfinished predecessors, plus the guard while the task's dependencies are built.
+    pub fanin: AtomicU32,
+    /// Pool index of the task (0 cube, 1 vector).
+    pub pool: AtomicU32,
+    /// Kernel index of the task.
+    pub kernel: AtomicU32,
+    /// The task's successor list (`waitlist`).
+    pub waiters: AtomicU64,
+    /// Whether the task has entries in the global map (only its AICPU reads this).
+    pub global: AtomicU32,
+}
+
+impl Default for Slot {
+    fn default() -> Slot {
+        Slot {
+            task: AtomicU64::new(EMPTY),
+            fanin: AtomicU32::new(0),
+            pool: AtomicU32::new(0),
+            kernel: AtomicU32::new(0),
+            waiters: AtomicU64::new(waitlist::pack(0, NIL)),
+            global: AtomicU32::new(0),
+        }
+    }
+}
+
+/// A waiter node: "this successor waits for the task whose list holds me".
+#[derive(Debug)]
+pub struct Node {
+    /// The successor's AICPU.
+    pub succ_aicpu: AtomicU32,
+    /// Its window slot.
+    pub succ_slot: AtomicU32,
+    /// The next node of the list.
+    pub next: AtomicU32,
+}
+
+impl Default for Node {
+    fn default() -> Node {
+        Node {
+            succ_aicpu: AtomicU32::new(0),
+            succ_slot: AtomicU32::new(0),
+            next: AtomicU32::new(NIL),
+        }
+    }
+}
+
+/// A word on a cache line of its own: watermarks and the ids AICPUs wait for.
+#[derive(Debug)]
+#[repr(align(128))]
+pub struct Padded(pub AtomicU64);
+
+impl Padded {
+    /// A padded word holding `v`.
+    pub fn new(v: u64) -> Padded {
+        Padded(AtomicU64::new(v))
+    }
+}
+
+/// The global TensorMap behind the lock that serialises it (§3.2).
+pub trait MapLock {
+    /// The map's memory.
+    type Mem: Storage;
+    /// Runs `f` with the map locked.
+    fn with_map<R>(&self, f: impl FnOnce(&mut TensorMap<Self::Mem>) -> R) -> R;
+}
+
+/// What the scheduler needs from the place it runs in.
+pub trait Env {
+    /// AICPU `aicpu` may have something to do now (a ready task, a passed-on completion, a
+    /// watermark it waits for): wake its thread if it sleeps.
+    fn wake(&mut self, aicpu: u32);
+    /// Core `core` was handed a task through its handshake slot.
+    fn ring(&mut self, core: u32);
+    /// A point where a stress test may yield or sleep.
+    fn jitter(&mut self) {}
+    /// This AICPU staged task `id` (its interpreter paused right after emitting it).
+    fn staged(&mut self, _aicpu: u32, _id: u64) {}
+    /// This AICPU recorded `task` (dependencies looked up, registered).
+    fn recorded(&mut self, _aicpu: u32, _task: &Task) {}
+    /// One of this AICPU's tasks completed and its successors were released.
+    fn completed(&mut self) {}
+}
+
+/// When an AICPU starts handing tasks to its cores (seed 003 §7). An AICPU whose generation is
+/// blocked — a full window, a watermark wait, or a task waiting for predecessors beyond its
+/// waiter nodes — starts in any case: holding its ready tasks back then could deadlock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// As soon as a task is ready.
+    Immediate,
+    /// Once the AICPU has generated all its tasks.
+    AfterOrchestration,
+    /// Once the AICPU has generated this many tasks.
+    Threshold(u64),
+}
+
+/// Scheduling settings, the same for every AICPU.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// Window size: tasks an AICPU holds before generation stalls (benchmark mode lets the
+    /// window grow up to its capacity, counting overflows).
+    pub window: u32,
+    /// What a full window does.
+    pub mode: WindowMode,
+    /// When dispatch starts.
+    pub start: Start,
+    /// Most tasks of one pool an AICPU keeps running at once (0: as many as it has cores).
+    pub pipeline_depth: u32,
+    /// Idle cores take ready tasks from other AICPUs' queues.
+    pub work_steal: bool,
+    /// Completed tasks whose successors are released together (0 and 1: each at once).
+    pub batch_deps: u32,
+    /// Testing only: skip the watermark wait (the naïve protocol that misses edges).
+    pub naive: bool,
+}
+
+impl Config {
+    /// The program's own schedule (its DispatchConfig, spec/bytecode.md §3.1): window, window
+    /// mode, start policy, pipeline depth, ready policy, `batch_deps`.
+    pub fn of_program(v: &crate::Verified<'_>) -> Config {
+        let c = v.config();
+        Config {
+            window: c.window.get(),
+            mode: WindowMode::from_u8(c.window_mode).unwrap_or(WindowMode::Stall),
+            start: match crate::StartPolicy::from_u8(c.start) {
+                Some(crate::StartPolicy::AfterOrchestration) => Start::AfterOrchestration,
+                Some(crate::StartPolicy::Threshold) => {
+                    Start::Threshold(c.start_threshold.get() as u64)
+                }
+                _ => Start::Immediate,
+            },
+            pipeline_depth: c.pipeline_depth.get(),
+            work_steal: c.ready == crate::ReadyPolicy::WorkSteal as u8,
+            batch_deps: c.batch_deps.get(),
+            naive: false,
+        }
+    }
+}
+
+/// The region every AICPU shares (§3). Arrays are indexed by AICPU `a`, slot `s` (of `cap`
+/// per AICPU), pool `p` (0 cube, 1 vector) and core `c` (cube cores first).
+pub struct Shared<'m, C, L> {
+    /// AICPUs.
+    pub n: u32,
+    /// Window slots per AICPU.
+    pub cap: u32,
+    /// `published[a]`: the id of `a`'s next task to record, `u64::MAX` once it has recorded all.
+    pub published: &'m [Padded],
+    /// `waiting_for[a]`: the id `a` waits to record (`u64::MAX`: not waiting on watermarks).
+    pub waiting_for: &'m [Padded],
+    /// `slots[a * cap + s]`.
+    pub slots: &'m [Slot],
+    /// `nodes[k * n * cap + a * cap + s]`: registration `k` of the task in slot `s` of `a`
+    /// (the first registrations of all slots together: most tasks use few).
+    pub nodes: &'m [Node],
+    /// `ready[a * 2 + p]`: slots of `a`'s ready tasks of pool `p`.
+    pub ready: &'m [Ring<C>],
+    /// `passed[a]`: slots of `a`'s tasks that completed on another AICPU's core.
+    pub passed: &'m [Ring<C>],
+    /// `cores[c]`: the handshake slots.
+    pub cores: &'m [CoreSlot],
+    /// `core_aicpu[c]`: the AICPU that drives core `c`.
+    pub core_aicpu: &'m [u32],
+    /// The global TensorMap, its handles `a * cap + s`.
+    pub map: &'m L,
+    /// `writers[x]`: writes of tensor `x` in the global map whose task has not retired (a
+    /// read that no write can follow skips the map when there are none, §3.5).
+    pub writers: &'m [AtomicU32],
+}
+
+/// Why a step failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SchedError {
+    /// The program failed at run time.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// A window overflowed in abort mode.
+    #[error("AICPU {aicpu}'s task window ({window} slots) is full and the window mode is abort")]
+    WindowAbort {
+        /// The AICPU.
+        aicpu: u32,
+        /// Its window size.
+        window: u32,
+    },
+    /// The TensorMap refused an operation (its memory does not fit the program).
+    #[error("TensorMap: {0}")]
+    Map(#[from] MapError),
+    /// The tensor analysis failed (spec/runtime.md §3.5).
+    #[error("tensor classes: {0}")]
+    Share(#[from] ShareError),
+    /// The shared region or the AICPU's buffers are smaller than their layout says.
+    #[error("scheduler memory: {0}")]
+    Memory(&'static str),
+    /// A core was handed a task while busy, or a queue that cannot fill filled: the shared
+    /// region is being written by someone else.
+    #[error("scheduler state corrupted: {0}")]
+    Corrupted(&'static str),
+}
+
+/// Work counters of one AICPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Its tasks that completed.
+    pub tasks: u64,
+    /// Of those, cube tasks.
+    pub cube: u64,
+    /// Registrations on running predecessors.
+    pub edges: u64,
+    /// Of those, on another AICPU's tasks.
+    pub cross: u64,
+    /// Times generation found the window full.
+    pub stalls: u64,
+    /// Tasks placed beyond the window in benchmark mode.
+    pub overflows: u64,
+    /// Other AICPUs' tasks this AICPU ran on its cores.
+    pub stolen: u64,
+    /// Successor releases (batches of completed tasks).
+    pub batches: u64,
+}
+
+/// A predecessor found for the task being recorded: its AICPU, slot and id.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pred {
+    /// AICPU.
+    pub aicpu: u32,
+    /// Window slot.
+    pub slot: u32,
+    /// Task id.
+    pub id: u64,
+}
+
+/// A core running a task this AICPU handed it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Busy {
+    /// Core.
+    pub core: u32,
+    /// The task's AICPU (another one when stolen).
+    pub owner: u32,
+    /// Its slot.
+    pub slot: u32,
+}
+
+/// One AICPU's private buffers: `cap` words for each of `free`, `retiring` and `unreleased`;
+/// its cores in `cores` (any order); a [`Busy`] per core; `n * cap` predecessors of scratch;
+/// a [`Sharing`] per tensor of the program; and its own TensorMap for the tensors that never
+/// cross AICPUs (§3.5): handles are its slots (`MapLayout::for_program(program, cap)`), its
+/// match mode that of the global map.
+pub struct Local<'m, S = Slices<'m>> {
+    /// Free window slots (stack).
+    pub free: &'m mut [u32],
+    /// Completed tasks' slots not yet retired from the map.
+    pub retiring: &'m mut [u32],
+    /// Completed tasks' slots whose successors are not released yet.
+    pub unreleased: &'m mut [u32],
+    /// The cores this AICPU drives.
+    pub cores: &'m mut [u32],
+    /// Its busy cores.
+    pub busy: &'m mut [Busy],
+    /// The predecessors of the task being recorded; those beyond its waiter nodes stay here
+    /// until they complete.
+    pub preds: &'m mut [Pred],
+    /// The classes of the program's tensors (written by [`Aicpu::new`]).
+    pub shares: &'m mut [Sharing],
+    /// The AICPU's own map.
+    pub map: TensorMap<S>,
+}
+
+/// A stack in a fixed buffer.
+struct Stack<'m, T> {
+    buf: &'m mut [T],
+    len: usize,
+}
+
+impl<'m, T: Copy> Stack<'m, T> {
+    fn new(buf: &'m mut [T]) -> Stack<'m, T> {
+        Stack { buf, len: 0 }
+    }
+    fn push(&mut self, x: T) -> Result<(), SchedError> {
+        let slot = self
+            .buf
+            .get_mut(self.len)
+            .ok_or(SchedError::Corrupted("a per-AICPU stack overflowed"))?;
+        *slot = x;
+        self.len += 1;
+        Ok(())
+    }
+    fn pop(&mut self) -> Option<T> {
+        self.len = self.len.checked_sub(1)?;
+        Some(self.buf[self.len])
+    }
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    fn as_slice(&self) -> &[T] {
+        &self.buf[..self.len]
+    }
+}
+
+/// The pool index the scheduler uses (0 cube, 1 vector).
+pub fn pool_index(p: Pool) -> usize {
+    if p == Pool::Cube {
+        0
+    } else {
+        1
+    }
+}
+
+/// One AICPU's scheduler.
+pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
+    me: u32,
+    interp: Interpreter<'a, 'p>,
+    /// The interpreter holds a staged task (paused right after emitting it).
+    staged: bool,
+    /// Slot of the placed task not yet recorded.
+    pending: Option<u32>,
+    /// Generation has ended.
+    done: bool,
+    /// Everything of this AICPU has completed.
+    finished: bool,
+    in_window: u32,
+    free: Stack<'m, u32>,
+    retiring: Stack<'m, u32>,
+    unreleased: Stack<'m, u32>,
+    busy: Stack<'m, Busy>,
+    /// Free cores: cube ones in `cores[..free_cube]`, vector ones in
+    /// `cores[ncube..ncube + free_vector]`.
+    cores: &'m mut [u32],
+    ncube: usize,
+    free_cube: usize,
+    free_vector: usize,
+    preds: &'m mut [Pred],
+    shares: &'m [Sharing],
+    /// How its sites' regions are recorded.
+    uses: SiteUses,
+    /// Its last placed tasks, `(id, slot)` at `id % CHAIN_SPAN`: where a structural producer
+    /// (§3.6–3.7, always one of its own last `CHAIN_SPAN` tasks) sits.
+    recent: [(u64, u32); share::CHAIN_SPAN as usize],
+    /// The map of its local tensors.
+    map: TensorMap<S>,
+    /// The watermark the staged task needs every other AICPU to have passed before it records
+    /// (0: it touches no shared tensor).
+    need: u64,
+    /// The task waiting for predecessors beyond its waiter nodes: its slot and how many of
+    /// `preds` it still waits for.
+    deferred: Option<(u32, usize)>,
+    others_min: u64,
+    /// The last watermark it woke waiters for, and how many it published since.
+    scanned: u64,
+    unscanned: u32,
+    running: [u32; 2],
+    started: bool,
+    generated: u64,
+    counts: Counts,
+}
+
+/// How many watermarks an AICPU publishes between two scans for the AICPUs waiting for them
+/// (§4.3); it also scans whenever its round's generation stops.
+pub const WAKE_EVERY: u32 = 16;
+
+/// Whether an AICPU that scans for waiters at watermark `mark`, having scanned last at `prev`,
+/// wakes one that announced it waits for `need` (§4.3): only when `mark` is the first scanned
+/// watermark to reach the need. An earlier one that reached it either saw the announcement
+/// and woke the waiter, or was seen by the waiter's re-check (both sides fence between their
+/// store and their load).
+#[inline]
+pub fn reaches_first(prev: u64, need: u64, mark: u64) -> bool {
+    prev < need && need <= mark
+}

@@ -1,0 +1,124 @@
+//! Completion (spec/runtime.md §4.2): releasing a completed task's successors, retiring its
+//! accesses from the TensorMaps, freeing its slot.
+
+use super::*;
+
+impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
+    /// The task in `slot` completed: its successors are released now or with the next batch.
+    pub(super) fn completed<C: AsRef<[Cell]>, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        cfg: &Config,
+        env: &mut impl Env,
+        slot: u32,
+    ) -> Result<(), SchedError> {
+        self.unreleased.push(slot)?;
+        if self.unreleased.len >= cfg.batch_deps.max(1) as usize {
+            self.release(sh, env)?;
+        }
+        Ok(())
+    }
+
+    /// §4.2 steps 1–2 for the completed tasks of `unreleased`, as one batch: closes their
+    /// successor lists and releases the successors; their slots go to `retiring`.
+    pub(super) fn release<C: AsRef<[Cell]>, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        env: &mut impl Env,
+    ) -> Result<(), SchedError> {
+        let me = self.me as usize;
+        self.counts.batches += 1;
+        while let Some(slot) = self.unreleased.pop() {
+            let s = &sh.slots[me * sh.cap as usize + slot as usize];
+            let id = s.task.load(Ordering::Relaxed);
+            if s.pool.load(Ordering::Relaxed) == 0 {
+                self.counts.cube += 1;
+            }
+            // Close the successor list and release the successors. Node numbers are global:
+            // `k * n * cap + a * cap + s`.
+            let mut cur = waitlist::close(&s.waiters, tag_of(id));
+            while cur != NIL {
+                let nd = sh
+                    .nodes
+                    .get(cur as usize)
+                    .ok_or(SchedError::Corrupted("a waiter node index"))?;
+                let sa = nd.succ_aicpu.load(Ordering::Acquire);
+                let ss = nd.succ_slot.load(Ordering::Acquire);
+                let next = nd.next.load(Ordering::Acquire);
+                release_guard(sh, self.me, sa, ss, env)?;
+                cur = next;
+            }
+            // Its accesses leave its own map now; those in the global map, and the slot,
+            // at the next flush (batched under the lock this AICPU takes to record anyway).
+            self.map.retire(slot)?;
+            if s.global.load(Ordering::Relaxed) != 0 {
+                self.retiring.push(slot)?;
+            } else {
+                s.task.store(EMPTY, Ordering::Release);
+                self.free.push(slot)?;
+            }
+            self.in_window -= 1;
+            self.counts.tasks += 1;
+            env.completed();
+        }
+        Ok(())
+    }
+
+    /// §4.2 step 3 for the slots of `retiring`: their accesses leave the global map and the
+    /// slots become free. Called with the map locked.
+    pub(super) fn flush<C, L, M: Storage>(
+        me: u32,
+        retiring: &mut Stack<'m, u32>,
+        free: &mut Stack<'m, u32>,
+        sh: &Shared<'_, C, L>,
+        map: &mut TensorMap<M>,
+    ) -> Result<(), SchedError> {
+        let base = me * sh.cap;
+        while let Some(slot) = retiring.pop() {
+            let mut below_zero = false;
+            map.retire_with(base + slot, |tensor, writes| {
+                if writes {
+                    if let Some(w) = sh.writers.get(tensor as usize) {
+                        // Every write recorded here was counted when it was recorded.
+                        below_zero |= w.fetch_sub(1, Ordering::Release) == 0;
+                    }
+                }
+            })?;
+            if below_zero {
+                return Err(SchedError::Corrupted(
+                    "a tensor's live-writer count went below zero",
+                ));
+            }
+            let s = &sh.slots[(base + slot) as usize];
+            s.global.store(0, Ordering::Relaxed);
+            s.task.store(EMPTY, Ordering::Release);
+            free.push(slot)?;
+        }
+        Ok(())
+    }
+}
+
+/// §4.1 step 7 (and §4.2 step 2): drops one hold on a task's fanin; the last one makes it
+/// ready, and wakes its owner if that is not `me`, the AICPU releasing it.
+pub(super) fn release_guard<C: AsRef<[Cell]>, L>(
+    sh: &Shared<'_, C, L>,
+    me: u32,
+    aicpu: u32,
+    slot: u32,
+    env: &mut impl Env,
+) -> Result<(), SchedError> {
+    let s = sh
+        .slots
+        .get((aicpu * sh.cap + slot) as usize)
+        .ok_or(SchedError::Corrupted("a successor's slot"))?;
+    if waitlist::release(&s.fanin) {
+        let pl = s.pool.load(Ordering::Acquire) as usize & 1;
+        sh.ready[aicpu as usize * 2 + pl]
+            .push(slot)
+            .map_err(|_| SchedError::Corrupted("a ready queue filled"))?;
+        if aicpu != me {
+            env.wake(aicpu);
+        }
+    }
+    Ok(())
+}

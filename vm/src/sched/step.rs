@@ -1,0 +1,517 @@
+//! An AICPU's scheduler: building it over its buffers, and its loop (spec/runtime.md §4.3):
+//! completions, dispatch, deferred registrations, generation.
+
+use super::retire::release_guard;
+use super::*;
+
+impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
+    /// The scheduler of AICPU `me` over `interp` (which generates this AICPU's tasks), its
+    /// buffers `local`, for a shared region with `n` AICPUs of `cap` slots and the given cores.
+    pub fn new<C: AsRef<[Cell]>, L: MapLock>(
+        me: u32,
+        interp: Interpreter<'a, 'p>,
+        local: Local<'m, S>,
+        sh: &Shared<'_, C, L>,
+    ) -> Result<Aicpu<'a, 'p, 'm, S>, SchedError> {
+        let (n, cap) = (sh.n as usize, sh.cap as usize);
+        let need = |ok: bool, what| {
+            if ok {
+                Ok(())
+            } else {
+                Err(SchedError::Memory(what))
+            }
+        };
+        need(me < sh.n, "AICPU index past the shared region's count")?;
+        need(cap > 0, "no window slots")?;
+        // Handles (`a * cap + s`) and waiter node numbers are u32, below the list markers.
+        need(
+            n.checked_mul(cap)
+                .and_then(|h| h.checked_mul(NODES))
+                .is_some_and(|x| x < waitlist::CLOSED as usize),
+            "too many slots for 32-bit node numbers",
+        )?;
+        need(sh.published.len() >= n, "watermarks")?;
+        need(sh.waiting_for.len() >= n, "waiting_for")?;
+        need(sh.slots.len() >= n * cap, "slots")?;
+        need(sh.nodes.len() >= n * cap * NODES, "waiter nodes")?;
+        need(sh.ready.len() >= 2 * n, "ready queues")?;
+        need(sh.passed.len() >= n, "passed completions")?;
+        need(
+            sh.ready
+                .iter()
+                .chain(sh.passed)
+                .all(|r| r.capacity() >= cap),
+            "queue capacity below the window",
+        )?;
+        need(sh.core_aicpu.len() >= sh.cores.len(), "core owners")?;
+        need(
+            sh.writers.len() >= interp.program().tensors().len(),
+            "live-writer counts",
+        )?;
+        need(local.free.len() >= cap, "free slots")?;
+        need(local.retiring.len() >= cap, "retiring slots")?;
+        need(local.unreleased.len() >= cap, "unreleased slots")?;
+        need(local.busy.len() >= local.cores.len(), "busy cores")?;
+        need(local.preds.len() >= n * cap, "predecessor scratch")?;
+        need(interp.aicpus() == sh.n, "the interpreter's AICPU count")?;
+        let fits = |l: MapLayout, handles: usize| {
+            let v = interp.program();
+            l.handles as usize >= handles
+                && l.max_task_io >= v.max_task_io()
+                && l.max_stored_io >= v.max_stored_io()
+                && l.tensors as usize >= v.tensors().len()
+        };
+        need(
+            fits(local.map.layout(), cap),
+            "the local TensorMap is smaller than the window and the program",
+        )?;
+        need(
+            sh.map.with_map(|m| fits(m.layout(), n * cap)),
+            "the global TensorMap is smaller than the windows and the program",
+        )?;
+        need(
+            sh.map.with_map(|m| m.mode()) == local.map.mode(),
+            "the local TensorMap's match mode differs from the global one's",
+        )?;
+        share::analyze(&interp, local.shares).map_err(|e| match e {
+            // The analysis counts statements' tasks: an error there is the program's, the one
+            // its walk would meet.
+            ShareError::Run(e) => SchedError::Run(e),
+            other => SchedError::Share(other),
+        })?;
+        need(
+            local.cores.iter().all(|&c| (c as usize) < sh.cores.len()),
+            "core index past the handshake slots",
+        )?;
+        let mut free = Stack::new(local.free);
+        for s in (0..cap as u32).rev() {
+            free.push(s)?;
+        }
+        // Cube cores first, then vector cores, each group a stack of the free ones (a
+        // partition in place: no sort, whose code the device would carry).
+        let cores = local.cores;
+        let is_cube =
+            |c: u32| sh.cores[c as usize].core_type.load(Ordering::Relaxed) == handshake::CUBE;
+        let mut ncube = 0;
+        for i in 0..cores.len() {
+            if is_cube(cores[i]) {
+                cores.swap(i, ncube);
+                ncube += 1;
+            }
+        }
+        let free_vector = cores.len() - ncube;
+        need(
+            ncube > 0 && free_vector > 0,
+            "an AICPU needs a cube core and a vector core",
+        )?;
+        Ok(Aicpu {
+            me,
+            interp,
+            staged: false,
+            pending: None,
+            done: false,
+            finished: false,
+            in_window: 0,
+            free,
+            retiring: Stack::new(local.retiring),
+            unreleased: Stack::new(local.unreleased),
+            busy: Stack::new(local.busy),
+            cores,
+            ncube,
+            free_cube: ncube,
+            free_vector,
+            preds: local.preds,
+            shares: local.shares,
+            uses: SiteUses::default(),
+            recent: [(u64::MAX, 0); share::CHAIN_SPAN as usize],
+            map: local.map,
+            need: 0,
+            deferred: None,
+            others_min: 0,
+            scanned: 0,
+            unscanned: 0,
+            running: [0, 0],
+            started: false,
+            generated: 0,
+            counts: Counts::default(),
+        })
+    }
+
+    /// This AICPU's index.
+    pub fn index(&self) -> u32 {
+        self.me
+    }
+
+    /// Its counters.
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    /// Whether every task of this AICPU has completed (and it has nothing left to do).
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Its interpreter (for its work counters).
+    pub fn interpreter(&self) -> &Interpreter<'a, 'p> {
+        &self.interp
+    }
+
+    /// Its own TensorMap (the accesses of local tensors).
+    pub fn local_map(&self) -> &TensorMap<S> {
+        &self.map
+    }
+
+    /// The classes of the program's tensors.
+    pub fn shares(&self) -> &[Sharing] {
+        self.shares
+    }
+
+    /// The watermark task `t` waits for (§4.1, §3.5): every other AICPU must have recorded
+    /// its tasks below it that may conflict with `t`'s shared accesses.
+    fn need_of(&self, t: &Task) -> u64 {
+        let mut need = 0;
+        for io in t.ios() {
+            if let Some(s) = self.shares.get(io.tensor as usize) {
+                if s.class == Class::Shared {
+                    let end = if io.writes() {
+                        s.accesses_end
+                    } else {
+                        s.writes_end
+                    };
+                    need = need.max(end.min(t.id));
+                }
+            } else {
+                need = t.id;
+            }
+        }
+        need
+    }
+
+    /// One round of the scheduler loop (§4.3): completions, dispatch, deferred registrations,
+    /// generation as far as it goes without waiting. Returns whether it did anything; the
+    /// caller may back off or sleep when it did not (see [`Aicpu::has_work`]).
+    pub fn step<C: AsRef<[Cell]>, L: MapLock>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        cfg: &Config,
+        env: &mut impl Env,
+    ) -> Result<bool, SchedError> {
+        let me = self.me as usize;
+        let mut progress = false;
+        // (1) Completions (§4.2): its cores that went idle, and its stolen tasks that finished
+        // on another AICPU's cores.
+        let mut i = 0;
+        while i < self.busy.len {
+            let b = self.busy.buf[i];
+            if !sh.cores[b.core as usize].idle() {
+                i += 1;
+                continue;
+            }
+            self.busy.len -= 1;
+            self.busy.buf[i] = self.busy.buf[self.busy.len];
+            progress = true;
+            env.jitter();
+            self.core_back(sh, b.core);
+            if b.owner == self.me {
+                self.completed(sh, cfg, env, b.slot)?;
+            } else {
+                sh.passed[b.owner as usize]
+                    .push(b.slot)
+                    .map_err(|_| SchedError::Corrupted("a passed-completion queue filled"))?;
+                env.wake(b.owner);
+            }
+        }
+        while let Some(slot) = sh.passed[me].pop() {
+            progress = true;
+            self.completed(sh, cfg, env, slot)?;
+        }
+        let completions = progress;
+        progress = false;
+        // (2) Dispatch, once the start policy allows it (a full window always does).
+        if !self.started {
+            let generated_all = self.done && !self.staged && self.pending.is_none();
+            self.started = self.in_window >= cfg.window
+                || match cfg.start {
+                    Start::Immediate => true,
+                    Start::AfterOrchestration => generated_all,
+                    Start::Threshold(n) => self.generated >= n || generated_all,
+                };
+        }
+        for pl in 0..2 {
+            if !self.started {
+                break;
+            }
+            while self.free_cores(pl) > 0
+                && (cfg.pipeline_depth == 0 || self.running[pl] < cfg.pipeline_depth)
+            {
+                // Its own ready tasks first; an idle core may then take another AICPU's.
+                let (owner, slot) = match sh.ready[me * 2 + pl].pop() {
+                    Some(slot) => (self.me, slot),
+                    None if cfg.work_steal => {
+                        let victim = (1..sh.n)
+                            .map(|k| (self.me + k) % sh.n)
+                            .find_map(|v| sh.ready[v as usize * 2 + pl].pop().map(|s| (v, s)));
+                        match victim {
+                            Some(found) => found,
+                            None => break,
+                        }
+                    }
+                    None => break,
+                };
+                let core = self.take_core(pl);
+                self.running[pl] += 1;
+                if owner != self.me {
+                    self.counts.stolen += 1;
+                }
+                sh.cores[core as usize]
+                    .assign((owner as u64) << 32 | slot as u64)
+                    .map_err(|_| SchedError::Corrupted("a core was handed two tasks"))?;
+                self.busy.push(Busy { core, owner, slot })?;
+                env.ring(core);
+                progress = true;
+            }
+        }
+        // A task waiting for predecessors beyond its waiter nodes keeps its guard until they
+        // complete.
+        if let Some((slot, left)) = self.deferred {
+            let mut k = 0;
+            let mut left = left;
+            while k < left {
+                let p = self.preds[k];
+                let s = &sh.slots[p.aicpu as usize * sh.cap as usize + p.slot as usize];
+                if waitlist::completed(&s.waiters, tag_of(p.id)) {
+                    left -= 1;
+                    self.preds[k] = self.preds[left];
+                } else {
+                    k += 1;
+                }
+            }
+            if left == 0 {
+                self.deferred = None;
+                release_guard(sh, self.me, self.me, slot, env)?;
+                progress = true;
+            } else {
+                self.deferred = Some((slot, left));
+            }
+        }
+        // (3) Generation (§4.1), as far as it goes without waiting.
+        loop {
+            if !self.staged && self.pending.is_none() && !self.done {
+                env.jitter();
+                let before = self.interp.stats().emitted;
+                self.interp.next_task()?;
+                let mark = if self.interp.stats().emitted > before {
+                    self.staged = true;
+                    let id = self.interp.current_task().id;
+                    self.need = self.need_of(self.interp.current_task());
+                    env.staged(self.me, id);
+                    id
+                } else {
+                    self.done = true;
+                    u64::MAX
+                };
+                sh.published[me].0.store(mark, Ordering::Release);
+                // The AICPUs waiting for it are woken every few watermarks, and at the latest
+                // when this round's generation stops (below).
+                self.unscanned += 1;
+                if self.unscanned >= WAKE_EVERY || mark == u64::MAX {
+                    self.wake_waiters(sh, env, mark);
+                }
+                progress = true;
+            }
+            if self.staged && self.pending.is_none() {
+                if self.in_window >= cfg.window {
+                    match cfg.mode {
+                        WindowMode::Abort => {
+                            return Err(SchedError::WindowAbort {
+                                aicpu: self.me,
+                                window: cfg.window,
+                            })
+                        }
+                        WindowMode::Benchmark if !self.free.is_empty() => {
+                            self.counts.overflows += 1
+                        }
+                        _ => {
+                            self.counts.stalls += 1;
+                            self.started = true;
+                            break;
+                        }
+                    }
+                }
+                if self.free.is_empty() && !self.retiring.is_empty() {
+                    sh.map.with_map(|map| {
+                        Self::flush(self.me, &mut self.retiring, &mut self.free, sh, map)
+                    })?;
+                }
+                let Some(k) = self.free.pop() else {
+                    self.counts.stalls += 1;
+                    self.started = true;
+                    break;
+                };
+                let t = self.interp.current_task();
+                let s = &sh.slots[me * sh.cap as usize + k as usize];
+                s.fanin.store(1, Ordering::Relaxed);
+                s.pool.store(pool_index(t.pool()) as u32, Ordering::Relaxed);
+                s.kernel.store(t.kernel as u32, Ordering::Relaxed);
+                waitlist::open(&s.waiters, tag_of(t.id));
+                s.task.store(t.id, Ordering::Release);
+                self.recent[(t.id % share::CHAIN_SPAN as u64) as usize] = (t.id, k);
+                self.pending = Some(k);
+                self.in_window += 1;
+                progress = true;
+            }
+            let Some(k) = self.pending else { break };
+            // One task at a time waits for extra predecessors (its scratch holds them).
+            // Generation is blocked until they complete, so the start policy gives way: under
+            // `after_orchestration` they would otherwise never be dispatched.
+            if self.deferred.is_some() {
+                self.started = true;
+                break;
+            }
+            let need = self.need;
+            if !cfg.naive && self.others_min < need {
+                self.others_min = self.others_min(sh);
+            }
+            if !cfg.naive && self.others_min < need {
+                sh.waiting_for[me].0.store(need, Ordering::SeqCst);
+                // Re-check after announcing: a watermark published in between woke nobody.
+                // The fence pairs with the publisher's (§4.3): either it sees this need, or
+                // this re-check sees its watermark.
+                fence(Ordering::SeqCst);
+                self.others_min = self.others_min(sh);
+                if self.others_min < need {
+                    // Blocked on another AICPU: holding ready tasks back now could deadlock
+                    // (that AICPU may wait for them), so the start policy gives way.
+                    self.started = true;
+                    break;
+                }
+            }
+            // Only this AICPU writes its word: storing it only when it announced keeps the
+            // line the others read at every publication clean (shared, not bounced).
+            if sh.waiting_for[me].0.load(Ordering::Relaxed) != u64::MAX {
+                sh.waiting_for[me].0.store(u64::MAX, Ordering::Relaxed);
+            }
+            env.jitter();
+            self.record(sh, k, env)?;
+            self.pending = None;
+            self.staged = false;
+            self.generated += 1;
+            progress = true;
+        }
+        if self.unscanned > 0 {
+            self.wake_waiters(sh, env, sh.published[me].0.load(Ordering::Relaxed));
+        }
+        // A held-back batch goes out as soon as nothing else moves: holding it longer could
+        // keep every AICPU waiting.
+        if !progress && !self.unreleased.is_empty() {
+            self.release(sh, env)?;
+            progress = true;
+        }
+        progress |= completions;
+        if self.done
+            && !self.staged
+            && self.pending.is_none()
+            && self.in_window == 0
+            && self.deferred.is_none()
+            && self.busy.is_empty()
+            && !self.finished
+        {
+            if !self.retiring.is_empty() {
+                sh.map.with_map(|map| {
+                    Self::flush(self.me, &mut self.retiring, &mut self.free, sh, map)
+                })?;
+            }
+            self.finished = true;
+            progress = true;
+        }
+        Ok(progress)
+    }
+
+    /// Whether a round could do something now (checked before sleeping).
+    pub fn has_work<C: AsRef<[Cell]>, L: MapLock>(
+        &self,
+        sh: &Shared<'_, C, L>,
+        cfg: &Config,
+    ) -> bool {
+        let me = self.me as usize;
+        let watermarks = self.pending.is_some()
+            && self.deferred.is_none()
+            && (0..sh.n).all(|a| {
+                a == self.me || sh.published[a as usize].0.load(Ordering::Acquire) >= self.need
+            });
+        let ready = |pl: usize| {
+            !sh.ready[me * 2 + pl].is_empty()
+                || (cfg.work_steal && (0..sh.n as usize).any(|v| !sh.ready[v * 2 + pl].is_empty()))
+        };
+        !sh.passed[me].is_empty()
+            || self
+                .busy
+                .as_slice()
+                .iter()
+                .any(|b| sh.cores[b.core as usize].idle())
+            || (self.free_cores(0) > 0 && ready(0))
+            || (self.free_cores(1) > 0 && ready(1))
+            || watermarks
+            || (!self.staged && self.pending.is_none() && !self.done)
+            || self.deferred.is_some()
+    }
+
+    /// Wakes the AICPUs that announced a need the watermark `mark` (published last) is the
+    /// first one this AICPU scanned for to reach (§4.3): the fence pairs with theirs between
+    /// announcing and re-reading the watermarks, so one whose need an earlier scanned
+    /// watermark reached was woken then or saw that watermark itself, and one that misses
+    /// `mark` is seen here.
+    fn wake_waiters<C, L>(&mut self, sh: &Shared<'_, C, L>, env: &mut impl Env, mark: u64) {
+        fence(Ordering::SeqCst);
+        for a in 0..sh.n {
+            let need = sh.waiting_for[a as usize].0.load(Ordering::Relaxed);
+            if a != self.me && reaches_first(self.scanned, need, mark) {
+                env.wake(a);
+            }
+        }
+        self.scanned = mark;
+        self.unscanned = 0;
+    }
+
+    fn others_min<C, L>(&self, sh: &Shared<'_, C, L>) -> u64 {
+        (0..sh.n)
+            .filter(|&a| a != self.me)
+            .map(|a| sh.published[a as usize].0.load(Ordering::Acquire))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    fn free_cores(&self, pl: usize) -> usize {
+        if pl == 0 {
+            self.free_cube
+        } else {
+            self.free_vector
+        }
+    }
+
+    fn take_core(&mut self, pl: usize) -> u32 {
+        if pl == 0 {
+            self.free_cube -= 1;
+            self.cores[self.free_cube]
+        } else {
+            self.free_vector -= 1;
+            self.cores[self.ncube + self.free_vector]
+        }
+    }
+
+    /// A core of this AICPU is idle again.
+    fn core_back<C, L>(&mut self, sh: &Shared<'_, C, L>, core: u32) {
+        let pl = usize::from(
+            sh.cores[core as usize].core_type.load(Ordering::Relaxed) != handshake::CUBE,
+        );
+        if pl == 0 {
+            self.cores[self.free_cube] = core;
+            self.free_cube += 1;
+        } else {
+            self.cores[self.ncube + self.free_vector] = core;
+            self.free_vector += 1;
+        }
+        self.running[pl] = self.running[pl].saturating_sub(1);
+    }
+}
