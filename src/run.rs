@@ -63,6 +63,7 @@ pub fn run(
             "overflows": r.overflows,
             "batch_deps": o.batch_deps,
             "dep_batches": r.dep_batches,
+            "timing": timing_json(&o.timing, &r),
             "wall_ms": ms,
             "tasks_per_ms": rate,
             "checked": r.checked,
@@ -91,6 +92,7 @@ pub fn run(
             String::new()
         }
     );
+    s += &timing_line(&o.timing, &r);
     s += &format!(
         "wall {ms:.1} ms, {rate:.0} tasks/ms{}\n",
         if r.checked {
@@ -103,7 +105,7 @@ pub fn run(
 }
 
 /// The simulator's settings from the program's own schedule (AICPUs, window, window mode, start
-/// policy, pipeline depth, work stealing, `batch_deps`), with `cube` + `vector` cores on two
+/// policy, pipeline depth, work stealing, `batch_deps`, `timing`), with `cube` + `vector` cores on two
 /// driver threads, no check and no trace.
 pub fn options(v: &Verified<'_>, cube: u32, vector: u32, deps: DepMode) -> sim::Options {
     let own = ptovm_vm::sched::Config::of_program(v);
@@ -122,7 +124,40 @@ pub fn options(v: &Verified<'_>, cube: u32, vector: u32, deps: DepMode) -> sim::
         pipeline_depth: own.pipeline_depth,
         work_steal: own.work_steal,
         batch_deps: own.batch_deps,
+        timing: own.timing,
         deps,
+    }
+}
+
+/// What the `timing` policy did, for `run --json`: the policy and its counters.
+fn timing_json(t: &sim::IssueTiming, r: &sim::Report) -> serde_json::Value {
+    json!({
+        "policy": t.to_string(),
+        "issue_batches": r.issue_batches,
+        "short_batches": r.short_batches,
+        "reordered": r.reordered,
+        "rate_waits": r.rate_waits,
+        "rate_wait_ms": r.rate_wait_ns as f64 / 1e6,
+    })
+}
+
+/// What the `timing` policy did, as a line of the human summary (none for `immediate`).
+fn timing_line(t: &sim::IssueTiming, r: &sim::Report) -> String {
+    match t {
+        sim::IssueTiming::Immediate => String::new(),
+        sim::IssueTiming::Batched(_) => format!(
+            "timing {t}: {} batches ({} short: none of the AICPU's cores busy)\n",
+            r.issue_batches, r.short_batches
+        ),
+        sim::IssueTiming::Interleaved(_) => format!(
+            "timing {t}: {} tasks issued ahead of an older ready one to keep the rotation\n",
+            r.reordered
+        ),
+        sim::IssueTiming::RateLimit(_) => format!(
+            "timing {t}: ready tasks waited for the rate in {} rounds, {:.3} ms in all\n",
+            r.rate_waits,
+            r.rate_wait_ns as f64 / 1e6
+        ),
     }
 }
 
@@ -139,8 +174,9 @@ pub fn sim_fail(e: SimError) -> Fail {
 }
 
 /// The run as Chrome trace-event JSON (opens in Perfetto or chrome://tracing): a track per AICPU
-/// with the span from emitting each task to having recorded its dependencies, and a track per
-/// AICore with the tasks it ran, named by kernel.
+/// with the span from emitting each task to having recorded its dependencies and an instant
+/// where it issued each task to a core (with its `batched` batch and its stream), and a track
+/// per AICore with the tasks it ran, named by kernel.
 fn chrome_trace(m: &Module, r: &sim::Report, aicpus: u32, cube: u32, vector: u32) -> String {
     use std::fmt::Write as _;
     let mut s = String::from("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
@@ -175,6 +211,18 @@ fn chrome_trace(m: &Module, r: &sim::Report, aicpus: u32, cube: u32, vector: u32
                     kernel(e.kernel),
                     e.aicpu,
                     e.task
+                );
+            }
+            sim::EventKind::Issue => {
+                let _ = write!(
+                    s,
+                    ",\n{{\"name\":\"issue {}\",\"cat\":\"issue\",\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":{},\"ts\":{ts:.3},\"args\":{{\"task\":{},\"core\":{},\"batch\":{},\"stream\":{}}}}}",
+                    kernel(e.kernel),
+                    e.aicpu,
+                    e.task,
+                    e.core,
+                    e.batch,
+                    e.stream
                 );
             }
             sim::EventKind::Run => {

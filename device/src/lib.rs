@@ -612,6 +612,7 @@ unsafe fn instance_layout(
     let free: *mut u32 = c.take(cap, "free slots")?;
     let retiring: *mut u32 = c.take(cap, "retiring slots")?;
     let unreleased: *mut u32 = c.take(cap, "unreleased slots")?;
+    let held: *mut u32 = c.take(cap, "held ready tasks")?;
     let cores: *mut u32 = c.take(own, "cores")?;
     let busy: *mut Busy = c.take(own, "busy cores")?;
     let preds: *mut Pred = c.take(n * cap, "predecessor scratch")?;
@@ -651,6 +652,7 @@ unsafe fn instance_layout(
             free: fill(free, cap, |_| 0),
             retiring: fill(retiring, cap, |_| 0),
             unreleased: fill(unreleased, cap, |_| 0),
+            held: fill(held, cap, |_| 0),
             cores: fill(cores, own, |_| own_list.next().unwrap_or(0)),
             busy: fill(busy, own, |_| Busy::default()),
             preds: fill(preds, n * cap, |_| Pred::default()),
@@ -1004,11 +1006,50 @@ pub unsafe extern "C" fn ptovm_instance_init(
 }
 
 /// The environment of a device AICPU: its own thread, always running, so nothing to wake;
-/// cores poll their handshake slots, so nothing to ring.
+/// cores poll their handshake slots, so nothing to ring; the clock of `rate_limit` timing is
+/// the processor's.
 struct Device;
 impl Env for Device {
     fn wake(&mut self, _: u32) {}
     fn ring(&mut self, _: u32) {}
+    fn now_ns(&mut self) -> u64 {
+        now_ns()
+    }
+}
+
+/// Nanoseconds of the AArch64 generic timer: `CNTVCT_EL0` ticks at `CNTFRQ_EL0` Hz (both
+/// readable at EL0, where AICPU kernels run). A timer whose frequency firmware left at 0 counts
+/// as 1 GHz rather than dividing by zero.
+#[cfg(all(target_os = "none", target_arch = "aarch64"))]
+fn now_ns() -> u64 {
+    let (ticks, freq): (u64, u64);
+    // SAFETY: reads two system registers; no memory, no side effects (the ISB orders the read
+    // after the instructions before it).
+    unsafe {
+        core::arch::asm!(
+            "isb",
+            "mrs {t}, cntvct_el0",
+            "mrs {f}, cntfrq_el0",
+            t = out(reg) ticks,
+            f = out(reg) freq,
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+    if freq == 0 {
+        return ticks;
+    }
+    (ticks as u128 * 1_000_000_000 / freq as u128) as u64
+}
+
+/// With an operating system (the AICPU `.so`, the host tests): its monotonic clock, from the
+/// first reading.
+#[cfg(not(target_os = "none"))]
+fn now_ns() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos() as u64
 }
 
 unsafe fn instance(inst: *mut c_void) -> Result<&'static mut InstanceHeader, i32> {

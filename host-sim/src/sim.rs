@@ -20,7 +20,8 @@ use crossbeam_utils::CachePadded;
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
-    Aicpu, Busy, Config, Env, Local, MapLock, Node, Padded, Pred, SchedError, Shared, Slot, NODES,
+    Aicpu, Busy, Config, Env, Issued, Local, MapLock, Node, Padded, Pred, SchedError, Shared, Slot,
+    NODES,
 };
 use ptovm_vm::share::Sharing;
 use ptovm_vm::spin::SpinLock;
@@ -65,12 +66,14 @@ pub struct Options {
     /// §2.6): it holds completions back until it has this many, or until it has nothing else
     /// to do. 0 and 1 release each completion at once.
     pub batch_deps: u32,
+    /// When an AICPU hands its ready tasks to its cores (`timing`, spec/pto.md §4.2).
+    pub timing: IssueTiming,
     /// How the TensorMap matches regions: overlap (every dependency of the reference graph) or
     /// exact (pto-isa's map: equal regions only; `check` then fails where that misses an edge).
     pub deps: DepMode,
 }
 
-pub use ptovm_vm::sched::Start;
+pub use ptovm_vm::sched::{IssueTiming, Start};
 
 /// What a trace event shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +82,9 @@ pub enum EventKind {
     Record,
     /// A core ran a task.
     Run,
+    /// An AICPU handed a task to a core (an instant: `start_ns == end_ns`); `aicpu` is the AICPU
+    /// that issued it (its owner unless stolen).
+    Issue,
 }
 
 /// One span of the trace.
@@ -98,6 +104,10 @@ pub struct Event {
     pub start_ns: u64,
     /// End.
     pub end_ns: u64,
+    /// `Issue` under `batched` timing: the issuing AICPU's batch number (from 1); else 0.
+    pub batch: u64,
+    /// `Issue`: the task's stream (0 without `stream_by`).
+    pub stream: u32,
 }
 
 impl Default for Options {
@@ -117,6 +127,7 @@ impl Default for Options {
             pipeline_depth: 0,
             work_steal: false,
             batch_deps: 0,
+            timing: IssueTiming::Immediate,
             deps: DepMode::Overlap,
         }
     }
@@ -146,6 +157,16 @@ pub struct Report {
     /// Dependency releases: each a batch of completed tasks whose successors were released
     /// together (one per task when `batch_deps` ≤ 1).
     pub dep_batches: u64,
+    /// `batched` timing: batches the AICPUs opened.
+    pub issue_batches: u64,
+    /// Of those, opened short (none of the AICPU's cores busy).
+    pub short_batches: u64,
+    /// `interleaved` timing: tasks issued ahead of an older ready task to keep the rotation.
+    pub reordered: u64,
+    /// `rate_limit` timing: AICPU rounds in which a ready task waited for the rate.
+    pub rate_waits: u64,
+    /// `rate_limit` timing: nanoseconds ready tasks waited for the rate, summed over AICPUs.
+    pub rate_wait_ns: u64,
     /// Wall-clock time of the run.
     pub wall: Duration,
     /// Whether the run was checked against the reference (and passed).
@@ -225,6 +246,7 @@ struct Buffers {
     free: Vec<u32>,
     retiring: Vec<u32>,
     unreleased: Vec<u32>,
+    held: Vec<u32>,
     cores: Vec<u32>,
     busy: Vec<Busy>,
     preds: Vec<Pred>,
@@ -285,6 +307,10 @@ impl Drivers<'_> {
     fn driver_of(&self, aicpu: u32) -> usize {
         aicpu as usize % self.threads
     }
+    /// The simulator's clock: nanoseconds since the run began (traces and `rate_limit`).
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
 }
 
 /// What a scheduler step may do to the simulator (`vm::sched::Env`).
@@ -311,6 +337,25 @@ impl Env for StepEnv<'_, '_> {
         // nothing crosses threads but the completions of stolen tasks.
         self.doorbell.push(core);
     }
+    fn now_ns(&mut self) -> u64 {
+        self.dr.now_ns()
+    }
+    fn issued(&mut self, i: &Issued) {
+        if self.dr.tracing {
+            let at = i.at_ns.unwrap_or_else(|| self.dr.now_ns());
+            self.events.push(Event {
+                kind: EventKind::Issue,
+                aicpu: i.aicpu,
+                core: i.core,
+                task: i.task,
+                kernel: i.kernel as u16,
+                start_ns: at,
+                end_ns: at,
+                batch: i.batch,
+                stream: i.stream,
+            });
+        }
+    }
     fn jitter(&mut self) {
         self.jitter.maybe_yield();
     }
@@ -328,7 +373,9 @@ impl Env for StepEnv<'_, '_> {
                 task: t.id,
                 kernel: t.kernel,
                 start_ns: *self.staged_at,
-                end_ns: self.dr.start.elapsed().as_nanos() as u64,
+                end_ns: self.dr.now_ns(),
+                batch: 0,
+                stream: 0,
             });
         }
     }
@@ -437,6 +484,8 @@ fn execute(
             kernel,
             start_ns,
             end_ns,
+            batch: 0,
+            stream: 0,
         });
     }
     hs.finish();
@@ -570,6 +619,7 @@ pub fn run_with_kernels(
         pipeline_depth: o.pipeline_depth,
         work_steal: o.work_steal,
         batch_deps: o.batch_deps,
+        timing: o.timing,
         naive: o.naive,
     };
     let mut buffers: Vec<Buffers> = Vec::new();
@@ -581,6 +631,7 @@ pub fn run_with_kernels(
             free: vec![0; cap],
             retiring: vec![0; cap],
             unreleased: vec![0; cap],
+            held: vec![0; cap],
             busy: vec![Busy::default(); own.len()],
             cores: own,
             preds: vec_of(n as usize * cap, Pred::default)
@@ -595,6 +646,7 @@ pub fn run_with_kernels(
             free: &mut b.free,
             retiring: &mut b.retiring,
             unreleased: &mut b.unreleased,
+            held: &mut b.held,
             cores: &mut b.cores,
             busy: &mut b.busy,
             preds: &mut b.preds,
@@ -671,6 +723,11 @@ pub fn run_with_kernels(
         rep.overflows += k.overflows;
         rep.stolen += k.stolen;
         rep.dep_batches += k.batches;
+        rep.issue_batches += k.issue_batches;
+        rep.short_batches += k.short_batches;
+        rep.reordered += k.reordered;
+        rep.rate_waits += k.rate_waits;
+        rep.rate_wait_ns += k.rate_wait_ns;
         let m = c.sched.local_map();
         if o.check && (m.used() != 0 || m.live() != 0) {
             errors.push(SimError::Check(format!(
@@ -803,14 +860,25 @@ fn drive(
         } else {
             dr.sleeping[d].store(true, Ordering::SeqCst);
             fence(Ordering::SeqCst);
-            let work = cpus.iter().enumerate().any(|(i, m)| {
-                (own(i) || helping)
-                    && m.try_lock()
-                        .is_ok_and(|c| !c.counted && c.sched.has_work(sh, cfg))
-            }) || dr.failed.load(Ordering::Relaxed)
-                || dr.finished.load(Ordering::Acquire) == dr.n;
-            if !work {
-                thread::park_timeout(Duration::from_micros(500));
+            // A task waiting for `rate_limit` is due at its AICPU's `issue_at`: sleep no longer.
+            let mut work =
+                dr.failed.load(Ordering::Relaxed) || dr.finished.load(Ordering::Acquire) == dr.n;
+            let mut due = u64::MAX;
+            for (i, m) in cpus.iter().enumerate() {
+                if !(own(i) || helping) || work {
+                    continue;
+                }
+                if let Ok(c) = m.try_lock() {
+                    if !c.counted {
+                        work = c.sched.has_work(sh, cfg);
+                        due = due.min(c.sched.issue_at().unwrap_or(u64::MAX));
+                    }
+                }
+            }
+            let nap = Duration::from_nanos(due.saturating_sub(dr.now_ns()))
+                .min(Duration::from_micros(500));
+            if !work && !nap.is_zero() {
+                thread::park_timeout(nap);
             }
             dr.sleeping[d].store(false, Ordering::Relaxed);
         }

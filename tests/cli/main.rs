@@ -683,6 +683,8 @@ fn run_simulates_and_checks() {
     assert_eq!(j["tasks_total"], 3 * 64 + 16 * 8);
     assert_eq!(j["checked"], true);
     assert_eq!(j["deps"], "overlap");
+    assert_eq!(j["timing"]["policy"], "immediate");
+    assert_eq!(j["timing"]["issue_batches"], 0);
     // pto-isa's exact matching: the LLaMA layer names each tensor's regions one way, so it
     // finds the same dependencies and passes the check.
     let o = ptovm(
@@ -818,6 +820,54 @@ fn run_writes_a_chrome_trace() {
     }
     let names = ev.iter().filter(|e| e["name"] == "thread_name").count();
     assert_eq!(names, 2 + 6, "a named track per AICPU and per core");
+    // An instant per issue on the issuing AICPU's track.
+    let issues: Vec<&serde_json::Value> = ev.iter().filter(|e| e["cat"] == "issue").collect();
+    assert_eq!(issues.len(), tasks);
+    assert!(issues
+        .iter()
+        .all(|e| e["ph"] == "i" && e["pid"] == 1 && e["tid"].as_u64().unwrap() < 2));
+}
+
+/// A module's `timing` is applied by `ptovm run`, which reports what it did: `control.pto`
+/// issues in batches of 16 (its counters in `--json`, a summary line, the batch of each issue
+/// in the trace).
+#[test]
+fn run_applies_and_reports_the_timing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let example = examples().join("control.pto");
+    let example = example.to_str().unwrap();
+    let o = ptovm(
+        &["run", example, "--check", "--json", "--trace", "t.json"],
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let t = &j["timing"];
+    assert_eq!(t["policy"], "batched(16)");
+    let batches = t["issue_batches"].as_u64().unwrap();
+    assert!(
+        batches > 0 && t["short_batches"].as_u64().unwrap() <= batches,
+        "{t}"
+    );
+    let trace: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("t.json")).unwrap()).unwrap();
+    let issued = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "issue")
+        .map(|e| e["args"]["batch"].as_u64().unwrap())
+        .collect::<Vec<_>>();
+    assert_eq!(issued.len() as u64, j["tasks_total"].as_u64().unwrap());
+    assert!(
+        issued.iter().all(|&b| (1..=batches).contains(&b)),
+        "{issued:?}"
+    );
+    let o = ptovm(&["run", example], d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("timing batched(16): "), "{out}");
 }
 
 /// Bytecode cut at every section boundary (and inside every section), as transferred (the

@@ -9,7 +9,8 @@ use ptovm_host_sim::{heap_map, DepMode, HeapMap, HeapStorage};
 use ptovm_vm::handshake::{CoreSlot, CUBE, VECTOR};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
-    Aicpu, Busy, Config, Env, Local, MapLock, Node, Padded, Pred, Shared, Slot, Start, NODES,
+    Aicpu, Busy, Config, Env, IssueTiming, Issued, Local, MapLock, Node, Padded, Pred, Shared,
+    Slot, Start, NODES,
 };
 use ptovm_vm::share::Sharing;
 use ptovm_vm::tmap::MapLayout;
@@ -26,15 +27,41 @@ impl MapLock for Lock {
     }
 }
 
-/// The cores rung and not yet started.
-#[derive(Default)]
-pub struct Rung(pub Vec<u32>);
+/// The driver's environment: the cores rung and not yet started, a fake clock (the driver
+/// moves it on by [`TICK_NS`] a round), and every issue in order with its place in the
+/// sequence of events (`seq`, which core starts and ends also take: [`Run::ran`]).
+pub struct Rung {
+    pub cores: Vec<u32>,
+    pub now: u64,
+    pub seq: u64,
+    pub issues: Vec<(u64, Issued)>,
+}
+impl Default for Rung {
+    fn default() -> Rung {
+        Rung {
+            cores: vec![],
+            now: 0,
+            seq: 1,
+            issues: vec![],
+        }
+    }
+}
 impl Env for Rung {
     fn wake(&mut self, _: u32) {}
     fn ring(&mut self, core: u32) {
-        self.0.push(core);
+        self.cores.push(core);
+    }
+    fn now_ns(&mut self) -> u64 {
+        self.now
+    }
+    fn issued(&mut self, i: &Issued) {
+        self.issues.push((self.seq, *i));
+        self.seq += 1;
     }
 }
+
+/// How far the fake clock moves each round of the driver.
+pub const TICK_NS: u64 = 1_000;
 
 /// A ready or completion ring for `cap` slots.
 pub fn ring(cap: usize) -> Ring<Box<[Cell]>> {
@@ -124,10 +151,14 @@ pub fn local_map(v: &ptovm_vm::Verified<'_>, cap: usize) -> HeapMap {
     .unwrap()
 }
 
-/// What a run did: per task, (start, end, pool, owner AICPU), and the step count.
+/// What a run did: per task, (start, end, pool, owner AICPU) as places in the sequence of
+/// events; the edges registered; every issue in order, with its place in that sequence; the
+/// AICPUs' counters summed.
 pub struct Run {
     pub ran: Vec<(u64, u64, Pool, u32)>,
     pub edges: u64,
+    pub issues: Vec<(u64, Issued)>,
+    pub counts: ptovm_vm::sched::Counts,
 }
 
 /// Runs the program on `n` AICPUs with `cores` cube and `cores` vector cores, windows of
@@ -171,6 +202,7 @@ pub fn run(
         Vec<u32>,
         Vec<u32>,
         Vec<u32>,
+        Vec<u32>,
         Vec<Busy>,
         Vec<Pred>,
         Vec<Sharing>,
@@ -180,6 +212,7 @@ pub fn run(
             let own: Vec<u32> = (0..ncores as u32).filter(|&c| c % n == i).collect();
             let k = own.len();
             (
+                vec![0; cap],
                 vec![0; cap],
                 vec![0; cap],
                 vec![0; cap],
@@ -196,10 +229,11 @@ pub fn run(
             free: &mut b.0,
             retiring: &mut b.1,
             unreleased: &mut b.2,
-            cores: &mut b.3,
-            busy: &mut b.4,
-            preds: &mut b.5,
-            shares: &mut b.6,
+            held: &mut b.3,
+            cores: &mut b.4,
+            busy: &mut b.5,
+            preds: &mut b.6,
+            shares: &mut b.7,
             map: local_map(&v, cap),
         };
         let it = Interpreter::new(v, p, i as u32, n).map_err(|e| e.to_string())?;
@@ -207,7 +241,6 @@ pub fn run(
     }
     let mut rng = Gen::new(seed);
     let mut env = Rung::default();
-    let mut clock = 1u64;
     let mut ran: Vec<(u64, u64, Pool, u32)> = Vec::new();
     // Cores that took their task and have not finished yet.
     let mut running: Vec<u32> = Vec::new();
@@ -230,12 +263,30 @@ pub fn run(
                 return Err("a live-writer count stayed above zero".into());
             }
             let edges = cpus.iter().map(|c| c.counts().edges).sum();
-            return Ok(Run { ran, edges });
+            let mut counts = ptovm_vm::sched::Counts::default();
+            for c in &cpus {
+                let k = c.counts();
+                counts.tasks += k.tasks;
+                counts.issue_batches += k.issue_batches;
+                counts.short_batches += k.short_batches;
+                counts.reordered += k.reordered;
+                counts.rate_waits += k.rate_waits;
+                counts.rate_wait_ns += k.rate_wait_ns;
+            }
+            return Ok(Run {
+                ran,
+                edges,
+                issues: env.issues,
+                counts,
+            });
         }
+        env.now += TICK_NS;
         match rng.below(4) {
             // A core takes a rung task (its start).
-            0 if !env.0.is_empty() => {
-                let core = env.0.swap_remove(rng.below(env.0.len() as u64) as usize);
+            0 if !env.cores.is_empty() => {
+                let core = env
+                    .cores
+                    .swap_remove(rng.below(env.cores.len() as u64) as usize);
                 let word = cores[core as usize]
                     .take()
                     .ok_or("rung core without a task")?;
@@ -258,8 +309,8 @@ pub fn run(
                 } else {
                     Pool::Vector
                 };
-                ran[id as usize] = (clock, 0, pool, a);
-                clock += 1;
+                ran[id as usize] = (env.seq, 0, pool, a);
+                env.seq += 1;
                 running.push(core);
             }
             // A running core finishes (its end).
@@ -272,8 +323,8 @@ pub fn run(
                 let id = slots[(a * cap as u32 + s) as usize]
                     .task
                     .load(std::sync::atomic::Ordering::Acquire);
-                ran[id as usize].1 = clock;
-                clock += 1;
+                ran[id as usize].1 = env.seq;
+                env.seq += 1;
                 cores[core as usize].finish();
             }
             _ => {
@@ -299,7 +350,8 @@ pub fn check(
 }
 
 /// Scheduling settings picked by `seed`: window mode, start policy, pipeline depth, work
-/// stealing, `batch_deps`.
+/// stealing, `batch_deps`, timing (`interleaved` over 3 streams whatever the program's are:
+/// the scheduler must cope; `rate_limit` spaced by about a round of the fake clock).
 pub fn config(seed: u64, window: u32) -> Config {
     Config {
         window,
@@ -312,6 +364,12 @@ pub fn config(seed: u64, window: u32) -> Config {
         pipeline_depth: (seed >> 3) as u32 % 3,
         work_steal: (seed >> 5) & 1 == 1,
         batch_deps: [0, 1, 3, 64][(seed >> 7) as usize % 4],
+        timing: match (seed >> 11) % 4 {
+            0 => IssueTiming::Immediate,
+            1 => IssueTiming::Batched(1 + (seed >> 13) as u32 % 6),
+            2 => IssueTiming::Interleaved(3),
+            _ => IssueTiming::RateLimit(2_000),
+        },
         naive: false,
     }
 }

@@ -125,6 +125,7 @@ fn memory_that_does_not_fit_is_an_error() {
     let sh = region.shared();
     let attempt = |free: usize, own: Vec<u32>, preds: usize| {
         let (mut f, mut r, mut u, mut c) = (vec![0; free], vec![0; cap], vec![0; cap], own);
+        let mut h = vec![0; cap];
         let mut b = vec![Busy::default(); c.len()];
         let mut pr = vec![Pred::default(); preds];
         let mut shares = vec![Sharing::default(); v.tensors().len()];
@@ -132,6 +133,7 @@ fn memory_that_does_not_fit_is_an_error() {
             free: &mut f,
             retiring: &mut r,
             unreleased: &mut u,
+            held: &mut h,
             cores: &mut c,
             busy: &mut b,
             preds: &mut pr,

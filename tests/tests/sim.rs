@@ -49,6 +49,7 @@ fn opts(aicpus: u32, window: usize, jitter: Option<u64>) -> sim::Options {
         pipeline_depth: 0,
         work_steal: false,
         batch_deps: 0,
+        timing: sim::IssueTiming::Immediate,
         deps: DepMode::Overlap,
     }
 }

@@ -129,6 +129,7 @@ fn threaded_runs_keep_each_streams_order() {
                     pipeline_depth: 0,
                     work_steal: aicpus == 2,
                     batch_deps: 0,
+                    timing: sim::IssueTiming::Immediate,
                     deps: DepMode::Overlap,
                 };
                 let r = run_bounded(bytes.clone(), o)

@@ -8,7 +8,7 @@ use ptovm_vm::format::{
 };
 use ptovm_vm::{
     verify, ErrorKind, ExprOp, ExprProblem, InfoKind, Opcode, ParamKind, Policy, Record, Section,
-    VerifyError,
+    Timing, VerifyError,
 };
 use zerocopy::little_endian::{U16, U32};
 
@@ -1133,4 +1133,16 @@ fn stream_order() {
     m.code[3] = r(Opcode::IO_OUTPUT, 1, 1, 0);
     assert!(problem(&m).contains("only a task's last"));
     at(&check(&m), Section::Code, Some(3));
+    // `interleaved(n)` rotates over the streams: it needs the tensor and names their count.
+    let mut m = good.clone();
+    m.config.timing = Timing::Interleaved as u8;
+    m.config.timing_arg = U32::new(2);
+    assert!(verify(&m.encode()).is_ok());
+    m.config.timing_arg = U32::new(3);
+    assert!(problem(&m).contains("interleaved timing"));
+    at(&check(&m), Section::Config, None);
+    let mut m = base();
+    m.config.timing = Timing::Interleaved as u8;
+    m.config.timing_arg = U32::new(1);
+    assert!(problem(&m).contains("interleaved timing"));
 }

@@ -482,11 +482,11 @@ named_enum! {
     Timing {
         /// Issue tasks as soon as they are ready.
         Immediate = 0, "immediate";
-        /// Issue in batches of `arg` tasks.
+        /// Issue in batches of at least `arg` ready tasks.
         Batched = 1, "batched";
-        /// Interleave `arg` streams.
+        /// Issue round-robin over the `arg` streams of `stream_by`.
         Interleaved = 2, "interleaved";
-        /// At most `arg` tasks in flight per stream.
+        /// Issue at most `arg` tasks per millisecond (the whole launch).
         RateLimit = 3, "rate_limit";
     }
 }

@@ -131,7 +131,39 @@ impl<'a> Lower<'a, '_, '_> {
             self.m.config.streams = U16::new(n);
         }
         self.stream_order(stream_by, seen.get("streams").copied())?;
+        if let Some(&span) = seen.get("timing") {
+            self.timing_fits(span)?;
+        }
         Ok(layouts)
+    }
+
+    /// `timing` against the rest of the schedule: `interleaved(n)` rotates over the `n` streams
+    /// of `stream_by`, so it needs them; a `batched(n)` batch larger than the window can only
+    /// go out short.
+    fn timing_fits(&mut self, span: Span) -> R<()> {
+        let c = &self.m.config;
+        let (arg, streams) = (c.timing_arg.get(), c.streams.get() as u32);
+        match Timing::from_u8(c.timing) {
+            Some(Timing::Interleaved) if self.stream.is_none() => Err(self.rep.error(
+                DiagKind::Type,
+                span,
+                format!("`timing = interleaved({arg})` issues round-robin over the streams of `stream_by`, and this schedule has none (add `streams = {arg}` and `stream_by = KEY`, an expression of loop variables)"),
+            )),
+            Some(Timing::Interleaved) if arg != streams => Err(self.rep.error(
+                DiagKind::Type,
+                span,
+                format!("`timing = interleaved({arg})` names {arg} streams, but the schedule has {streams} (`streams`{}): make them equal", if self.streams_override.is_some() { ", set by --streams" } else { "" }),
+            )),
+            Some(Timing::Batched) if arg > c.window.get() => {
+                self.rep.warn(
+                    DiagKind::NoEffect,
+                    span,
+                    format!("`timing = batched({arg})` never fills a batch: an AICPU holds at most its window of {} tasks, so every batch goes out short, when none of its cores is busy", c.window.get()),
+                );
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// `stream_by = key` (with `streams = N`): every task joins stream `key % N`, and a

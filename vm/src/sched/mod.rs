@@ -12,8 +12,9 @@
 //! - an environment ([`Env`]): how to wake another AICPU's thread, how to tell a core it has a
 //!   task, and optional hooks for tracing and stress testing.
 //!
-//! This file holds the types; the loop is in `step.rs`, recording a task in `record.rs`, and
-//! completion and retirement in `retire.rs`.
+//! This file holds the types; the loop is in `step.rs`, handing ready tasks to cores (and the
+//! `timing` policies) in `issue.rs`, recording a task in `record.rs`, and completion and
+//! retirement in `retire.rs`.
 
 use crate::handshake::{self, CoreSlot};
 use crate::interp::{Interpreter, RunError, Task};
@@ -24,6 +25,7 @@ use crate::tmap::{MapError, MapLayout, Slices, Storage, TensorMap, Use};
 use crate::waitlist::{self, tag_of, NIL};
 use crate::{Pool, WindowMode};
 
+mod issue;
 mod record;
 mod retire;
 mod step;
@@ -50,6 +52,9 @@ pub struct Slot {
     pub waiters: AtomicU64,
     /// Whether the task has entries in the global map (only its AICPU reads this).
     pub global: AtomicU32,
+    /// The task's stream under `stream_by` (0 without it): what `interleaved` timing rotates
+    /// over.
+    pub stream: AtomicU32,
 }
 
 impl Default for Slot {
@@ -61,6 +66,7 @@ impl Default for Slot {
             kernel: AtomicU32::new(0),
             waiters: AtomicU64::new(waitlist::pack(0, NIL)),
             global: AtomicU32::new(0),
+            stream: AtomicU32::new(0),
         }
     }
 }
@@ -113,6 +119,12 @@ pub trait Env {
     fn wake(&mut self, aicpu: u32);
     /// Core `core` was handed a task through its handshake slot.
     fn ring(&mut self, core: u32);
+    /// Now, in nanoseconds from any fixed origin, never decreasing: the clock `rate_limit`
+    /// timing spaces issues by (the device's generic timer; the host's monotonic clock; a fake
+    /// one in tests). Read only under that timing.
+    fn now_ns(&mut self) -> u64;
+    /// This AICPU handed a task to a core (for traces).
+    fn issued(&mut self, _issue: &Issued) {}
     /// A point where a stress test may yield or sleep.
     fn jitter(&mut self) {}
     /// This AICPU staged task `id` (its interpreter paused right after emitting it).
@@ -121,6 +133,86 @@ pub trait Env {
     fn recorded(&mut self, _aicpu: u32, _task: &Task) {}
     /// One of this AICPU's tasks completed and its successors were released.
     fn completed(&mut self) {}
+}
+
+/// A task handed to a core ([`Env::issued`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Issued {
+    /// The AICPU that handed it over.
+    pub aicpu: u32,
+    /// The task's own AICPU (another one when stolen).
+    pub owner: u32,
+    /// The core.
+    pub core: u32,
+    /// The task's id.
+    pub task: u64,
+    /// Its kernel index.
+    pub kernel: u32,
+    /// Its stream (0 without `stream_by`).
+    pub stream: u32,
+    /// Under `batched` timing, the number of the AICPU's batch it went out in (from 1); else,
+    /// and for a stolen task, 0.
+    pub batch: u64,
+    /// Under `rate_limit` timing, the clock reading ([`Env::now_ns`]) the issue was allowed at.
+    pub at_ns: Option<u64>,
+}
+
+/// When an AICPU hands its ready tasks to its cores: PTO-WSP's `timing` (spec/pto.md §4.2).
+/// Every policy issues only ready tasks and never holds one back when holding could stall the
+/// launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IssueTiming {
+    /// Each ready task as soon as a core of its pool is free.
+    Immediate,
+    /// In batches: the AICPU holds its ready tasks until it has at least `n`, then issues that
+    /// batch (all it holds) as cores free up before it counts the next one. It opens a smaller
+    /// batch when none of the cores it drives is busy — then no completion of its own is
+    /// coming to add to the batch.
+    Batched(u32),
+    /// Round-robin over the `n` streams of `stream_by`: after a task of stream `s`, the next
+    /// task the AICPU issues is one of the first stream after `s` (cyclically) that has a ready
+    /// task for a free core.
+    Interleaved(u32),
+    /// At most `n` tasks per millisecond for the whole launch: each of the `aicpus` AICPUs
+    /// issues at most one task every `ceil(aicpus · 10⁶ / n)` ns of [`Env::now_ns`].
+    RateLimit(u32),
+}
+
+impl IssueTiming {
+    /// The program's `timing` (config bytes 88–93; the verifier checked them).
+    pub fn of_config(c: &crate::format::Config) -> IssueTiming {
+        let n = c.timing_arg.get().max(1);
+        match crate::Timing::from_u8(c.timing) {
+            Some(crate::Timing::Batched) => IssueTiming::Batched(n),
+            Some(crate::Timing::Interleaved) => IssueTiming::Interleaved(n),
+            Some(crate::Timing::RateLimit) => IssueTiming::RateLimit(n),
+            _ => IssueTiming::Immediate,
+        }
+    }
+
+    /// Whether the AICPU takes its ready tasks into its private buffer to choose among them.
+    pub fn holds(self) -> bool {
+        matches!(self, IssueTiming::Batched(_) | IssueTiming::Interleaved(_))
+    }
+
+    /// The gap between two issues of one AICPU under `rate_limit`, for `aicpus` AICPUs.
+    pub fn spacing_ns(self, aicpus: u32) -> u64 {
+        match self {
+            IssueTiming::RateLimit(n) => (aicpus as u64 * 1_000_000).div_ceil(n.max(1) as u64),
+            _ => 0,
+        }
+    }
+}
+
+impl core::fmt::Display for IssueTiming {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            IssueTiming::Immediate => write!(f, "immediate"),
+            IssueTiming::Batched(n) => write!(f, "batched({n})"),
+            IssueTiming::Interleaved(n) => write!(f, "interleaved({n})"),
+            IssueTiming::RateLimit(n) => write!(f, "rate_limit({n})"),
+        }
+    }
 }
 
 /// When an AICPU starts handing tasks to its cores (seed 003 §7). An AICPU whose generation is
@@ -152,13 +244,15 @@ pub struct Config {
     pub work_steal: bool,
     /// Completed tasks whose successors are released together (0 and 1: each at once).
     pub batch_deps: u32,
+    /// When ready tasks are handed to cores (`timing`).
+    pub timing: IssueTiming,
     /// Testing only: skip the watermark wait (the naïve protocol that misses edges).
     pub naive: bool,
 }
 
 impl Config {
     /// The program's own schedule (its DispatchConfig, spec/bytecode.md §3.1): window, window
-    /// mode, start policy, pipeline depth, ready policy, `batch_deps`.
+    /// mode, start policy, pipeline depth, ready policy, `batch_deps`, `timing`.
     pub fn of_program(v: &crate::Verified<'_>) -> Config {
         let c = v.config();
         Config {
@@ -174,6 +268,7 @@ impl Config {
             pipeline_depth: c.pipeline_depth.get(),
             work_steal: c.ready == crate::ReadyPolicy::WorkSteal as u8,
             batch_deps: c.batch_deps.get(),
+            timing: IssueTiming::of_config(c),
             naive: false,
         }
     }
@@ -258,6 +353,17 @@ pub struct Counts {
     pub stolen: u64,
     /// Successor releases (batches of completed tasks).
     pub batches: u64,
+    /// `batched` timing: batches opened.
+    pub issue_batches: u64,
+    /// Of those, opened with fewer tasks than the batch size (none of its cores was busy).
+    pub short_batches: u64,
+    /// `interleaved` timing: tasks issued before an older ready task, to keep the rotation.
+    pub reordered: u64,
+    /// `rate_limit` timing: rounds in which a ready task waited for the rate.
+    pub rate_waits: u64,
+    /// `rate_limit` timing: nanoseconds ready tasks waited for the rate (from the first round
+    /// that found one waiting to the issue).
+    pub rate_wait_ns: u64,
 }
 
 /// A predecessor found for the task being recorded: its AICPU, slot and id.
@@ -282,7 +388,8 @@ pub struct Busy {
     pub slot: u32,
 }
 
-/// One AICPU's private buffers: `cap` words for each of `free`, `retiring` and `unreleased`;
+/// One AICPU's private buffers: `cap` words for each of `free`, `retiring`, `unreleased` and
+/// `held`;
 /// its cores in `cores` (any order); a [`Busy`] per core; `n * cap` predecessors of scratch;
 /// a [`Sharing`] per tensor of the program; and its own TensorMap for the tensors that never
 /// cross AICPUs (§3.5): handles are its slots (`MapLayout::for_program(program, cap)`), its
@@ -303,6 +410,9 @@ pub struct Local<'m, S = Slices<'m>> {
     pub preds: &'m mut [Pred],
     /// The classes of the program's tensors (written by [`Aicpu::new`]).
     pub shares: &'m mut [Sharing],
+    /// Its ready tasks taken out of its ready queues to be chosen among (`batched` and
+    /// `interleaved` timing): `cap` words.
+    pub held: &'m mut [u32],
     /// The AICPU's own map.
     pub map: TensorMap<S>,
 }
@@ -335,6 +445,13 @@ impl<'m, T: Copy> Stack<'m, T> {
     }
     fn as_slice(&self) -> &[T] {
         &self.buf[..self.len]
+    }
+    /// Takes out entry `i`, keeping the order of the others.
+    fn remove(&mut self, i: usize) -> T {
+        let x = self.buf[i];
+        self.buf.copy_within(i + 1..self.len, i);
+        self.len -= 1;
+        x
     }
 }
 
@@ -393,6 +510,16 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     started: bool,
     generated: u64,
     counts: Counts,
+    /// Timing (`issue.rs`): ready tasks taken from its own queues, oldest first.
+    held: Stack<'m, u32>,
+    /// `batched`: tasks of the open batch left to issue (the first ones of `held`).
+    batch_left: usize,
+    /// `interleaved`: the stream whose turn it is.
+    next_stream: u32,
+    /// `rate_limit`: the clock reading from which the next issue is allowed, and since when
+    /// a ready task has waited for it.
+    next_issue_ns: u64,
+    rate_wait_since: Option<u64>,
 }
 
 /// How many watermarks an AICPU publishes between two scans for the AICPUs waiting for them

@@ -51,6 +51,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         need(local.free.len() >= cap, "free slots")?;
         need(local.retiring.len() >= cap, "retiring slots")?;
         need(local.unreleased.len() >= cap, "unreleased slots")?;
+        need(local.held.len() >= cap, "held ready tasks")?;
         need(local.busy.len() >= local.cores.len(), "busy cores")?;
         need(local.preds.len() >= n * cap, "predecessor scratch")?;
         need(interp.aicpus() == sh.n, "the interpreter's AICPU count")?;
@@ -134,6 +135,11 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             started: false,
             generated: 0,
             counts: Counts::default(),
+            held: Stack::new(local.held),
+            batch_left: 0,
+            next_stream: 0,
+            next_issue_ns: 0,
+            rate_wait_since: None,
         })
     }
 
@@ -238,39 +244,8 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     Start::Threshold(n) => self.generated >= n || generated_all,
                 };
         }
-        for pl in 0..2 {
-            if !self.started {
-                break;
-            }
-            while self.free_cores(pl) > 0
-                && (cfg.pipeline_depth == 0 || self.running[pl] < cfg.pipeline_depth)
-            {
-                // Its own ready tasks first; an idle core may then take another AICPU's.
-                let (owner, slot) = match sh.ready[me * 2 + pl].pop() {
-                    Some(slot) => (self.me, slot),
-                    None if cfg.work_steal => {
-                        let victim = (1..sh.n)
-                            .map(|k| (self.me + k) % sh.n)
-                            .find_map(|v| sh.ready[v as usize * 2 + pl].pop().map(|s| (v, s)));
-                        match victim {
-                            Some(found) => found,
-                            None => break,
-                        }
-                    }
-                    None => break,
-                };
-                let core = self.take_core(pl);
-                self.running[pl] += 1;
-                if owner != self.me {
-                    self.counts.stolen += 1;
-                }
-                sh.cores[core as usize]
-                    .assign((owner as u64) << 32 | slot as u64)
-                    .map_err(|_| SchedError::Corrupted("a core was handed two tasks"))?;
-                self.busy.push(Busy { core, owner, slot })?;
-                env.ring(core);
-                progress = true;
-            }
+        if self.started {
+            progress |= self.issue(sh, cfg, env)?;
         }
         // A task waiting for predecessors beyond its waiter nodes keeps its guard until they
         // complete.
@@ -354,6 +329,12 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 s.fanin.store(1, Ordering::Relaxed);
                 s.pool.store(pool_index(t.pool()) as u32, Ordering::Relaxed);
                 s.kernel.store(t.kernel as u32, Ordering::Relaxed);
+                // Its stream is its last region's index in the stream-order tensor.
+                let stream = match self.interp.program().stream_tensor() {
+                    Some(_) => t.ios().last().map_or(0, |io| io.ranges[0].0 as u32),
+                    None => 0,
+                };
+                s.stream.store(stream, Ordering::Relaxed);
                 waitlist::open(&s.waiters, tag_of(t.id));
                 s.task.store(t.id, Ordering::Release);
                 self.recent[(t.id % share::CHAIN_SPAN as u64) as usize] = (t.id, k);
@@ -440,10 +421,8 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             && (0..sh.n).all(|a| {
                 a == self.me || sh.published[a as usize].0.load(Ordering::Acquire) >= self.need
             });
-        let ready = |pl: usize| {
-            !sh.ready[me * 2 + pl].is_empty()
-                || (cfg.work_steal && (0..sh.n as usize).any(|v| !sh.ready[v * 2 + pl].is_empty()))
-        };
+        // Under `rate_limit`, a task waiting for the rate is work at `issue_at`, not now.
+        let ready = |pl: usize| self.rate_wait_since.is_none() && self.ready_for(sh, cfg, pl);
         !sh.passed[me].is_empty()
             || self
                 .busy
@@ -482,7 +461,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             .unwrap_or(u64::MAX)
     }
 
-    fn free_cores(&self, pl: usize) -> usize {
+    pub(super) fn free_cores(&self, pl: usize) -> usize {
         if pl == 0 {
             self.free_cube
         } else {
@@ -490,7 +469,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         }
     }
 
-    fn take_core(&mut self, pl: usize) -> u32 {
+    pub(super) fn take_core(&mut self, pl: usize) -> u32 {
         if pl == 0 {
             self.free_cube -= 1;
             self.cores[self.free_cube]

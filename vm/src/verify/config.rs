@@ -200,6 +200,18 @@ impl<'v, 'a> Checker<'v, 'a> {
                 at: at(offset_of!(Config, timing_arg)),
             });
         }
+        // `interleaved(n)` rotates over the `n` streams of `stream_by` (spec/pto.md §4.2).
+        if c.timing == Timing::Interleaved as u8
+            && (self.stream.is_none() || c.timing_arg.get() != c.streams.get() as u32)
+        {
+            return Err(VerifyError {
+                kind: ErrorKind::StreamOrder {
+                    problem:
+                        "interleaved timing needs a stream-order tensor and names its stream count",
+                },
+                at: at(offset_of!(Config, timing_arg)),
+            });
+        }
         let st = c.start_threshold.get();
         if c.start == StartPolicy::Threshold as u8 {
             if st == 0 {

@@ -1,0 +1,204 @@
+//! Handing ready tasks to free cores (spec/runtime.md §4.3 step 2) under the program's `timing`
+//! (spec/pto.md §4.2, [`IssueTiming`]). `immediate` and `rate_limit` pop the AICPU's ready
+//! queues; `batched` and `interleaved` first take the ready tasks into the AICPU's private
+//! `held` buffer (oldest first) and choose there — a held task is no longer in a queue, so other
+//! AICPUs cannot steal it. An idle core may take another AICPU's ready task (work stealing)
+//! when its own AICPU has none to issue.
+
+use super::*;
+
+impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
+    /// Issues what the timing allows to the free cores; returns whether it did anything.
+    pub(super) fn issue<C: AsRef<[Cell]>, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        cfg: &Config,
+        env: &mut impl Env,
+    ) -> Result<bool, SchedError> {
+        let me = self.me as usize;
+        let mut progress = false;
+        if cfg.timing.holds() {
+            for pl in 0..2 {
+                while let Some(slot) = sh.ready[me * 2 + pl].pop() {
+                    self.held.push(slot)?;
+                    progress = true;
+                }
+            }
+        }
+        let mut rate_waited = false;
+        'pools: for pl in 0..2 {
+            while self.free_cores(pl) > 0
+                && (cfg.pipeline_depth == 0 || self.running[pl] < cfg.pipeline_depth)
+            {
+                let at_ns = if let IssueTiming::RateLimit(_) = cfg.timing {
+                    let now = env.now_ns();
+                    if now < self.next_issue_ns {
+                        if self.ready_for(sh, cfg, pl) {
+                            rate_waited = true;
+                            self.rate_wait_since.get_or_insert(now);
+                        }
+                        break 'pools;
+                    }
+                    Some(now)
+                } else {
+                    None
+                };
+                let (owner, slot) = match self.pick_own(sh, cfg, pl) {
+                    Some(slot) => (self.me, slot),
+                    None if cfg.work_steal => {
+                        let victim = (1..sh.n)
+                            .map(|k| (self.me + k) % sh.n)
+                            .find_map(|v| sh.ready[v as usize * 2 + pl].pop().map(|s| (v, s)));
+                        match victim {
+                            Some(found) => found,
+                            None => break,
+                        }
+                    }
+                    None => break,
+                };
+                let core = self.take_core(pl);
+                self.running[pl] += 1;
+                if owner != self.me {
+                    self.counts.stolen += 1;
+                }
+                if let Some(now) = at_ns {
+                    self.next_issue_ns = self.next_issue_ns.max(now) + cfg.timing.spacing_ns(sh.n);
+                    if let Some(since) = self.rate_wait_since.take() {
+                        self.counts.rate_wait_ns += now - since;
+                    }
+                }
+                // Read before the core may start: the slot stays the task's until it completes.
+                let s = &sh.slots[owner as usize * sh.cap as usize + slot as usize];
+                let issued = Issued {
+                    aicpu: self.me,
+                    owner,
+                    core,
+                    task: s.task.load(Ordering::Relaxed),
+                    kernel: s.kernel.load(Ordering::Relaxed),
+                    stream: s.stream.load(Ordering::Relaxed),
+                    batch: if owner == self.me && matches!(cfg.timing, IssueTiming::Batched(_)) {
+                        self.counts.issue_batches
+                    } else {
+                        0
+                    },
+                    at_ns,
+                };
+                sh.cores[core as usize]
+                    .assign((owner as u64) << 32 | slot as u64)
+                    .map_err(|_| SchedError::Corrupted("a core was handed two tasks"))?;
+                self.busy.push(Busy { core, owner, slot })?;
+                env.issued(&issued);
+                env.ring(core);
+                progress = true;
+            }
+        }
+        if rate_waited {
+            self.counts.rate_waits += 1;
+        }
+        Ok(progress)
+    }
+
+    /// The next of its own ready tasks of pool `pl` the timing lets it issue, taken out.
+    fn pick_own<C: AsRef<[Cell]>, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        cfg: &Config,
+        pl: usize,
+    ) -> Option<u32> {
+        let me = self.me as usize;
+        let pool_of = |slot: u32| {
+            sh.slots[me * sh.cap as usize + slot as usize]
+                .pool
+                .load(Ordering::Relaxed) as usize
+        };
+        match cfg.timing {
+            IssueTiming::Immediate | IssueTiming::RateLimit(_) => sh.ready[me * 2 + pl].pop(),
+            IssueTiming::Batched(n) => {
+                if self.batch_left == 0 {
+                    let held = self.held.len;
+                    // A smaller batch only when nothing it runs can complete and add to it.
+                    let short = held < n as usize;
+                    if held > 0 && (!short || self.busy.is_empty()) {
+                        self.batch_left = held;
+                        self.counts.issue_batches += 1;
+                        self.counts.short_batches += u64::from(short);
+                    }
+                }
+                let i = (0..self.batch_left).find(|&i| pool_of(self.held.buf[i]) == pl)?;
+                self.batch_left -= 1;
+                Some(self.held.remove(i))
+            }
+            IssueTiming::Interleaved(streams) => {
+                let streams = streams.max(1);
+                let stream_of = |slot: u32| {
+                    sh.slots[me * sh.cap as usize + slot as usize]
+                        .stream
+                        .load(Ordering::Relaxed)
+                };
+                // The held task of pool `pl` whose stream comes first from `next_stream` on.
+                let mut best: Option<(usize, u64)> = None;
+                let mut oldest = None;
+                for (i, &slot) in self.held.as_slice().iter().enumerate() {
+                    if pool_of(slot) != pl {
+                        continue;
+                    }
+                    oldest.get_or_insert(i);
+                    // `next_stream < streams`; a stream is below `streams` when the verifier
+                    // holds `interleaved(n)` to the stream count, and taken modulo it anyway.
+                    let (s, n) = (stream_of(slot) as u64 % streams as u64, streams as u64);
+                    let turn = (s + n - self.next_stream as u64) % n;
+                    if best.is_none_or(|(_, t)| turn < t) {
+                        best = Some((i, turn));
+                    }
+                }
+                let (i, _) = best?;
+                if oldest != Some(i) {
+                    self.counts.reordered += 1;
+                }
+                let slot = self.held.remove(i);
+                self.next_stream = ((stream_of(slot) % streams) as u64 + 1) as u32 % streams;
+                Some(slot)
+            }
+        }
+    }
+
+    /// Whether a task of pool `pl` is ready for this AICPU to issue (its own, held or queued;
+    /// another AICPU's under work stealing), as far as the timing's choice goes: a `batched`
+    /// AICPU's held tasks count once a batch is open or could open.
+    pub(super) fn ready_for<C: AsRef<[Cell]>, L>(
+        &self,
+        sh: &Shared<'_, C, L>,
+        cfg: &Config,
+        pl: usize,
+    ) -> bool {
+        let me = self.me as usize;
+        let pool_of = |slot: &u32| {
+            sh.slots[me * sh.cap as usize + *slot as usize]
+                .pool
+                .load(Ordering::Relaxed) as usize
+        };
+        let held = match cfg.timing {
+            IssueTiming::Batched(n) => {
+                let open = if self.batch_left > 0 {
+                    self.batch_left
+                } else if self.held.len >= n as usize || self.busy.is_empty() {
+                    self.held.len
+                } else {
+                    0
+                };
+                self.held.buf[..open].iter().any(|s| pool_of(s) == pl)
+            }
+            IssueTiming::Interleaved(_) => self.held.as_slice().iter().any(|s| pool_of(s) == pl),
+            _ => false,
+        };
+        held || !sh.ready[me * 2 + pl].is_empty()
+            || (cfg.work_steal && (0..sh.n as usize).any(|v| !sh.ready[v * 2 + pl].is_empty()))
+    }
+
+    /// Under `rate_limit` timing, when a ready task waits for the rate: the clock reading
+    /// ([`Env::now_ns`]) from which it may go. A caller that sleeps while [`Aicpu::has_work`]
+    /// says nothing should wake by then.
+    pub fn issue_at(&self) -> Option<u64> {
+        self.rate_wait_since.map(|_| self.next_issue_ns)
+    }
+}
