@@ -369,32 +369,62 @@ fn with_program<T>(
         &[ptovm_vm::Value<'_>],
     ) -> Result<T, Fail>,
 ) -> Result<T, Fail> {
-    let (bytes, name) = match input {
+    let (loaded, name) = match input {
         Some(path) => (load_bytecode(path)?, path.display().to_string()),
         None => {
             let out = assemble("examples/llama_layer.pto", LLAMA, &Options::default())
                 .map_err(|e| Fail(Exit::Internal, format!("internal error: {e}")))?;
-            (out.bytes, "examples/llama_layer.pto".to_string())
+            (
+                Loaded {
+                    bytes: out.bytes,
+                    warnings: vec![],
+                },
+                "examples/llama_layer.pto".to_string(),
+            )
         }
     };
     params.dedup();
-    let v = ptovm_vm::verify(&bytes).map_err(|e| verify_err(Path::new(&name), e))?;
+    let v = ptovm_vm::verify(&loaded.bytes).map_err(|e| verify_err(Path::new(&name), e))?;
     let m = ptovm_assembler::Module::decode(&v);
     let owned =
         expand::parse_params(&m, &params).map_err(|e| Fail(Exit::Params, format!("error: {e}")))?;
-    f(&v, &m, &expand::values(&owned))
+    let out = f(&v, &m, &expand::values(&owned))?;
+    loaded.warn();
+    Ok(out)
+}
+
+/// A program as read: its bytecode, and the assembler's warnings when it was text.
+struct Loaded {
+    bytes: Vec<u8>,
+    warnings: Vec<String>,
+}
+
+impl Loaded {
+    /// Prints the warnings — after the command succeeded, so that a failing command's first
+    /// line on stderr is its error.
+    fn warn(&self) {
+        for w in &self.warnings {
+            eprintln!("{w}");
+        }
+    }
 }
 
 /// Reads bytecode, or assembles text in memory when the input is not PTOW.
-fn load_bytecode(path: &Path) -> Result<Vec<u8>, Fail> {
+fn load_bytecode(path: &Path) -> Result<Loaded, Fail> {
     let bytes = read(path)?;
     if is_ptow(&bytes) || bytes.is_empty() || std::str::from_utf8(&bytes).is_err() {
-        return Ok(bytes);
+        return Ok(Loaded {
+            bytes,
+            warnings: vec![],
+        });
     }
     let src = text(path, bytes)?;
     let out = assemble(&path.display().to_string(), &src, &Options::default())
         .map_err(|e| Fail(Exit::Text, e.to_string()))?;
-    Ok(out.bytes)
+    Ok(Loaded {
+        bytes: out.bytes,
+        warnings: out.warnings.iter().map(|w| w.to_string()).collect(),
+    })
 }
 
 /// A runtime error of a verified program.
@@ -537,8 +567,8 @@ fn run(cli: Cli) -> Result<(), Fail> {
             limit,
             summary,
         } => {
-            let bytes = load_bytecode(&input)?;
-            let v = ptovm_vm::verify(&bytes).map_err(|e| verify_err(&input, e))?;
+            let loaded = load_bytecode(&input)?;
+            let v = ptovm_vm::verify(&loaded.bytes).map_err(|e| verify_err(&input, e))?;
             let m = ptovm_assembler::Module::decode(&v);
             let owned = expand::parse_params(&m, &params)
                 .map_err(|e| Fail(Exit::Params, format!("error: {e}")))?;
@@ -552,17 +582,21 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 summary,
             };
             let out = expand::run(&v, &m, &vals, &opts)?;
-            write_out(Path::new("-"), out.as_bytes())
+            write_out(Path::new("-"), out.as_bytes())?;
+            loaded.warn();
+            Ok(())
         }
         Cmd::Inspect { input, json } => {
-            let bytes = load_bytecode(&input)?;
-            let v = ptovm_vm::verify(&bytes).map_err(|e| verify_err(&input, e))?;
+            let loaded = load_bytecode(&input)?;
+            let v = ptovm_vm::verify(&loaded.bytes).map_err(|e| verify_err(&input, e))?;
             let out = if json {
                 inspect::json(&v) + "\n"
             } else {
                 inspect::text(&v)
             };
-            write_out(Path::new("-"), out.as_bytes())
+            write_out(Path::new("-"), out.as_bytes())?;
+            loaded.warn();
+            Ok(())
         }
     }
 }

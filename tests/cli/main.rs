@@ -105,6 +105,33 @@ fn asm_verify_disasm_roundtrip_for_every_example() {
     }
 }
 
+/// `run`, `expand` and `inspect` on `.pto` text print the assembler's warnings — after their
+/// output, once the command succeeded; a failing command's first stderr line stays its error.
+#[test]
+fn commands_on_text_print_its_warnings_after_success() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = examples().join("attention.pto");
+    let src = src.to_str().unwrap();
+    for args in [
+        vec!["run", src],
+        vec!["expand", src, "--summary"],
+        vec!["inspect", src],
+    ] {
+        let o = ptovm(&args, dir.path());
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("warning: `streams = 4` without `stream_by` orders nothing"),
+            "{args:?}: {err}"
+        );
+    }
+    let o = ptovm(&["run", src, "--param", "batch=x"], dir.path());
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(!err.contains("warning"), "{err}");
+}
+
 #[test]
 fn asm_warns_about_undeclared_kernels_and_tensors() {
     let dir = tempfile::tempdir().unwrap();
