@@ -22,6 +22,10 @@ pub struct Gen {
     /// Runnable mode: small constants, no division by a variable expression, regions that stay
     /// inside the declared tensors, so most generated programs expand without runtime errors.
     runnable: bool,
+    /// The module has the workload `g` that statements may `call`; whether `g`'s body is being
+    /// generated (it calls nothing: a call cycle is an error).
+    callee: bool,
+    in_callee: bool,
 }
 
 impl Gen {
@@ -34,6 +38,8 @@ impl Gen {
             next_var: 0,
             depth: 0,
             runnable: false,
+            callee: false,
+            in_callee: false,
         }
     }
 
@@ -225,7 +231,7 @@ impl Gen {
             return self.task();
         }
         self.depth += 1;
-        let s = match self.below(9) {
+        let s = match self.below(10) {
             0..=2 => {
                 let v = format!("v{}", self.next_var);
                 self.next_var += 1;
@@ -240,6 +246,7 @@ impl Gen {
                     (3, None) => "ragged(p2, a1)".to_string(),
                     // PTO-WSP's flattened sparse axis, under a parallel_for.
                     (4, _) => "sparse(min(p0, 3), a2, a3)".to_string(),
+                    _ if self.in_callee => "%ga".to_string(),
                     _ => "%outer".to_string(),
                 };
                 let kw = self.pick(&["parallel_for", "for_each"]);
@@ -287,6 +294,12 @@ impl Gen {
                 format!("dispatch {p} {{\n{}\n}}", self.block(2))
             }
             7 => "".to_string(),
+            // `g`'s body inlined here, its value parameter bound to one of our loop variables
+            // and its axis to our `%outer` (a call in a loop expands once per iteration).
+            8 if self.callee && !self.in_callee && !self.vars.is_empty() => {
+                let i = self.below(self.vars.len() as u64) as usize;
+                format!("call @g({}, outer)", self.vars[i])
+            }
             _ => self.task(),
         };
         self.depth -= 1;
@@ -301,6 +314,18 @@ impl Gen {
             "@tensor T0: f16[p0]\n@tensor T1: f32[8, p1]\n@tensor T2: bf16[2, 3, 4]\n@kernel k0(a): vector(in x)\n@kernel k1(a, b): cube(in x, out y)\n"
         };
         let mut m = String::from(decls);
+        // Sometimes a workload to `call`: it sees only its own parameters and loop variables.
+        self.callee = self.below(3) == 0;
+        if self.callee {
+            self.in_callee = true;
+            self.vars = vec!["u".into()];
+            let body = self.block(3);
+            self.vars.clear();
+            self.in_callee = false;
+            // `gi` is a value (the caller's loop variable), not a loop of `g`: expressions may
+            // read it, dispatch keys may not.
+            m += &format!("@workload g(%gi: dense[1], %ga: dense[3]) {{\n  parallel_for u in %ga {{\n  cond gi < 2 {{\n{body}\n  }}\n  }}\n}}\n");
+        }
         m += "@workload w(%outer: dense[3], %dyn: dense_dyn(p2)) {\n  parallel_for top in %dyn {\n";
         self.vars.push("top".into());
         let body = self.block(4);
@@ -315,15 +340,22 @@ impl Gen {
             4 => "work_steal".to_string(),
             _ => "threshold(p2 * 2, 4: static(top), 100: affinity(top), hash(top))".to_string(),
         };
-        m += &format!(
-            "@schedule s for w {{\n  dispatch = {dispatch}\n  streams = {}\n",
-            1 + self.below(4)
-        );
+        let streams = 1 + self.below(4);
+        m += &format!("@schedule s for w {{\n  dispatch = {dispatch}\n  streams = {streams}\n");
+        // Each stream's tasks in program order; `interleaved` rotates over the streams.
+        let stream_by = self.below(3) == 0;
+        if stream_by {
+            m += &format!("  stream_by = {}\n", self.pick(&["top", "top * 3 + 1"]));
+        }
         if self.below(2) == 0 {
-            m += &format!(
-                "  timing = {}\n",
-                self.pick(&["immediate", "batched(4)", "interleaved(2)", "rate_limit(9)"])
-            );
+            let interleaved = format!("interleaved({streams})");
+            let timing = match self.below(4) {
+                0 => "immediate",
+                1 => "batched(4)",
+                2 if stream_by => &interleaved,
+                _ => "rate_limit(100000)",
+            };
+            m += &format!("  timing = {timing}\n");
         }
         if self.below(2) == 0 {
             m += &format!(

@@ -153,3 +153,25 @@ fn generator_covers_the_language() {
         }
     }
 }
+
+#[test]
+fn generator_covers_calls_streams_and_timing() {
+    // The differential and scheduling tests see `call`, `stream_by` and every timing.
+    let mut seen = std::collections::HashSet::new();
+    for seed in 0..300 {
+        let src = Gen::runnable(seed).module();
+        assemble_ok(&src);
+        for what in [
+            "call @g(",
+            "stream_by",
+            "batched(",
+            "interleaved(",
+            "rate_limit(",
+        ] {
+            if src.contains(what) {
+                seen.insert(what);
+            }
+        }
+    }
+    assert_eq!(seen.len(), 5, "{seen:?}");
+}
