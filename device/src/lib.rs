@@ -516,6 +516,7 @@ unsafe fn shared_layout(
     let core_aicpu: *mut u32 = c.take(cores, "core owners")?;
     let map: *mut DevMap = c.take(1, "TensorMap")?;
     let writers: *mut AtomicU32 = c.take(p.tensors, "live-writer counts")?;
+    let next_issue: *mut Padded = c.take(1, "the rate_limit turn")?;
     let mem = MapMem::carve(c, &p.layout)?;
     if c.base == 0 {
         return Ok(header);
@@ -551,6 +552,7 @@ unsafe fn shared_layout(
             ((if c < cube { c } else { c - cube }) % n) as u32
         });
         let writers = fill(writers, p.tensors, |_| AtomicU32::new(0));
+        let next_issue = &fill(next_issue, 1, |_| Padded::new(0))[0];
         map.write(DevMap(SpinLock::new(mem.build(&p.layout, p.mode)?)));
         header.write(SharedHeader {
             magic: AtomicU64::new(0),
@@ -575,6 +577,7 @@ unsafe fn shared_layout(
                 core_aicpu,
                 map: &*map,
                 writers,
+                next_issue,
             },
         });
         (*header).magic.store(SHARED_MAGIC, Ordering::Release);

@@ -239,6 +239,7 @@ struct Region {
     core_aicpu: Vec<u32>,
     map: CachePadded<MapLockHost>,
     writers: Vec<AtomicU32>,
+    next_issue: Padded,
 }
 
 /// One AICPU's private buffers (`vm::sched::Local` borrows them).
@@ -597,6 +598,7 @@ pub fn run_with_kernels(
             heap_map(layout, o.deps).ok_or_else(|| too_big("the TensorMap"))?,
         ))),
         writers: (0..v.tensors().len()).map(|_| AtomicU32::new(0)).collect(),
+        next_issue: Padded::new(0),
     };
     let sh: Sched<'_> = Shared {
         n,
@@ -611,6 +613,7 @@ pub fn run_with_kernels(
         core_aicpu: &region.core_aicpu,
         map: &*region.map,
         writers: &region.writers,
+        next_issue: &region.next_issue,
     };
     let cfg = Config {
         window: o.window as u32,

@@ -87,6 +87,7 @@ pub struct Region {
     pub core_aicpu: Vec<u32>,
     pub lock: Lock,
     pub writers: Vec<AtomicU32>,
+    pub next_issue: Padded,
 }
 
 impl Region {
@@ -121,6 +122,7 @@ impl Region {
             core_aicpu: owners,
             lock: Lock(RefCell::new(heap_map(layout, DepMode::Overlap).unwrap())),
             writers: (0..v.tensors().len()).map(|_| AtomicU32::new(0)).collect(),
+            next_issue: Padded::new(0),
         }
     }
 
@@ -138,6 +140,7 @@ impl Region {
             core_aicpu: &self.core_aicpu,
             map: &self.lock,
             writers: &self.writers,
+            next_issue: &self.next_issue,
         }
     }
 }
@@ -351,7 +354,7 @@ pub fn check(
 
 /// Scheduling settings picked by `seed`: window mode, start policy, pipeline depth, work
 /// stealing, `batch_deps`, timing (`interleaved` over 3 streams whatever the program's are:
-/// the scheduler must cope; `rate_limit` spaced by about a round of the fake clock).
+/// the scheduler must cope; `rate_limit` with a turn a round of the fake clock).
 pub fn config(seed: u64, window: u32) -> Config {
     Config {
         window,
@@ -368,7 +371,7 @@ pub fn config(seed: u64, window: u32) -> Config {
             0 => IssueTiming::Immediate,
             1 => IssueTiming::Batched(1 + (seed >> 13) as u32 % 6),
             2 => IssueTiming::Interleaved(3),
-            _ => IssueTiming::RateLimit(2_000),
+            _ => IssueTiming::RateLimit(1_000),
         },
         naive: false,
     }

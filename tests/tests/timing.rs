@@ -14,7 +14,7 @@ use ptovm_assembler::{assemble, DiagKind, Options};
 use ptovm_host_sim::sim::{self, EventKind};
 use ptovm_host_sim::DepMode;
 use ptovm_tests::sched::{check, run, Run};
-use ptovm_vm::sched::{Config, IssueTiming, Start};
+use ptovm_vm::sched::{Config, IssueTiming, Start, RATE_CREDIT_NS};
 use ptovm_vm::{verify, RuntimeParams, WindowMode};
 
 fn bytes(src: &str) -> Vec<u8> {
@@ -206,46 +206,89 @@ fn interleaved_issues_round_robin_over_the_streams() {
     }
 }
 
-/// `rate_limit(n)`: an AICPU issues at most once every `ceil(aicpus · 10⁶ / n)` ns of its clock
-/// (the fake clock moves 1,000 ns a driver round, so ten or more rounds for one AICPU), and ready
-/// tasks wait for it.
+/// `rate_limit(n)`: the launch has a turn every `spacing = ceil(10⁶ / n)` ns of the clock on
+/// average, shared by its AICPUs, and makes up at most `RATE_CREDIT_NS` of missed turns:
+/// between any two issues `k` apart in time, `k · spacing ≤ gap + RATE_CREDIT_NS`. The fake
+/// clock moves 1,000 ns a driver round. At 100 tasks/ms (a turn every 10 µs) ready tasks wait
+/// for the rate; at 100,000 tasks/ms (a turn every 10 ns) the launch issues several tasks in one
+/// round — one a step would cap the rate far below `n`.
 #[test]
-fn rate_limit_spaces_each_aicpus_issues() {
+fn rate_limit_spaces_the_launchs_issues() {
     let code = bytes(
         "@tensor Y: f16[40]
 @kernel c(i): vector(out y)
 @workload w() { parallel_for i in dense[40] { task @c(i) resources(Y[i]) } }
 @schedule s for w { dispatch = round_robin }",
     );
-    for seed in 0..60 {
-        let n = 1 + seed as u32 % 3;
-        let timing = IssueTiming::RateLimit(100);
-        let spacing = timing.spacing_ns(n);
-        assert_eq!(spacing, n as u64 * 10_000);
-        let r = run_checked(&code, n, 16, timing, seed);
-        let mut last: HashMap<u32, u64> = HashMap::new();
-        for (_, i) in &r.issues {
-            let at = i
-                .at_ns
-                .expect("a rate-limited issue carries its clock reading");
-            if let Some(prev) = last.insert(i.aicpu, at) {
-                assert!(
-                    at >= prev + spacing,
-                    "seed {seed}: AICPU {} issued at {prev} and {at}",
-                    i.aicpu
-                );
+    for rate in [100, 100_000] {
+        let mut same_round = 0;
+        for seed in 0..60 {
+            let n = 1 + seed as u32 % 3;
+            let timing = IssueTiming::RateLimit(rate);
+            let spacing = timing.spacing_ns();
+            assert_eq!(spacing, 1_000_000 / rate as u64);
+            let r = run_checked(&code, n, 16, timing, seed);
+            let times: Vec<u64> = r
+                .issues
+                .iter()
+                .map(|(_, i)| {
+                    i.at_ns
+                        .expect("a rate-limited issue carries its clock reading")
+                })
+                .collect();
+            assert_within_rate(&times, spacing, &format!("rate {rate}, seed {seed}"));
+            same_round += times.windows(2).filter(|w| w[0] == w[1]).count();
+            if rate == 100 {
+                assert!(r.counts.rate_waits > 0 && r.counts.rate_wait_ns > 0);
             }
         }
-        assert!(r.counts.rate_waits > 0 && r.counts.rate_wait_ns > 0);
+        if rate == 100_000 {
+            assert!(
+                same_round > 0,
+                "a fast rate never issued twice in one round"
+            );
+        }
     }
 }
 
-/// Spacing rounds up, and a rate above a task per nanosecond per AICPU still spaces by 1 ns.
+/// Checks the token bucket's bound on a launch's issue times (any order).
+fn assert_within_rate(times: &[u64], spacing: u64, what: &str) {
+    let mut times = times.to_vec();
+    times.sort_unstable();
+    for (a, &ta) in times.iter().enumerate() {
+        for (k, &tb) in times[a + 1..].iter().enumerate() {
+            let k = k as u64 + 1;
+            assert!(
+                k * spacing <= tb - ta + RATE_CREDIT_NS,
+                "{what}: {} issues from {ta} to {tb} ns",
+                k + 1
+            );
+        }
+    }
+}
+
+/// Spacing rounds up, and a rate above a task per nanosecond still spaces by 1 ns. After an
+/// idle spell the launch makes up exactly `RATE_CREDIT_NS` of turns at once, then issues one
+/// a spacing.
 #[test]
 fn rate_limit_spacing() {
-    assert_eq!(IssueTiming::RateLimit(3).spacing_ns(1), 333_334);
-    assert_eq!(IssueTiming::RateLimit(u32::MAX).spacing_ns(6), 1);
-    assert_eq!(IssueTiming::Batched(3).spacing_ns(6), 0);
+    let timing = IssueTiming::RateLimit(1_000); // a turn every 1,000 ns
+    let (mut next, now) = (0, 1_000_000_000);
+    let mut burst = 0;
+    while next <= now {
+        next = timing.next_turn(next, now);
+        burst += 1;
+    }
+    assert_eq!(burst, 1 + RATE_CREDIT_NS / 1_000);
+    assert_eq!(
+        timing.next_turn(next, next),
+        next + 1_000,
+        "no credit when on time"
+    );
+    assert_eq!(timing.next_turn(0, 0), 1_000, "the first turn, at clock 0");
+    assert_eq!(IssueTiming::RateLimit(3).spacing_ns(), 333_334);
+    assert_eq!(IssueTiming::RateLimit(u32::MAX).spacing_ns(), 1);
+    assert_eq!(IssueTiming::Batched(3).spacing_ns(), 0);
 }
 
 /// A program whose streams also carry data: eight requests of sixteen `k` tasks and a cube
@@ -334,15 +377,8 @@ fn threaded_runs_apply_the_timing() {
                             assert!(o.work_steal || issues.iter().all(|e| e.batch > 0), "{o:?}");
                         }
                         IssueTiming::RateLimit(_) => {
-                            let spacing = own.timing.spacing_ns(aicpus);
-                            let mut by: HashMap<u32, Vec<u64>> = HashMap::new();
-                            for e in &issues {
-                                by.entry(e.aicpu).or_default().push(e.start_ns);
-                            }
-                            for t in by.values_mut() {
-                                t.sort_unstable();
-                                assert!(t.windows(2).all(|w| w[1] - w[0] >= spacing), "{t:?}");
-                            }
+                            let times: Vec<u64> = issues.iter().map(|e| e.start_ns).collect();
+                            assert_within_rate(&times, own.timing.spacing_ns(), &format!("{o:?}"));
                         }
                         _ => assert_eq!(r.issue_batches + r.rate_waits, 0),
                     }

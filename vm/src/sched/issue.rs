@@ -1,6 +1,6 @@
 //! Handing ready tasks to free cores (spec/runtime.md §4.3 step 2) under the program's `timing`
 //! (spec/pto.md §4.2, [`IssueTiming`]). `immediate` and `rate_limit` pop the AICPU's ready
-//! queues; `batched` and `interleaved` first take the ready tasks into the AICPU's private
+//! queues (`rate_limit` after taking a turn of the launch's token bucket, [`Shared::next_issue`]); `batched` and `interleaved` first take the ready tasks into the AICPU's private
 //! `held` buffer (oldest first) and choose there — a held task is no longer in a queue, so other
 //! AICPUs cannot steal it. An idle core may take another AICPU's ready task (work stealing)
 //! when its own AICPU has none to issue.
@@ -25,47 +25,61 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 }
             }
         }
+        let rate = matches!(cfg.timing, IssueTiming::RateLimit(_));
         let mut rate_waited = false;
         'pools: for pl in 0..2 {
             while self.free_cores(pl) > 0
                 && (cfg.pipeline_depth == 0 || self.running[pl] < cfg.pipeline_depth)
             {
-                let at_ns = if let IssueTiming::RateLimit(_) = cfg.timing {
+                // `rate_limit`: a turn of the launch's bucket first, taken only when a task is
+                // there to use it.
+                let turn = if rate {
+                    if !self.ready_for(sh, cfg, pl) {
+                        break;
+                    }
                     let now = env.now_ns();
-                    if now < self.next_issue_ns {
-                        if self.ready_for(sh, cfg, pl) {
+                    match take_turn(sh, cfg.timing, now) {
+                        Ok(prev) => {
+                            if let Some(since) = self.rate_wait_since.take() {
+                                self.counts.rate_wait_ns += now.saturating_sub(since);
+                            }
+                            Some((now, prev))
+                        }
+                        Err(due) => {
                             rate_waited = true;
                             self.rate_wait_since.get_or_insert(now);
+                            self.rate_due_ns = due;
+                            break 'pools;
                         }
-                        break 'pools;
                     }
-                    Some(now)
                 } else {
                     None
                 };
-                let (owner, slot) = match self.pick_own(sh, cfg, pl) {
-                    Some(slot) => (self.me, slot),
-                    None if cfg.work_steal => {
-                        let victim = (1..sh.n)
-                            .map(|k| (self.me + k) % sh.n)
-                            .find_map(|v| sh.ready[v as usize * 2 + pl].pop().map(|s| (v, s)));
-                        match victim {
-                            Some(found) => found,
-                            None => break,
-                        }
+                let found = match self.pick_own(sh, cfg, pl) {
+                    Some(slot) => Some((self.me, slot)),
+                    None if cfg.work_steal => (1..sh.n)
+                        .map(|k| (self.me + k) % sh.n)
+                        .find_map(|v| sh.ready[v as usize * 2 + pl].pop().map(|s| (v, s))),
+                    None => None,
+                };
+                let Some((owner, slot)) = found else {
+                    // Another AICPU stole the task the turn was for: the turn goes back unless
+                    // some AICPU has taken one since.
+                    if let Some((now, prev)) = turn {
+                        let taken = cfg.timing.next_turn(prev, now);
+                        let _ = sh.next_issue.0.compare_exchange(
+                            taken,
+                            prev,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        );
                     }
-                    None => break,
+                    break;
                 };
                 let core = self.take_core(pl);
                 self.running[pl] += 1;
                 if owner != self.me {
                     self.counts.stolen += 1;
-                }
-                if let Some(now) = at_ns {
-                    self.next_issue_ns = self.next_issue_ns.max(now) + cfg.timing.spacing_ns(sh.n);
-                    if let Some(since) = self.rate_wait_since.take() {
-                        self.counts.rate_wait_ns += now - since;
-                    }
                 }
                 // Read before the core may start: the slot stays the task's until it completes.
                 let s = &sh.slots[owner as usize * sh.cap as usize + slot as usize];
@@ -81,7 +95,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     } else {
                         0
                     },
-                    at_ns,
+                    at_ns: turn.map(|(now, _)| now),
                 };
                 sh.cores[core as usize]
                     .assign((owner as u64) << 32 | slot as u64)
@@ -94,6 +108,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         }
         if rate_waited {
             self.counts.rate_waits += 1;
+        } else if let Some(since) = self.rate_wait_since.take() {
+            // Nothing left to wait for (its ready tasks were stolen): no longer waiting, or
+            // `has_work` would stay false and `issue_at` in the past.
+            self.counts.rate_wait_ns += env.now_ns().saturating_sub(since);
         }
         Ok(progress)
     }
@@ -199,6 +217,31 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     /// ([`Env::now_ns`]) from which it may go. A caller that sleeps while [`Aicpu::has_work`]
     /// says nothing should wake by then.
     pub fn issue_at(&self) -> Option<u64> {
-        self.rate_wait_since.map(|_| self.next_issue_ns)
+        self.rate_wait_since.map(|_| self.rate_due_ns)
+    }
+}
+
+/// Takes a turn of the launch's `rate_limit` bucket at clock reading `now`: the turn's previous
+/// value of [`Shared::next_issue`], or when the next turn is due if it is not yet.
+fn take_turn<C: AsRef<[Cell]>, L>(
+    sh: &Shared<'_, C, L>,
+    timing: IssueTiming,
+    now: u64,
+) -> Result<u64, u64> {
+    // Relaxed: the word publishes nothing but itself.
+    let mut cur = sh.next_issue.0.load(Ordering::Relaxed);
+    loop {
+        if now < cur {
+            return Err(cur);
+        }
+        let next = timing.next_turn(cur, now);
+        match sh
+            .next_issue
+            .0
+            .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => return Ok(cur),
+            Err(seen) => cur = seen,
+        }
     }
 }

@@ -173,10 +173,22 @@ pub enum IssueTiming {
     /// task the AICPU issues is one of the first stream after `s` (cyclically) that has a ready
     /// task for a free core.
     Interleaved(u32),
-    /// At most `n` tasks per millisecond for the whole launch: each of the `aicpus` AICPUs
-    /// issues at most one task every `ceil(aicpus · 10⁶ / n)` ns of [`Env::now_ns`].
+    /// `n` tasks per millisecond for the whole launch, on average: the AICPUs share one token
+    /// bucket ([`Shared::next_issue`]), a turn every `ceil(10⁶ / n)` ns of [`Env::now_ns`]
+    /// ([`IssueTiming::spacing_ns`]), making up at most [`RATE_CREDIT_NS`] of missed turns.
     RateLimit(u32),
 }
+
+/// How far behind its rate a `rate_limit` launch may fall and still catch up, in ns of the
+/// clock: over any `T` ns its AICPUs issue at most `(T + RATE_CREDIT_NS) / spacing + 1` tasks.
+///
+/// An AICPU issues only when it steps, and its steps can be far apart (a host thread parked
+/// or descheduled for tens of µs, a long generation step on the device). Without credit an
+/// AICPU would issue at most one task a step and a high rate would be out of reach:
+/// `rate_limit(100000)` ran the LLaMA layer at ~5,000 tasks/ms in the simulator, a third of
+/// its unlimited speed. 100 µs of credit covers a park's overshoot and bounds the burst after
+/// an idle spell to a tenth of a millisecond's worth of tasks.
+pub const RATE_CREDIT_NS: u64 = 100_000;
 
 impl IssueTiming {
     /// The program's `timing` (config bytes 88–93; the verifier checked them).
@@ -195,10 +207,17 @@ impl IssueTiming {
         matches!(self, IssueTiming::Batched(_) | IssueTiming::Interleaved(_))
     }
 
-    /// The gap between two issues of one AICPU under `rate_limit`, for `aicpus` AICPUs.
-    pub fn spacing_ns(self, aicpus: u32) -> u64 {
+    /// Under `rate_limit`: the clock reading from which the launch may issue again after issuing
+    /// at `now_ns`, when it was allowed to from `next_ns` (`≤ now_ns`). A token bucket: turns
+    /// missed while no AICPU could issue are made up, at most [`RATE_CREDIT_NS`] of them.
+    pub fn next_turn(self, next_ns: u64, now_ns: u64) -> u64 {
+        next_ns.max(now_ns.saturating_sub(RATE_CREDIT_NS)) + self.spacing_ns()
+    }
+
+    /// The gap between two turns of the launch under `rate_limit(n)`: `ceil(10⁶ / n)` ns.
+    pub fn spacing_ns(self) -> u64 {
         match self {
-            IssueTiming::RateLimit(n) => (aicpus as u64 * 1_000_000).div_ceil(n.max(1) as u64),
+            IssueTiming::RateLimit(n) => 1_000_000u64.div_ceil(n.max(1) as u64),
             _ => 0,
         }
     }
@@ -303,6 +322,9 @@ pub struct Shared<'m, C, L> {
     /// `writers[x]`: writes of tensor `x` in the global map whose task has not retired (a
     /// read that no write can follow skips the map when there are none, §3.5).
     pub writers: &'m [AtomicU32],
+    /// `rate_limit`: the clock reading ([`Env::now_ns`]) from which the launch's next issue is
+    /// allowed, 0 at launch (§4.3, [`IssueTiming::next_turn`]).
+    pub next_issue: &'m Padded,
 }
 
 /// Why a step failed.
@@ -516,10 +538,10 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     batch_left: usize,
     /// `interleaved`: the stream whose turn it is.
     next_stream: u32,
-    /// `rate_limit`: the clock reading from which the next issue is allowed, and since when
-    /// a ready task has waited for it.
-    next_issue_ns: u64,
+    /// `rate_limit`: since when a ready task has waited for the launch's next turn, and that
+    /// turn ([`Shared::next_issue`]) as last read.
     rate_wait_since: Option<u64>,
+    rate_due_ns: u64,
 }
 
 /// How many watermarks an AICPU publishes between two scans for the AICPUs waiting for them

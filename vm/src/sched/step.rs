@@ -138,7 +138,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             held: Stack::new(local.held),
             batch_left: 0,
             next_stream: 0,
-            next_issue_ns: 0,
+            rate_due_ns: 0,
             rate_wait_since: None,
         })
     }
