@@ -1,8 +1,9 @@
 //! `ptovm bench`: the figures of issue 4's performance section for one program — generation
 //! alone and generation plus complete dependency building on one instance
-//! (`ptovm_host_sim::measure`), and the threaded run as `ptovm run` does it — each taken
-//! `runs` times. A round takes the three one after another, so a change in the machine's load
-//! falls on all three alike; the summary gives the fastest, median and slowest round.
+//! (`ptovm_host_sim::measure`), the threaded run as `ptovm run` does it, and the same run
+//! writing each task's descriptor (as a run with kernels does) — each taken `runs` times. A
+//! round takes the four one after another, so a change in the machine's load falls on all
+//! alike; the summary gives the fastest, median and slowest round.
 
 use ptovm_assembler::Module;
 use ptovm_host_sim::measure::{self, MeasureError, Measured};
@@ -83,6 +84,7 @@ pub fn bench(
     let o = crate::run::options(v, CUBE, VECTOR, DepMode::Overlap);
     let window = o.window as u32;
     let (mut gen, mut deps, mut run) = (Series::default(), Series::default(), Series::default());
+    let mut with_desc = Series::default();
     let mut cross = 0;
     for _ in 0..runs {
         gen.add(measure::generate(*v, p).map_err(measure_fail)?);
@@ -94,6 +96,18 @@ pub fn bench(
             wall: r.wall,
         });
         cross = r.cross_aicpu_edges;
+        // The same run writing each task's descriptor, as a run with kernels (and the device)
+        // does: what descriptors cost the scheduler.
+        let descriptors = sim::Options {
+            descriptors: true,
+            ..o
+        };
+        let r = sim::run(*v, p, descriptors).map_err(crate::run::sim_fail)?;
+        with_desc.add(Measured {
+            tasks: r.tasks_total,
+            edges: r.edges,
+            wall: r.wall,
+        });
     }
     if json {
         let out = json!({
@@ -106,6 +120,8 @@ pub fn bench(
             "generate": gen.json(),
             "generate_deps": deps.json(),
             "run": run.json(),
+            "run_descriptors": with_desc.json(),
+            "descriptor_words": ptovm_vm::desc::slot_words(v),
             "cross_aicpu_edges": cross,
         });
         return Ok(serde_json::to_string_pretty(&out).unwrap_or_default() + "\n");
@@ -137,6 +153,14 @@ pub fn bench(
         format!(
             "{} AICPUs, {CUBE} cube + {VECTOR} vector cores, window {window}: {} edges waited on, {cross} across AICPUs",
             o.aicpus, run.edges
+        ),
+    );
+    s += &line(
+        "run, descriptors",
+        &with_desc,
+        format!(
+            "the same, writing each task's descriptor ({} words a slot)",
+            ptovm_vm::desc::slot_words(v)
         ),
     );
     Ok(s)

@@ -156,15 +156,16 @@ enum Cmd {
         max_tasks: u64,
     },
     /// Measure a program (default: the bundled LLaMA layer, N = 256): generation alone and
-    /// generation plus complete dependency building on one instance, and the threaded run as
-    /// `run` does it, each once a round; prints the fastest, median and slowest round.
+    /// generation plus complete dependency building on one instance, the threaded run as `run`
+    /// does it, and that run writing task descriptors, each once a round; prints the fastest,
+    /// median and slowest round.
     Bench {
         /// Input: `.pto` text or PTOW bytecode; default: the bundled LLaMA layer (N = 256 tiles).
         input: Option<PathBuf>,
         /// A runtime parameter, as for `expand`. Repeat for each.
         #[arg(long = "param", value_name = "NAME=VALUE")]
         params: Vec<String>,
-        /// Rounds; each takes the three measurements one after another.
+        /// Rounds; each takes the four measurements one after another.
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
         runs: u32,
         /// Print one JSON object (every round's figures) instead of the summary.

@@ -126,6 +126,7 @@ pub fn options(v: &Verified<'_>, cube: u32, vector: u32, deps: DepMode) -> sim::
         batch_deps: own.batch_deps,
         timing: own.timing,
         deps,
+        descriptors: false,
     }
 }
 

@@ -3,9 +3,11 @@
    instance and stepping it) and one thread per AICore (polling its handshake slot and "running"
    each task by logging it), and prints the log:
 
-     task ID aicpu A pool P core C start S end E
+     task ID aicpu A pool P core C start S end E desc k=KERNEL/POOL p=P,... r=REGION|...
 
-   where S and E are ticks of one global counter. Exit status 0 when every AICPU finished.
+   where S and E are ticks of one global counter and the desc words are the task's descriptor
+   as ptovm_core_descriptor gives it, each region tensor:dir:rank:dtype:offset:addr:e,...:s,...
+   (the form of tests/src/desc.rs, which checks it). Exit status 0 when every AICPU finished.
 
    Usage: harness FILE.ptow AICPUS WINDOW CUBE VECTOR [PARAM ...]
    PARAM is s:VALUE for a scalar slot or a:V1,V2,... (a: for an empty array), in slot order. */
@@ -87,12 +89,32 @@ static void *core_main(void *p) {
     int32_t r = ptovm_core_take(shared, core, &t);
     if (r == 1) {
       uint64_t start = atomic_fetch_add(&ticks, 1);
-      /* The kernel: nothing but this record. */
+      /* The kernel: nothing but this record, and its descriptor. */
+      ptovm_desc d;
+      if (ptovm_core_descriptor(shared, core, &d) != 1) die("core", "no descriptor");
+      if (d.id != t.id || d.kernel != t.kernel || d.pool != t.pool)
+        die("core", "the descriptor is not the task's");
       uint64_t end = atomic_fetch_add(&ticks, 1);
-      char line[160];
-      snprintf(line, sizeof line, "task %llu aicpu %u pool %u core %u start %llu end %llu\n",
-               (unsigned long long)t.id, t.aicpu, t.pool, core, (unsigned long long)start,
-               (unsigned long long)end);
+      char line[8192];
+      int n = snprintf(line, sizeof line,
+                       "task %llu aicpu %u pool %u core %u start %llu end %llu desc k=%u/%u p=",
+                       (unsigned long long)t.id, t.aicpu, t.pool, core,
+                       (unsigned long long)start, (unsigned long long)end, d.kernel, d.pool);
+      for (unsigned i = 0; i < d.nparams; i++)
+        n += snprintf(line + n, sizeof line - n, "%s%lld", i ? "," : "", (long long)d.params[i]);
+      n += snprintf(line + n, sizeof line - n, " r=");
+      for (unsigned i = 0; i < d.nregions; i++) {
+        const ptovm_region *r = &d.regions[i];
+        n += snprintf(line + n, sizeof line - n, "%s%u:%u:%u:%u:%lld:%llu:", i ? "|" : "",
+                      r->tensor, r->dir, r->rank, r->dtype, (long long)r->offset,
+                      (unsigned long long)r->addr);
+        for (unsigned k = 0; k < r->rank; k++)
+          n += snprintf(line + n, sizeof line - n, "%s%u", k ? "," : "", r->extent[k]);
+        n += snprintf(line + n, sizeof line - n, ":");
+        for (unsigned k = 0; k < r->rank; k++)
+          n += snprintf(line + n, sizeof line - n, "%s%lld", k ? "," : "", (long long)r->stride[k]);
+      }
+      snprintf(line + n, sizeof line - n, "\n");
       log_line(line);
       if (ptovm_core_finish(shared, core) != PTOVM_OK) die("core", "finish failed");
     } else if (r < 0) {

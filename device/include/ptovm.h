@@ -15,7 +15,7 @@
  Version of this ABI; [`ptovm_abi_version`] returns it and `PTOVM_ABI_VERSION` in the header
  must equal it.
  */
-#define PTOVM_ABI_VERSION 1
+#define PTOVM_ABI_VERSION 2
 
 /*
  Success ([`ptovm_step`]: nothing to do right now).
@@ -247,6 +247,89 @@ typedef struct {
   uint32_t pool;
 } ptovm_task;
 
+/*
+ One region of a task, resolved against its tensor (120 bytes).
+ */
+typedef struct {
+  /*
+   Tensor index in the program's tensor table.
+   */
+  uint16_t tensor;
+  /*
+   Direction (`Dir` code: 1 in, 2 out, 3 inout).
+   */
+  uint8_t dir;
+  /*
+   Dimensions described (the tensor's rank; 0 for an implicit tensor, which has no shape).
+   */
+  uint8_t rank;
+  /*
+   The tensor's `DType` code (spec/bytecode.md).
+   */
+  uint8_t dtype;
+  /*
+   Zero.
+   */
+  uint8_t reserved[3];
+  /*
+   Elements from the tensor's first element to the region's first.
+   */
+  int64_t offset;
+  /*
+   The region's first byte when the tensor is bound to memory (the binding's base +
+   `offset` × element size); 0 when it is not.
+   */
+  uint64_t addr;
+  /*
+   Extent of each dimension (`extent[..rank]`; the rest 0).
+   */
+  uint32_t extent[8];
+  /*
+   Stride of each dimension in elements (`stride[..rank]`; the rest 0).
+   */
+  int64_t stride[8];
+} ptovm_region;
+
+/*
+ A task as its core sees it (2,064 bytes; C: `ptovm_desc`).
+ */
+typedef struct {
+  /*
+   Program-order task id.
+   */
+  uint64_t id;
+  /*
+   Kernel index in the program's kernel table.
+   */
+  uint16_t kernel;
+  /*
+   Pool: 0 cube, 1 vector.
+   */
+  uint8_t pool;
+  /*
+   Parameters given (`params[..nparams]`).
+   */
+  uint8_t nparams;
+  /*
+   Regions given (`regions[..nregions]`).
+   */
+  uint8_t nregions;
+  /*
+   Zero.
+   */
+  uint8_t reserved[3];
+  /*
+   The task's parameter values, in its kernel's parameter order.
+   */
+  int64_t params[16];
+  /*
+   Its regions, in its `resources(…)` order.
+   */
+  ptovm_region regions[16];
+} ptovm_desc;
+
+
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -379,6 +462,16 @@ int32_t ptovm_read_counters(void *inst, ptovm_counters *out);
  `shared` was laid out by [`ptovm_shared_init`]; `task` valid and writable.
  */
 int32_t ptovm_core_take(const void *shared, uint32_t core, ptovm_task *task);
+
+/*
+ AICore side: if core `core` holds a task (taken and not yet finished), copies its
+ descriptor (spec/runtime.md §3.8: parameters, regions resolved against the tensors) into
+ `desc` and returns 1; 0 if it holds none; an error code for a bad core or region.
+
+ # Safety
+ `shared` was laid out by [`ptovm_shared_init`]; `desc` valid and writable.
+ */
+int32_t ptovm_core_descriptor(const void *shared, uint32_t core, ptovm_desc *desc);
 
 /*
  AICore side: core `core`'s task is done (its results written before this call).

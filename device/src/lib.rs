@@ -31,6 +31,7 @@ use core::mem::{align_of, size_of};
 use core::ptr;
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
+use ptovm_vm::desc::{self, Binding, Descriptor};
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
@@ -43,7 +44,7 @@ use ptovm_vm::{verify, Interpreter, Io, LaunchError, RuntimeParams, Value, Verif
 
 /// Version of this ABI; [`ptovm_abi_version`] returns it and `PTOVM_ABI_VERSION` in the header
 /// must equal it.
-pub const PTOVM_ABI_VERSION: u32 = 1;
+pub const PTOVM_ABI_VERSION: u32 = 2;
 
 /// Success ([`ptovm_step`]: nothing to do right now).
 pub const PTOVM_OK: i32 = 0;
@@ -376,6 +377,8 @@ struct Plan {
     local: MapLayout,
     params: u32,
     tensors: usize,
+    /// Words of a window slot's descriptor (`desc::slot_words`).
+    desc_words: usize,
 }
 
 fn plan(v: &Verified<'_>, l: &PtovmLaunch) -> Result<Plan, Fail> {
@@ -443,6 +446,7 @@ fn plan(v: &Verified<'_>, l: &PtovmLaunch) -> Result<Plan, Fail> {
         local,
         params: v.params().len() as u32,
         tensors: v.tensors().len(),
+        desc_words: desc::slot_words(v),
     })
 }
 
@@ -517,6 +521,7 @@ unsafe fn shared_layout(
     let map: *mut DevMap = c.take(1, "TensorMap")?;
     let writers: *mut AtomicU32 = c.take(p.tensors, "live-writer counts")?;
     let next_issue: *mut Padded = c.take(1, "the rate_limit turn")?;
+    let descs: *mut AtomicU64 = c.take(n * cap * p.desc_words, "task descriptors")?;
     let mem = MapMem::carve(c, &p.layout)?;
     if c.base == 0 {
         return Ok(header);
@@ -553,6 +558,7 @@ unsafe fn shared_layout(
         });
         let writers = fill(writers, p.tensors, |_| AtomicU32::new(0));
         let next_issue = &fill(next_issue, 1, |_| Padded::new(0))[0];
+        let descs = fill(descs, n * cap * p.desc_words, |_| AtomicU64::new(0));
         map.write(DevMap(SpinLock::new(mem.build(&p.layout, p.mode)?)));
         header.write(SharedHeader {
             magic: AtomicU64::new(0),
@@ -578,6 +584,8 @@ unsafe fn shared_layout(
                 map: &*map,
                 writers,
                 next_issue,
+                descs,
+                desc_words: p.desc_words as u32,
             },
         });
         (*header).magic.store(SHARED_MAGIC, Ordering::Release);
@@ -620,6 +628,7 @@ unsafe fn instance_layout(
     let busy: *mut Busy = c.take(own, "busy cores")?;
     let preds: *mut Pred = c.take(n * cap, "predecessor scratch")?;
     let shares: *mut Sharing = c.take(p.tensors, "tensor classes")?;
+    let tensors: *mut Binding = c.take(p.tensors, "tensor bindings")?;
     let map = MapMem::carve(c, &p.local)?;
     let aicpu: *mut Aicpu<'static, 'static, 'static> = c.take(1, "scheduler")?;
     if c.base == 0 {
@@ -660,6 +669,7 @@ unsafe fn instance_layout(
             busy: fill(busy, own, |_| Busy::default()),
             preds: fill(preds, n * cap, |_| Pred::default()),
             shares: fill(shares, p.tensors, |_| Sharing::default()),
+            tensors: fill(tensors, p.tensors, |_| Binding::default()),
             map: map.build(&p.local, p.mode)?,
         };
         let sched = Aicpu::new(a, interp, local, &(*shared).sched)
@@ -1258,6 +1268,37 @@ pub unsafe extern "C" fn ptovm_core_take(
             pool: ts.pool.load(Ordering::Relaxed),
         })
     };
+    1
+}
+
+/// AICore side: if core `core` holds a task (taken and not yet finished), copies its
+/// descriptor (spec/runtime.md §3.8: parameters, regions resolved against the tensors) into
+/// `desc` and returns 1; 0 if it holds none; an error code for a bad core or region.
+///
+/// # Safety
+/// `shared` was laid out by [`ptovm_shared_init`]; `desc` valid and writable.
+#[no_mangle]
+pub unsafe extern "C" fn ptovm_core_descriptor(
+    shared: *const c_void,
+    core: u32,
+    desc: *mut Descriptor,
+) -> i32 {
+    // SAFETY: the caller's contract.
+    let (h, s) = match unsafe { core_slot(shared, core) } {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    if desc.is_null() {
+        return PTOVM_E_ARGUMENT;
+    }
+    let Some(word) = s.take() else { return 0 };
+    let (aicpu, slot) = ((word >> 32) as u32, word as u32);
+    let words = h.sched.desc(aicpu, slot);
+    if words.is_empty() {
+        return PTOVM_E_STATE;
+    }
+    // SAFETY: `desc` is valid.
+    unsafe { desc.write(desc::read(words)) };
     1
 }
 

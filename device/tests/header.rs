@@ -26,6 +26,7 @@ fn the_header_is_what_the_rust_side_generates() {
         "ptovm_step",
         "ptovm_run",
         "ptovm_core_take",
+        "ptovm_core_descriptor",
         "ptovm_core_finish",
         "ptovm_work_bound",
     ] {
@@ -34,7 +35,7 @@ fn the_header_is_what_the_rust_side_generates() {
             "{f} missing from the header"
         );
     }
-    assert!(generated.contains("#define PTOVM_ABI_VERSION 1"));
+    assert!(generated.contains("#define PTOVM_ABI_VERSION 2"));
 }
 
 #[test]
@@ -73,6 +74,16 @@ fn the_header_compiles_and_its_structs_have_the_rust_sizes() {
             "ptovm_work",
             size_of::<PtovmWork>(),
             align_of::<PtovmWork>(),
+        ),
+        (
+            "ptovm_desc",
+            size_of::<ptovm_vm::desc::Descriptor>(),
+            align_of::<ptovm_vm::desc::Descriptor>(),
+        ),
+        (
+            "ptovm_region",
+            size_of::<ptovm_vm::desc::RegionDesc>(),
+            align_of::<ptovm_vm::desc::RegionDesc>(),
         ),
     ] {
         c += &format!(

@@ -20,6 +20,8 @@
 
 use std::collections::HashMap;
 
+use ptovm_vm::desc::{self, Descriptor};
+use ptovm_vm::sync::AtomicU64;
 use ptovm_vm::{Pool, Verified};
 
 /// What a core knows of the task it runs (the device's `ptovm_task`, plus where it runs).
@@ -37,6 +39,17 @@ pub struct Call<'a> {
     pub aicpu: u32,
     /// The core running it (cube cores first, then vector cores).
     pub core: u32,
+    /// Its window slot's descriptor words, read by [`Call::descriptor`].
+    pub(crate) slot: &'a [AtomicU64],
+}
+
+impl Call<'_> {
+    /// The task's descriptor (spec/runtime.md §3.8): its parameters and its regions resolved
+    /// against the tensors' bindings. Read from the window slot on each call (a kernel that
+    /// does not need it does not pay for the copy).
+    pub fn descriptor(&self) -> Descriptor {
+        desc::read(self.slot)
+    }
 }
 
 /// A kernel: runs on a core's driver thread, between the task's start and its end. It must
@@ -93,6 +106,11 @@ impl Registry {
     /// The kernel registered under `name`.
     pub fn get(&self, name: &str) -> Option<&dyn Kernel> {
         self.kernels.get(name).map(|k| &**k)
+    }
+
+    /// Whether it holds no kernel (every kernel is the default).
+    pub fn is_empty(&self) -> bool {
+        self.kernels.is_empty()
     }
 
     /// The names registered, sorted.

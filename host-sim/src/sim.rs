@@ -17,6 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
+use ptovm_vm::desc::{self, Binding};
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
@@ -27,6 +28,7 @@ use ptovm_vm::share::Sharing;
 use ptovm_vm::spin::SpinLock;
 use ptovm_vm::tmap::MapLayout;
 use ptovm_vm::{Interpreter, LaunchError, Pool, RunError, RuntimeParams, Task, Verified};
+use zerocopy::FromZeros;
 
 use crate::deps::{check_run, heap_map, DepMode, HeapMap, HeapStorage, Ran};
 use crate::kernel::{Call, Kernel, Registry};
@@ -71,6 +73,11 @@ pub struct Options {
     /// How the TensorMap matches regions: overlap (every dependency of the reference graph) or
     /// exact (pto-isa's map: equal regions only; `check` then fails where that misses an edge).
     pub deps: DepMode,
+    /// Write each task's descriptor into its window slot (spec/runtime.md §3.8), as the device
+    /// does. Always done when a kernel is registered (`run_with_kernels`: kernels read their
+    /// descriptors); without kernels nothing reads them, and a scheduler benchmark may leave
+    /// them out.
+    pub descriptors: bool,
 }
 
 pub use ptovm_vm::sched::{IssueTiming, Start};
@@ -129,6 +136,7 @@ impl Default for Options {
             batch_deps: 0,
             timing: IssueTiming::Immediate,
             deps: DepMode::Overlap,
+            descriptors: false,
         }
     }
 }
@@ -240,6 +248,7 @@ struct Region {
     map: CachePadded<MapLockHost>,
     writers: Vec<AtomicU32>,
     next_issue: Padded,
+    descs: Box<[AtomicU64]>,
 }
 
 /// One AICPU's private buffers (`vm::sched::Local` borrows them).
@@ -252,6 +261,7 @@ struct Buffers {
     busy: Vec<Busy>,
     preds: Vec<Pred>,
     shares: Vec<Sharing>,
+    tensors: Vec<Binding>,
 }
 
 /// A ring for `cap` slot indices (a power of two of at least 2 cells).
@@ -458,6 +468,7 @@ fn execute(
             pool,
             aicpu,
             core,
+            slot: sh.desc(aicpu, slot),
         });
     }
     let t1 = if dr.check {
@@ -567,6 +578,12 @@ pub fn run_with_kernels(
         .map_err(|e| SimError::Options(format!("TensorMap: {e}")))?;
     let local_layout = MapLayout::for_program(&v, cap as u32)
         .map_err(|e| SimError::Options(format!("TensorMap: {e}")))?;
+    // No descriptor memory (0 words a slot) tells the scheduler not to write descriptors.
+    let desc_words = if o.descriptors || !kernels.is_empty() {
+        desc::slot_words(&v)
+    } else {
+        0
+    };
     let region = Region {
         published: (0..n).map(|_| Padded::new(0)).collect(),
         waiting_for: (0..n).map(|_| Padded::new(u64::MAX)).collect(),
@@ -599,6 +616,9 @@ pub fn run_with_kernels(
         ))),
         writers: (0..v.tensors().len()).map(|_| AtomicU32::new(0)).collect(),
         next_issue: Padded::new(0),
+        // Zeroed memory: its pages are touched only as slots are used.
+        descs: <[AtomicU64]>::new_box_zeroed_with_elems(n as usize * cap * desc_words)
+            .map_err(|_| too_big("the task descriptors"))?,
     };
     let sh: Sched<'_> = Shared {
         n,
@@ -614,6 +634,8 @@ pub fn run_with_kernels(
         map: &*region.map,
         writers: &region.writers,
         next_issue: &region.next_issue,
+        descs: &region.descs,
+        desc_words: desc_words as u32,
     };
     let cfg = Config {
         window: o.window as u32,
@@ -640,6 +662,7 @@ pub fn run_with_kernels(
             preds: vec_of(n as usize * cap, Pred::default)
                 .ok_or_else(|| too_big("the predecessor scratch"))?,
             shares: vec![Sharing::default(); v.tensors().len()],
+            tensors: vec![Binding::default(); v.tensors().len()],
         });
     }
     let mut cpus: Vec<Cpu> = Vec::new();
@@ -654,6 +677,7 @@ pub fn run_with_kernels(
             busy: &mut b.busy,
             preds: &mut b.preds,
             shares: &mut b.shares,
+            tensors: &mut b.tensors,
             map: heap_map(local_layout, o.deps).ok_or_else(|| too_big("the local TensorMaps"))?,
         };
         cpus.push(Cpu {

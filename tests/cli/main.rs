@@ -764,6 +764,10 @@ fn bench_measures_the_three_figures() {
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["runs"], 3);
     assert_eq!(j["window"], 1024);
+    assert_eq!(
+        j["descriptor_words"], 23,
+        "the LLaMA layer's largest task, packed"
+    );
     let src = std::fs::read_to_string(examples().join("llama_layer.pto")).unwrap();
     let bytes = ptovm_assembler::assemble("l", &src, &ptovm_assembler::Options::default())
         .unwrap()
@@ -777,6 +781,7 @@ fn bench_measures_the_three_figures() {
         ("generate", Some(0)),
         ("generate_deps", Some(edges)),
         ("run", None),
+        ("run_descriptors", None),
     ] {
         let x = &j[key];
         assert_eq!(x["tasks"], 3 * 64 + 16 * 8, "{key}");

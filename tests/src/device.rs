@@ -3,6 +3,7 @@
 //! and the tests need it. (`tests/tests/device.rs` also drives it on real threads.)
 
 use ptovm_device::*;
+use ptovm_vm::desc::Descriptor;
 use ptovm_vm::Pool;
 
 use crate::{Params, Ran};
@@ -237,6 +238,7 @@ pub fn run_single(
         return Ok(None);
     };
     let (sizes, sh) = (prep.sizes, prep.shared_ptr());
+    let want = crate::desc::try_expected(code, params);
     let instances = &mut prep.instances;
     let mut ran: Ran = Vec::new();
     let mut clock = 1u64;
@@ -277,6 +279,26 @@ pub fn run_single(
                 } else {
                     Pool::Vector
                 };
+                // The descriptor the kernel would compute from: the reference's.
+                let mut d = Descriptor::default();
+                // SAFETY: as above.
+                let rc = unsafe { ptovm_core_descriptor(sh, core, &mut d) };
+                let want = want.as_ref().and_then(|w| w.get(t.id as usize));
+                if rc != 1
+                    || d.id != t.id
+                    || want.is_some_and(|w| crate::desc::text(w) != crate::desc::text(&d))
+                {
+                    return Err(Failure {
+                        call: "core descriptor",
+                        code: rc,
+                        message: format!(
+                            "task {}'s descriptor is {} not {}",
+                            t.id,
+                            crate::desc::text(&d),
+                            want.map_or("-".into(), crate::desc::text)
+                        ),
+                    });
+                }
                 ran[t.id as usize] = (clock, clock + 1, pool, t.aicpu);
                 clock += 2;
                 // SAFETY: as above.

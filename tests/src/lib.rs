@@ -5,6 +5,7 @@
 use ptovm_assembler::Module;
 use ptovm_vm::{ParamKind, Value};
 
+pub mod desc;
 pub mod device;
 pub mod fuzz;
 pub mod sched;

@@ -3,9 +3,10 @@
 //! produce them: the driver of `tests/tests/sched.rs` and of the `schedule` fuzz target.
 
 use std::cell::RefCell;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use ptovm_host_sim::{heap_map, DepMode, HeapMap, HeapStorage};
+use ptovm_vm::desc::{slot_words, Binding};
 use ptovm_vm::handshake::{CoreSlot, CUBE, VECTOR};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
@@ -88,6 +89,8 @@ pub struct Region {
     pub lock: Lock,
     pub writers: Vec<AtomicU32>,
     pub next_issue: Padded,
+    pub descs: Box<[AtomicU64]>,
+    pub desc_words: u32,
 }
 
 impl Region {
@@ -123,6 +126,10 @@ impl Region {
             lock: Lock(RefCell::new(heap_map(layout, DepMode::Overlap).unwrap())),
             writers: (0..v.tensors().len()).map(|_| AtomicU32::new(0)).collect(),
             next_issue: Padded::new(0),
+            descs: (0..n as usize * cap * slot_words(v))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            desc_words: slot_words(v) as u32,
         }
     }
 
@@ -141,6 +148,8 @@ impl Region {
             map: &self.lock,
             writers: &self.writers,
             next_issue: &self.next_issue,
+            descs: &self.descs,
+            desc_words: self.desc_words,
         }
     }
 }
@@ -209,6 +218,7 @@ pub fn run(
         Vec<Busy>,
         Vec<Pred>,
         Vec<Sharing>,
+        Vec<Binding>,
     );
     let mut bufs: Vec<Bufs> = (0..n)
         .map(|i| {
@@ -223,6 +233,7 @@ pub fn run(
                 vec![Busy::default(); k],
                 vec![Pred::default(); n as usize * cap],
                 vec![Sharing::default(); v.tensors().len()],
+                vec![Binding::default(); v.tensors().len()],
             )
         })
         .collect();
@@ -237,6 +248,7 @@ pub fn run(
             busy: &mut b.5,
             preds: &mut b.6,
             shares: &mut b.7,
+            tensors: &mut b.8,
             map: local_map(&v, cap),
         };
         let it = Interpreter::new(v, p, i as u32, n).map_err(|e| e.to_string())?;

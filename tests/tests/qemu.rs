@@ -2,7 +2,8 @@
 //! `aarch64-unknown-none` static library by the aarch64 cross gcc (`scripts/harness.sh`), runs
 //! under `qemu-aarch64` — one thread per AICPU stepping its instance, one per AICore polling its
 //! handshake slot — and prints the task log, which is checked task by task against the
-//! reference expander, for every bundled example and several AICPU counts.
+//! reference expander, for every bundled example and several AICPU counts, each task's
+//! descriptor (`ptovm_core_descriptor`) against one computed from the reference.
 //!
 //! Without the cross tools the test says so and passes, unless `PTOVM_QEMU=required` (set by
 //! `.ci/run`, which installs them), when their absence fails it.
@@ -10,7 +11,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use ptovm_tests::{check_run, examples, Params, Ran};
+use ptovm_tests::{check_run, desc, examples, Params, Ran};
 use ptovm_vm::{ParamKind, Pool};
 
 fn harness() -> Option<PathBuf> {
@@ -35,8 +36,10 @@ fn harness() -> Option<PathBuf> {
     None
 }
 
-/// Runs the harness; gives the log as a run, or the harness's error output.
+/// Runs the harness; gives the log as a run, or the harness's error output. Checks each task's
+/// descriptor against the reference's.
 fn run(h: &PathBuf, code: &[u8], params: &Params, n: u32, window: u32) -> Result<Ran, String> {
+    let want = desc::expected(code, params);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("p.ptow");
     std::fs::write(&file, code).unwrap();
@@ -70,8 +73,11 @@ fn run(h: &PathBuf, code: &[u8], params: &Params, n: u32, window: u32) -> Result
         .ok_or_else(|| format!("no work bound in {err:?}"))?;
     let mut ran: Ran = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
-        // task ID aicpu A pool P core C start S end E
+        // task ID aicpu A pool P core C start S end E desc k=… p=… r=…
         let w: Vec<&str> = line.split(' ').collect();
+        if w.len() != 16 || w[12] != "desc" {
+            return Err(format!("a log line without its descriptor: {line}"));
+        }
         let num = |i: usize| w[i].parse::<u64>().unwrap();
         let id = num(1) as usize;
         if ran.len() <= id {
@@ -86,6 +92,17 @@ fn run(h: &PathBuf, code: &[u8], params: &Params, n: u32, window: u32) -> Result
             Pool::Vector
         };
         ran[id] = (num(9), num(11), pool, num(3) as u32);
+        let got = w[13..].join(" ");
+        match want.get(id) {
+            Some(d) if desc::text(d) == got => {}
+            Some(d) => {
+                return Err(format!(
+                    "task {id}'s descriptor is\n  {got}\nnot\n  {}",
+                    desc::text(d)
+                ))
+            }
+            None => return Err(format!("task {id} is not in the reference")),
+        }
     }
     if ran.len() as u64 > bound {
         return Err(format!(

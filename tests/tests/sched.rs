@@ -9,6 +9,7 @@ use proptest::prelude::*;
 use ptovm_assembler::{assemble, Options};
 use ptovm_tests::sched::{check, config, local_map, run, Region};
 use ptovm_tests::{gen_params, Gen};
+use ptovm_vm::desc::Binding;
 use ptovm_vm::handshake::{CUBE, VECTOR};
 use ptovm_vm::sched::{Aicpu, Busy, Local, Pred};
 use ptovm_vm::share::Sharing;
@@ -129,6 +130,7 @@ fn memory_that_does_not_fit_is_an_error() {
         let mut b = vec![Busy::default(); c.len()];
         let mut pr = vec![Pred::default(); preds];
         let mut shares = vec![Sharing::default(); v.tensors().len()];
+        let mut tensors = vec![Binding::default(); v.tensors().len()];
         let local = Local {
             free: &mut f,
             retiring: &mut r,
@@ -138,6 +140,7 @@ fn memory_that_does_not_fit_is_an_error() {
             busy: &mut b,
             preds: &mut pr,
             shares: &mut shares,
+            tensors: &mut tensors,
             map: local_map(&v, cap),
         };
         Aicpu::new(0, Interpreter::new(v, p, 0, n).unwrap(), local, &sh).err()

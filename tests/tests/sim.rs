@@ -51,6 +51,7 @@ fn opts(aicpus: u32, window: usize, jitter: Option<u64>) -> sim::Options {
         batch_deps: 0,
         timing: sim::IssueTiming::Immediate,
         deps: DepMode::Overlap,
+        descriptors: false,
     }
 }
 

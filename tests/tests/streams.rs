@@ -131,6 +131,7 @@ fn threaded_runs_keep_each_streams_order() {
                     batch_deps: 0,
                     timing: sim::IssueTiming::Immediate,
                     deps: DepMode::Overlap,
+                    descriptors: false,
                 };
                 let r = run_bounded(bytes.clone(), o)
                     .unwrap_or_else(|e| panic!("{aicpus} AICPUs, window {window}: {e}"));

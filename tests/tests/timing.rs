@@ -359,6 +359,7 @@ fn threaded_runs_apply_the_timing() {
                         batch_deps: 0,
                         timing: own.timing,
                         deps: DepMode::Overlap,
+                        descriptors: false,
                     };
                     let r = run_bounded(code.clone(), o);
                     assert!(r.checked);

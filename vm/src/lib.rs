@@ -5,7 +5,8 @@
 //! (`verify`), the runtime-parameter block (`params`) and per-AICPU task expansion (`interp`);
 //! and the schedulers' pieces that the simulator and the device share: the fixed-capacity
 //! TensorMap (`tmap`), the lock-free successor lists and fanin guards (`waitlist`), the ready
-//! queues (`ring`) and the AICore handshake slots (`handshake`).
+//! queues (`ring`), the AICore handshake slots (`handshake`) and the task descriptors the
+//! cores read (`desc`).
 //!
 //! `#![no_std]` with no allocator: it builds for `aarch64-unknown-none` and runs on the AICPU.
 //! No `unsafe` code but the spin lock's (`spin`, over the cell of `sync`).
@@ -19,6 +20,7 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod desc;
 pub mod error;
 pub mod format;
 pub mod handshake;

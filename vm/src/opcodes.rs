@@ -429,6 +429,19 @@ named_enum! {
     }
 }
 
+impl DType {
+    /// Bytes per element (0 for `Unknown`).
+    pub fn size(self) -> usize {
+        match self {
+            DType::Unknown => 0,
+            DType::F8 | DType::I8 | DType::U8 | DType::Bool => 1,
+            DType::F16 | DType::Bf16 | DType::I16 | DType::U16 => 2,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F64 | DType::I64 | DType::U64 => 8,
+        }
+    }
+}
+
 named_enum! {
     /// Kind of a runtime-parameter slot.
     ParamKind {

@@ -275,6 +275,11 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         self.v
     }
 
+    /// The runtime parameters of the launch.
+    pub fn params(&self) -> &RuntimeParams<'p> {
+        &self.p
+    }
+
     /// The AICPU count of the launch.
     pub fn aicpus(&self) -> u32 {
         self.n as u32

@@ -16,6 +16,7 @@
 //! `timing` policies) in `issue.rs`, recording a task in `record.rs`, and completion and
 //! retirement in `retire.rs`.
 
+use crate::desc::{self, Binding};
 use crate::handshake::{self, CoreSlot};
 use crate::interp::{Interpreter, RunError, Task};
 use crate::ring::{Cell, Ring};
@@ -325,6 +326,21 @@ pub struct Shared<'m, C, L> {
     /// `rate_limit`: the clock reading ([`Env::now_ns`]) from which the launch's next issue is
     /// allowed, 0 at launch (§4.3, [`IssueTiming::next_turn`]).
     pub next_issue: &'m Padded,
+    /// The descriptors of the tasks in the windows (§3.8): slot `s` of `a` owns the
+    /// `desc_words` words from `(a * cap + s) * desc_words` ([`Shared::desc`]).
+    pub descs: &'m [AtomicU64],
+    /// Words per slot in `descs`: at least [`desc::slot_words`] of the program, or 0 when no
+    /// kernel reads descriptors (a simulator's scheduler benchmark): then none is written.
+    pub desc_words: u32,
+}
+
+impl<C, L> Shared<'_, C, L> {
+    /// The descriptor words of slot `slot` of AICPU `aicpu` (empty if out of range).
+    pub fn desc(&self, aicpu: u32, slot: u32) -> &[AtomicU64] {
+        let w = self.desc_words as usize;
+        let at = (aicpu as usize * self.cap as usize + slot as usize) * w;
+        self.descs.get(at..at + w).unwrap_or(&[])
+    }
 }
 
 /// Why a step failed.
@@ -432,6 +448,10 @@ pub struct Local<'m, S = Slices<'m>> {
     pub preds: &'m mut [Pred],
     /// The classes of the program's tensors (written by [`Aicpu::new`]).
     pub shares: &'m mut [Sharing],
+    /// The program's tensors as the launch binds them, one per tensor: what descriptors
+    /// resolve regions against (written by [`Aicpu::new`] from the declarations and the
+    /// runtime parameters).
+    pub tensors: &'m mut [Binding],
     /// Its ready tasks taken out of its ready queues to be chosen among (`batched` and
     /// `interleaved` timing): `cap` words.
     pub held: &'m mut [u32],
@@ -511,6 +531,8 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     free_vector: usize,
     preds: &'m mut [Pred],
     shares: &'m [Sharing],
+    /// The tensors' bindings, which descriptors resolve regions against.
+    tensors: &'m [Binding],
     /// How its sites' regions are recorded.
     uses: SiteUses,
     /// Its last placed tasks, `(id, slot)` at `id % CHAIN_SPAN`: where a structural producer

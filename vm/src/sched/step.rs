@@ -33,6 +33,15 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         need(sh.published.len() >= n, "watermarks")?;
         need(sh.waiting_for.len() >= n, "waiting_for")?;
         need(sh.slots.len() >= n * cap, "slots")?;
+        // No descriptor memory (0 words a slot): descriptors are not kept.
+        need(
+            sh.desc_words == 0 || sh.desc_words as usize >= desc::slot_words(&interp.program()),
+            "descriptor words per slot",
+        )?;
+        need(
+            sh.descs.len() >= n * cap * sh.desc_words as usize,
+            "task descriptors",
+        )?;
         need(sh.nodes.len() >= n * cap * NODES, "waiter nodes")?;
         need(sh.ready.len() >= 2 * n, "ready queues")?;
         need(sh.passed.len() >= n, "passed completions")?;
@@ -52,6 +61,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         need(local.retiring.len() >= cap, "retiring slots")?;
         need(local.unreleased.len() >= cap, "unreleased slots")?;
         need(local.held.len() >= cap, "held ready tasks")?;
+        need(
+            local.tensors.len() >= interp.program().tensors().len(),
+            "tensor bindings",
+        )?;
         need(local.busy.len() >= local.cores.len(), "busy cores")?;
         need(local.preds.len() >= n * cap, "predecessor scratch")?;
         need(interp.aicpus() == sh.n, "the interpreter's AICPU count")?;
@@ -80,6 +93,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             ShareError::Run(e) => SchedError::Run(e),
             other => SchedError::Share(other),
         })?;
+        let program = interp.program();
+        for (b, t) in local.tensors.iter_mut().zip(program.tensors()) {
+            *b = Binding::declared(t, |slot| u64::from(interp.params().scalar(slot)));
+        }
         need(
             local.cores.iter().all(|&c| (c as usize) < sh.cores.len()),
             "core index past the handshake slots",
@@ -123,6 +140,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             free_vector,
             preds: local.preds,
             shares: local.shares,
+            tensors: local.tensors,
             uses: SiteUses::default(),
             recent: [(u64::MAX, 0); share::CHAIN_SPAN as usize],
             map: local.map,
@@ -335,6 +353,11 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     None => 0,
                 };
                 s.stream.store(stream, Ordering::Relaxed);
+                if sh.desc_words > 0 && !desc::write(sh.desc(self.me, k), t, self.tensors) {
+                    return Err(SchedError::Memory(
+                        "a task's descriptor is larger than its slot",
+                    ));
+                }
                 waitlist::open(&s.waiters, tag_of(t.id));
                 s.task.store(t.id, Ordering::Release);
                 self.recent[(t.id % share::CHAIN_SPAN as u64) as usize] = (t.id, k);

@@ -1,0 +1,109 @@
+//! Task descriptors computed independently of `vm::desc`: from the reference expansion and
+//! the tensor declarations, regions resolved row-major (spec/runtime.md §3.8). The threaded
+//! simulator's kernels and the aarch64 harness's cores must see exactly these.
+
+use ptovm_host_sim::reference::expand;
+use ptovm_vm::desc::{Descriptor, RegionDesc};
+use ptovm_vm::format::{DIM_IS_SLOT, TENSOR_STREAM};
+use ptovm_vm::{verify, Pool, RuntimeParams};
+
+use crate::{values, Params};
+
+/// The descriptor of every task of `code` under `params`, in id order.
+pub fn expected(code: &[u8], params: &Params) -> Vec<Descriptor> {
+    try_expected(code, params).expect("a program that verifies, takes its parameters and expands")
+}
+
+/// [`expected`], or `None` when the program does not verify, refuses its parameters or fails
+/// while expanding.
+pub fn try_expected(code: &[u8], params: &Params) -> Option<Vec<Descriptor>> {
+    let v = verify(code).ok()?;
+    let vals = values(params);
+    let p = RuntimeParams::new(&v, &vals).ok()?;
+    let scalar = |slot: usize| params[slot].1;
+    let tasks = expand(&v, &p, 1, u64::MAX).ok()?;
+    let descs = tasks
+        .iter()
+        .map(|t| {
+            let mut d = Descriptor {
+                id: t.id,
+                kernel: t.kernel,
+                pool: u8::from(t.pool != Pool::Cube),
+                nparams: t.params.len() as u8,
+                ..Descriptor::default()
+            };
+            d.params[..t.params.len()].copy_from_slice(&t.params);
+            for io in &t.io {
+                let decl = &v.tensors()[io.tensor as usize];
+                if decl.flags.get() & TENSOR_STREAM != 0 {
+                    continue;
+                }
+                let rank = decl.rank as usize;
+                let dims: Vec<i64> = (0..rank)
+                    .map(|k| {
+                        let x = decl.dims[k].get();
+                        if x & DIM_IS_SLOT != 0 {
+                            scalar((x & 0xFFFF) as usize) as i64
+                        } else {
+                            x as i64
+                        }
+                    })
+                    .collect();
+                let mut r = RegionDesc {
+                    tensor: io.tensor,
+                    dir: io.dir,
+                    rank: rank as u8,
+                    dtype: decl.dtype,
+                    reserved: [0; 3],
+                    offset: 0,
+                    addr: 0,
+                    extent: [0; 8],
+                    stride: [0; 8],
+                };
+                for k in 0..rank {
+                    r.stride[k] = dims[k + 1..].iter().product();
+                    let (start, end) = io.dims().get(k).copied().unwrap_or((0, dims[k]));
+                    r.offset += start * r.stride[k];
+                    r.extent[k] = (end - start) as u32;
+                }
+                d.regions[d.nregions as usize] = r;
+                d.nregions += 1;
+            }
+            d
+        })
+        .collect();
+    Some(descs)
+}
+
+/// A descriptor as one word of text, the form the aarch64 harness prints
+/// (`device/harness/harness.c`): `k=KERNEL/POOL p=P,P,… r=REGION|REGION…`, each region
+/// `tensor:dir:rank:dtype:offset:addr:e,e,…:s,s,…`.
+pub fn text(d: &Descriptor) -> String {
+    fn join<T: ToString>(xs: &[T]) -> String {
+        xs.iter().map(T::to_string).collect::<Vec<_>>().join(",")
+    }
+    let regions: Vec<String> = d
+        .regions()
+        .iter()
+        .map(|r| {
+            format!(
+                "{}:{}:{}:{}:{}:{}:{}:{}",
+                r.tensor,
+                r.dir,
+                r.rank,
+                r.dtype,
+                r.offset,
+                r.addr,
+                join(r.extents()),
+                join(r.strides())
+            )
+        })
+        .collect();
+    format!(
+        "k={}/{} p={} r={}",
+        d.kernel,
+        d.pool,
+        join(d.params()),
+        regions.join("|")
+    )
+}
