@@ -15,8 +15,11 @@ syms=$(grep -o 'pub \(unsafe \)\?extern "C" fn ptovm_[a-z_]*' device/src/lib.rs 
 undef=()
 for s in $syms; do undef+=(-u "$s"); done
 "$bin/rust-lld" -flavor gnu --gc-sections -static --entry=ptovm_run "${undef[@]}" -o "$image" "$lib"
+# The symbol list is read once: `llvm-nm | grep -q` under pipefail failed at random when grep
+# quit early and nm, still writing a large list, died of SIGPIPE.
+defined=$("$bin/llvm-nm" --defined-only "$image")
 for s in $syms; do
-  "$bin/llvm-nm" --defined-only "$image" | grep -q " T $s\$" || { echo "missing: $s"; exit 1; }
+  grep -q " T $s\$" <<<"$defined" || { echo "missing: $s"; exit 1; }
 done
 if "$bin/llvm-nm" --undefined-only "$image" | grep .; then
   echo "the AICPU image references symbols it does not define (above)"
