@@ -58,7 +58,7 @@ static void *aicpu_main(void *p) {
   aicpu_arg *a = p;
   void *inst = NULL;
   if (posix_memalign(&inst, PTOVM_ALIGN, instance_bytes) != 0) die("instance", "out of memory");
-  a->result = ptovm_instance_init(inst, instance_bytes, shared, params, nparams, a->aicpu,
+  a->result = ptovm_instance_init(inst, instance_bytes, shared, params, nparams, NULL, 0, a->aicpu,
                                   (uint8_t *)a->err, sizeof a->err);
   if (a->result != PTOVM_OK) return NULL;
   /* The kernel's own loop: step, and give the CPU away while there is nothing to do (the

@@ -73,6 +73,12 @@
 #define PTOVM_E_FAILED -8
 
 /*
+ A tensor binding was refused: wrong count, type, alignment, strides or size
+ (spec/runtime.md §3.8); the message names the tensor.
+ */
+#define PTOVM_E_BIND -9
+
+/*
  Alignment the caller's regions must have.
  */
 #define PTOVM_ALIGN 128
@@ -174,6 +180,39 @@ typedef struct {
    */
   uint64_t tasks;
 } ptovm_work;
+
+/*
+ A tensor as the launcher binds it to memory (C: `ptovm_tensor`): where its element 0 is,
+ how many bytes from there it may use, its element type, and its strides.
+ */
+typedef struct {
+  /*
+   Address of element 0 (bytes); 0 leaves the tensor unbound (descriptors then give
+   `addr = 0` for its regions).
+   */
+  uint64_t base;
+  /*
+   Bytes of memory from `base` the tensor may use.
+   */
+  uint64_t bytes;
+  /*
+   Element type (`DType` code): must be the declared one.
+   */
+  uint8_t dtype;
+  /*
+   0: row-major strides of the declared shape; else the tensor's rank, and `strides` gives
+   one stride per dimension.
+   */
+  uint8_t rank;
+  /*
+   Zero.
+   */
+  uint8_t reserved[6];
+  /*
+   Strides in elements (with `rank` > 0), each at least 1, no two elements at one address.
+   */
+  int64_t strides[8];
+} ptovm_tensor;
 
 /*
  Counters of one AICPU (C: `ptovm_counters`).
@@ -398,20 +437,25 @@ int32_t ptovm_shared_init(void *mem,
 /*
  Builds AICPU `aicpu`'s instance in `mem` (`size` bytes, aligned to 128) over the shared
  region `shared`, with the program's runtime parameters (`params`, `nparams` of them; their
- arrays stay in place for the launch). The bytecode is verified again here. One instance per
- AICPU and shared region: a second one for the same AICPU is refused. Returns 0 or an error
- code with a message in `err`.
+ arrays stay in place for the launch) and the tensors' bindings to memory (`tensors`: one
+ `ptovm_tensor` per tensor of the program, the same on every AICPU, copied; or `ntensors =
+ 0`: none bound, and descriptors give element offsets only). The bytecode is verified again
+ here. One instance per AICPU and shared region: a second one for the same AICPU is refused.
+ Returns 0 or an error code with a message in `err` ([`PTOVM_E_BIND`] for a binding the
+ declarations refuse).
 
  # Safety
  `shared` was laid out by [`ptovm_shared_init`]; `mem` points to `size` writable bytes used by
- nothing else during the launch; `params` points to `nparams` entries; `err` as in
- [`ptovm_layout`]. One thread uses an instance at a time.
+ nothing else during the launch; `params` points to `nparams` entries and `tensors` to
+ `ntensors`; `err` as in [`ptovm_layout`]. One thread uses an instance at a time.
  */
 int32_t ptovm_instance_init(void *mem,
                             size_t size,
                             const void *shared,
                             const ptovm_param *params,
                             uint32_t nparams,
+                            const ptovm_tensor *tensors,
+                            uint32_t ntensors,
                             uint32_t aicpu,
                             uint8_t *err,
                             size_t err_len);

@@ -31,7 +31,7 @@ use core::mem::{align_of, size_of};
 use core::ptr;
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use ptovm_vm::desc::{self, Binding, Descriptor};
+use ptovm_vm::desc::{self, Binding, Descriptor, TensorArg};
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
@@ -68,6 +68,9 @@ pub const PTOVM_E_WINDOW: i32 = -6;
 pub const PTOVM_E_STATE: i32 = -7;
 /// The instance failed before; it does nothing more.
 pub const PTOVM_E_FAILED: i32 = -8;
+/// A tensor binding was refused: wrong count, type, alignment, strides or size
+/// (spec/runtime.md §3.8); the message names the tensor.
+pub const PTOVM_E_BIND: i32 = -9;
 
 /// Alignment the caller's regions must have.
 pub const PTOVM_ALIGN: usize = 128;
@@ -613,8 +616,8 @@ unsafe fn instance_layout(
     a: u32,
     v: Verified<'static>,
     shared: *const SharedHeader,
-    params: *const PtovmParam,
-    nparams: u32,
+    (params, nparams): (*const PtovmParam, u32),
+    (given, ngiven): (*const TensorArg, u32),
 ) -> Result<*mut InstanceHeader, Fail> {
     let (n, cap) = (p.n as usize, p.cap as usize);
     let own = own_cores(p, a).count();
@@ -629,10 +632,18 @@ unsafe fn instance_layout(
     let preds: *mut Pred = c.take(n * cap, "predecessor scratch")?;
     let shares: *mut Sharing = c.take(p.tensors, "tensor classes")?;
     let tensors: *mut Binding = c.take(p.tensors, "tensor bindings")?;
+    let bound: *mut TensorArg = c.take(p.tensors, "the launcher's tensor bindings")?;
     let map = MapMem::carve(c, &p.local)?;
     let aicpu: *mut Aicpu<'static, 'static, 'static> = c.take(1, "scheduler")?;
     if c.base == 0 {
         return Ok(header);
+    }
+    if ngiven != 0 && (ngiven as usize != p.tensors || given.is_null()) {
+        return Err(fail!(
+            PTOVM_E_BIND,
+            "tensor binding: {ngiven} tensor bindings for a program of {} tensors",
+            p.tensors
+        ));
     }
     if nparams != p.params || (nparams > 0 && params.is_null()) {
         return Err(fail!(
@@ -670,6 +681,13 @@ unsafe fn instance_layout(
             preds: fill(preds, n * cap, |_| Pred::default()),
             shares: fill(shares, p.tensors, |_| Sharing::default()),
             tensors: fill(tensors, p.tensors, |_| Binding::default()),
+            bound: &fill(bound, p.tensors, |i| {
+                if ngiven == 0 {
+                    TensorArg::default()
+                } else {
+                    *given.add(i)
+                }
+            })[..ngiven as usize],
             map: map.build(&p.local, p.mode)?,
         };
         let sched = Aicpu::new(a, interp, local, &(*shared).sched)
@@ -744,7 +762,17 @@ unsafe fn layout(
     for a in 0..p.n {
         let mut c = Carve::measure();
         // SAFETY: as above.
-        unsafe { instance_layout(&mut c, &p, a, v, ptr::null(), ptr::null(), 0)? };
+        unsafe {
+            instance_layout(
+                &mut c,
+                &p,
+                a,
+                v,
+                ptr::null(),
+                (ptr::null(), 0),
+                (ptr::null(), 0),
+            )?
+        };
         inst = inst.max(c.off);
     }
     Ok(PtovmSizes {
@@ -938,21 +966,27 @@ unsafe fn shared_header(shared: *const c_void) -> Result<&'static SharedHeader, 
 
 /// Builds AICPU `aicpu`'s instance in `mem` (`size` bytes, aligned to 128) over the shared
 /// region `shared`, with the program's runtime parameters (`params`, `nparams` of them; their
-/// arrays stay in place for the launch). The bytecode is verified again here. One instance per
-/// AICPU and shared region: a second one for the same AICPU is refused. Returns 0 or an error
-/// code with a message in `err`.
+/// arrays stay in place for the launch) and the tensors' bindings to memory (`tensors`: one
+/// `ptovm_tensor` per tensor of the program, the same on every AICPU, copied; or `ntensors =
+/// 0`: none bound, and descriptors give element offsets only). The bytecode is verified again
+/// here. One instance per AICPU and shared region: a second one for the same AICPU is refused.
+/// Returns 0 or an error code with a message in `err` ([`PTOVM_E_BIND`] for a binding the
+/// declarations refuse).
 ///
 /// # Safety
 /// `shared` was laid out by [`ptovm_shared_init`]; `mem` points to `size` writable bytes used by
-/// nothing else during the launch; `params` points to `nparams` entries; `err` as in
-/// [`ptovm_layout`]. One thread uses an instance at a time.
+/// nothing else during the launch; `params` points to `nparams` entries and `tensors` to
+/// `ntensors`; `err` as in [`ptovm_layout`]. One thread uses an instance at a time.
 #[no_mangle]
+#[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn ptovm_instance_init(
     mem: *mut c_void,
     size: usize,
     shared: *const c_void,
     params: *const PtovmParam,
     nparams: u32,
+    tensors: *const TensorArg,
+    ntensors: u32,
     aicpu: u32,
     err: *mut u8,
     err_len: usize,
@@ -984,7 +1018,17 @@ pub unsafe extern "C" fn ptovm_instance_init(
         }
         let mut m = Carve::measure();
         // SAFETY: a measuring carve writes nothing.
-        unsafe { instance_layout(&mut m, &p, aicpu, v, ptr::null(), ptr::null(), 0)? };
+        unsafe {
+            instance_layout(
+                &mut m,
+                &p,
+                aicpu,
+                v,
+                ptr::null(),
+                (ptr::null(), 0),
+                (ptr::null(), 0),
+            )?
+        };
         if m.off > size {
             return Err(fail!(
                 PTOVM_E_MEMORY,
@@ -1003,7 +1047,17 @@ pub unsafe extern "C" fn ptovm_instance_init(
             ));
         }
         // SAFETY: the caller's contract.
-        let built = unsafe { instance_layout(&mut c, &p, aicpu, v, h, params, nparams) };
+        let built = unsafe {
+            instance_layout(
+                &mut c,
+                &p,
+                aicpu,
+                v,
+                h,
+                (params, nparams),
+                (tensors, ntensors),
+            )
+        };
         if built.is_err() {
             // Nothing of this AICPU runs yet: another attempt (with good parameters) may claim it.
             h.claimed[aicpu as usize].store(0, Ordering::Release);
@@ -1081,6 +1135,7 @@ fn code_of(e: &SchedError) -> i32 {
     match e {
         SchedError::Run(_) => PTOVM_E_RUN,
         SchedError::WindowAbort { .. } => PTOVM_E_WINDOW,
+        SchedError::Bind(_) => PTOVM_E_BIND,
         _ => PTOVM_E_STATE,
     }
 }

@@ -81,6 +81,11 @@ fn the_header_compiles_and_its_structs_have_the_rust_sizes() {
             align_of::<ptovm_vm::desc::Descriptor>(),
         ),
         (
+            "ptovm_tensor",
+            size_of::<ptovm_vm::desc::TensorArg>(),
+            align_of::<ptovm_vm::desc::TensorArg>(),
+        ),
+        (
             "ptovm_region",
             size_of::<ptovm_vm::desc::RegionDesc>(),
             align_of::<ptovm_vm::desc::RegionDesc>(),

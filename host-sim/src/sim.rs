@@ -17,7 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use ptovm_vm::desc::{self, Binding};
+use ptovm_vm::desc::{self, BindError, Binding, TensorArg};
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
@@ -203,6 +203,9 @@ pub enum SimError {
     /// A bad option.
     #[error("{0}")]
     Options(String),
+    /// A tensor binding was refused.
+    #[error("tensor binding: {0}")]
+    Bind(#[from] BindError),
 }
 
 impl From<SchedError> for SimError {
@@ -213,6 +216,7 @@ impl From<SchedError> for SimError {
                 aicpu,
                 window: window as usize,
             },
+            SchedError::Bind(e) => SimError::Bind(e),
             other => SimError::Check(other.to_string()),
         }
     }
@@ -532,6 +536,20 @@ pub fn run_with_kernels(
     progress: Option<&AtomicU64>,
     kernels: &Registry,
 ) -> Result<Report, SimError> {
+    run_bound(v, p, o, progress, kernels, &[])
+}
+
+/// [`run_with_kernels`] with the program's tensors bound to memory: one [`TensorArg`] per
+/// tensor of the program (checked against its declaration, spec/runtime.md §3.8), or none.
+/// Descriptors then give each region's address.
+pub fn run_bound(
+    v: Verified<'_>,
+    p: RuntimeParams<'_>,
+    o: Options,
+    progress: Option<&AtomicU64>,
+    kernels: &Registry,
+    tensors: &[TensorArg],
+) -> Result<Report, SimError> {
     let n = o.aicpus;
     if n == 0 || n > 64 {
         return Err(SimError::Options(format!(
@@ -678,6 +696,7 @@ pub fn run_with_kernels(
             preds: &mut b.preds,
             shares: &mut b.shares,
             tensors: &mut b.tensors,
+            bound: tensors,
             map: heap_map(local_layout, o.deps).ok_or_else(|| too_big("the local TensorMaps"))?,
         };
         cpus.push(Cpu {

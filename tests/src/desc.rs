@@ -3,9 +3,9 @@
 //! simulator's kernels and the aarch64 harness's cores must see exactly these.
 
 use ptovm_host_sim::reference::expand;
-use ptovm_vm::desc::{Descriptor, RegionDesc};
+use ptovm_vm::desc::{Descriptor, RegionDesc, TensorArg};
 use ptovm_vm::format::{DIM_IS_SLOT, TENSOR_STREAM};
-use ptovm_vm::{verify, Pool, RuntimeParams};
+use ptovm_vm::{verify, DType, Pool, RuntimeParams};
 
 use crate::{values, Params};
 
@@ -17,6 +17,16 @@ pub fn expected(code: &[u8], params: &Params) -> Vec<Descriptor> {
 /// [`expected`], or `None` when the program does not verify, refuses its parameters or fails
 /// while expanding.
 pub fn try_expected(code: &[u8], params: &Params) -> Option<Vec<Descriptor>> {
+    expected_bound(code, params, &[])
+}
+
+/// [`try_expected`] with the tensors bound as `tensors` says (none: unbound): a binding's own
+/// strides replace the row-major ones, and a bound tensor's regions get their byte address.
+pub fn expected_bound(
+    code: &[u8],
+    params: &Params,
+    tensors: &[TensorArg],
+) -> Option<Vec<Descriptor>> {
     let v = verify(code).ok()?;
     let vals = values(params);
     let p = RuntimeParams::new(&v, &vals).ok()?;
@@ -60,11 +70,19 @@ pub fn try_expected(code: &[u8], params: &Params) -> Option<Vec<Descriptor>> {
                     extent: [0; 8],
                     stride: [0; 8],
                 };
+                let bound = tensors.get(io.tensor as usize).filter(|b| b.base != 0);
                 for k in 0..rank {
-                    r.stride[k] = dims[k + 1..].iter().product();
+                    r.stride[k] = match bound {
+                        Some(b) if b.rank > 0 => b.strides[k],
+                        _ => dims[k + 1..].iter().product(),
+                    };
                     let (start, end) = io.dims().get(k).copied().unwrap_or((0, dims[k]));
                     r.offset += start * r.stride[k];
                     r.extent[k] = (end - start) as u32;
+                }
+                if let Some(b) = bound {
+                    let size = DType::from_u8(decl.dtype).map_or(0, |d| d.size()) as i64;
+                    r.addr = (b.base as i64 + r.offset * size) as u64;
                 }
                 d.regions[d.nregions as usize] = r;
                 d.nregions += 1;

@@ -3,7 +3,7 @@
 //! and the tests need it. (`tests/tests/device.rs` also drives it on real threads.)
 
 use ptovm_device::*;
-use ptovm_vm::desc::Descriptor;
+use ptovm_vm::desc::{Descriptor, TensorArg};
 use ptovm_vm::Pool;
 
 use crate::{Params, Ran};
@@ -99,6 +99,7 @@ pub unsafe fn instance_init(
     size: u64,
     shared: *mut std::ffi::c_void,
     params: &[PtovmParam],
+    tensors: &[TensorArg],
     aicpu: u32,
 ) -> Result<(), (i32, String)> {
     let mut err = [0u8; 256];
@@ -115,6 +116,12 @@ pub unsafe fn instance_init(
                 params.as_ptr()
             },
             params.len() as u32,
+            if tensors.is_empty() {
+                std::ptr::null()
+            } else {
+                tensors.as_ptr()
+            },
+            tensors.len() as u32,
             aicpu,
             err.as_mut_ptr(),
             err.len(),
@@ -169,6 +176,7 @@ impl Prepared {
 pub fn prepare(
     code: &[u8],
     params: &Params,
+    tensors: &[TensorArg],
     launch: &PtovmLaunch,
     max_bytes: u64,
 ) -> Result<Option<Prepared>, Failure> {
@@ -195,7 +203,7 @@ pub fn prepare(
         .collect();
     for (a, m) in instances.iter_mut().enumerate() {
         // SAFETY: `sh` was laid out above; `cp` borrows `params`, which outlive the launch.
-        unsafe { instance_init(m, sizes.instance_bytes, sh, &cp, a as u32) }
+        unsafe { instance_init(m, sizes.instance_bytes, sh, &cp, tensors, a as u32) }
             .map_err(|e| fail("instance init", e))?;
     }
     Ok(Some(Prepared {
@@ -229,16 +237,29 @@ pub fn run_single(
     max_bytes: u64,
     max_rounds: u64,
 ) -> Result<Option<(Ran, u32)>, Failure> {
+    run_single_bound(code, params, &[], launch, max_bytes, max_rounds)
+}
+
+/// [`run_single`] with the tensors bound as `tensors` says (one per tensor of the program, or
+/// none): each descriptor is checked against the reference's with the bindings applied.
+pub fn run_single_bound(
+    code: &[u8],
+    params: &Params,
+    tensors: &[TensorArg],
+    launch: PtovmLaunch,
+    max_bytes: u64,
+    max_rounds: u64,
+) -> Result<Option<(Ran, u32)>, Failure> {
     let fail = |call, (code, message): (i32, String)| Failure {
         call,
         code,
         message,
     };
-    let Some(mut prep) = prepare(code, params, &launch, max_bytes)? else {
+    let Some(mut prep) = prepare(code, params, tensors, &launch, max_bytes)? else {
         return Ok(None);
     };
     let (sizes, sh) = (prep.sizes, prep.shared_ptr());
-    let want = crate::desc::try_expected(code, params);
+    let want = crate::desc::expected_bound(code, params, tensors);
     let instances = &mut prep.instances;
     let mut ran: Ran = Vec::new();
     let mut clock = 1u64;

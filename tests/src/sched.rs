@@ -249,6 +249,7 @@ pub fn run(
             preds: &mut b.6,
             shares: &mut b.7,
             tensors: &mut b.8,
+            bound: &[],
             map: local_map(&v, cap),
         };
         let it = Interpreter::new(v, p, i as u32, n).map_err(|e| e.to_string())?;

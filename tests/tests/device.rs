@@ -18,7 +18,7 @@ use ptovm_vm::{ParamKind, Pool};
 
 /// Launches `code` with `launch` on threads; gives what ran, or the first error message.
 fn launch(code: &[u8], params: &Params, launch: PtovmLaunch) -> Result<(Ran, u32), String> {
-    let mut prep = prepare(code, params, &launch, u64::MAX)
+    let mut prep = prepare(code, params, &[], &launch, u64::MAX)
         .map_err(|f| format!("{} {}: {}", f.call, f.code, f.message))?
         .ok_or("no memory limit was set")?;
     let (sizes, sh) = (prep.sizes, prep.shared_ptr());
@@ -337,6 +337,7 @@ fn bad_arguments_are_codes_with_messages() {
             sizes.instance_bytes,
             shared.as_mut_ptr() as *mut _,
             &[],
+            &[],
             0,
         )
     };
@@ -358,18 +359,18 @@ fn bad_arguments_are_codes_with_messages() {
         PTOVM_OK
     );
     let code_of = |r: Result<(), (i32, String)>| r.err().map_or(PTOVM_OK, |e| e.0);
-    let r = unsafe { instance_init(&mut inst, sizes.instance_bytes, sh, &[], 0) };
+    let r = unsafe { instance_init(&mut inst, sizes.instance_bytes, sh, &[], &[], 0) };
     assert_eq!(code_of(r), PTOVM_E_PARAMS);
     let p = c_params(&vec![(ParamKind::Scalar, 8, vec![])]);
-    let r = unsafe { instance_init(&mut inst, sizes.instance_bytes, sh, &p, 2) };
+    let r = unsafe { instance_init(&mut inst, sizes.instance_bytes, sh, &p, &[], 2) };
     assert_eq!(code_of(r), PTOVM_E_ARGUMENT);
-    let r = unsafe { instance_init(&mut inst, sizes.instance_bytes - 1, sh, &p, 0) };
+    let r = unsafe { instance_init(&mut inst, sizes.instance_bytes - 1, sh, &p, &[], 0) };
     assert_eq!(code_of(r), PTOVM_E_MEMORY);
     // The failed attempts claimed nothing: AICPU 0's instance builds now, and only once.
-    unsafe { instance_init(&mut inst, sizes.instance_bytes, sh, &p, 0) }.unwrap();
+    unsafe { instance_init(&mut inst, sizes.instance_bytes, sh, &p, &[], 0) }.unwrap();
     let mut again = region(sizes.instance_bytes);
     let (rc, e) =
-        unsafe { instance_init(&mut again, sizes.instance_bytes, sh, &p, 0) }.unwrap_err();
+        unsafe { instance_init(&mut again, sizes.instance_bytes, sh, &p, &[], 0) }.unwrap_err();
     assert_eq!(rc, PTOVM_E_STATE);
     assert!(e.contains("already has an instance"), "{e}");
     // Steps on memory that is no instance, counters without output.
@@ -499,4 +500,87 @@ fn a_parameter_of_kind_2_takes_the_programs_default() {
     let (rc, e) = work_bound_c(&shifted[at..at + code.len()], &[default; 3]).unwrap_err();
     assert_eq!(rc, PTOVM_E_PARAMS);
     assert!(e.contains("not 4-byte aligned"), "{e}");
+}
+
+/// Tensors bound through the C ABI: every descriptor (`ptovm_core_descriptor`) carries its
+/// region's address (checked against the reference by `run_single_bound`); a binding the
+/// declarations refuse fails `ptovm_instance_init` with `PTOVM_E_BIND` and a message naming
+/// the tensor.
+#[test]
+fn tensors_bound_through_the_c_abi() {
+    use ptovm_vm::desc::TensorArg;
+    // The LLaMA layer at N = 4: its 18 tensors, each at its own aligned address, row-major.
+    let code = example("llama_layer.pto");
+    let params: Params = vec![(ParamKind::Scalar, 4, vec![])];
+    let v = ptovm_vm::verify(&code).unwrap();
+    let mut tensors = Vec::new();
+    let mut base = 0x1000_0000u64;
+    for t in v.tensors() {
+        let elems: u64 = (0..t.rank as usize)
+            .map(|d| {
+                let x = t.dims[d].get();
+                if x & ptovm_vm::format::DIM_IS_SLOT != 0 {
+                    4
+                } else {
+                    x as u64
+                }
+            })
+            .product();
+        let bytes = elems * ptovm_vm::DType::from_u8(t.dtype).unwrap().size() as u64;
+        tensors.push(TensorArg {
+            base,
+            bytes,
+            dtype: t.dtype,
+            ..TensorArg::default()
+        });
+        base += bytes.next_multiple_of(4096);
+    }
+    for n in [1, 3] {
+        let (ran, _) = ptovm_tests::device::run_single_bound(
+            &code,
+            &params,
+            &tensors,
+            settings(n, 8),
+            1 << 30,
+            1_000_000,
+        )
+        .unwrap()
+        .unwrap();
+        check(&code, &params, n, &ran);
+    }
+    // Tensor 2 (`Wqkv`, f16) bound as f32; then one binding too few.
+    let mut bad = tensors.clone();
+    bad[2].dtype = ptovm_vm::DType::F32 as u8;
+    let e = ptovm_tests::device::run_single_bound(
+        &code,
+        &params,
+        &bad,
+        settings(2, 8),
+        1 << 30,
+        1_000_000,
+    )
+    .unwrap_err();
+    assert_eq!((e.call, e.code), ("instance init", PTOVM_E_BIND));
+    assert!(
+        e.message
+            .contains("tensor 2 is declared f16 but bound as f32"),
+        "{}",
+        e.message
+    );
+    let e = ptovm_tests::device::run_single_bound(
+        &code,
+        &params,
+        &tensors[1..],
+        settings(2, 8),
+        1 << 30,
+        1_000_000,
+    )
+    .unwrap_err();
+    assert_eq!((e.call, e.code), ("instance init", PTOVM_E_BIND));
+    assert!(
+        e.message
+            .contains("17 tensor bindings for a program of 18 tensors"),
+        "{}",
+        e.message
+    );
 }

@@ -141,6 +141,7 @@ fn memory_that_does_not_fit_is_an_error() {
             preds: &mut pr,
             shares: &mut shares,
             tensors: &mut tensors,
+            bound: &[],
             map: local_map(&v, cap),
         };
         Aicpu::new(0, Interpreter::new(v, p, 0, n).unwrap(), local, &sh).err()

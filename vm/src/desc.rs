@@ -184,6 +184,194 @@ impl Binding {
     }
 }
 
+/// A tensor as the launcher binds it to memory (C: `ptovm_tensor`): where its element 0 is,
+/// how many bytes from there it may use, its element type, and its strides.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct TensorArg {
+    /// Address of element 0 (bytes); 0 leaves the tensor unbound (descriptors then give
+    /// `addr = 0` for its regions).
+    pub base: u64,
+    /// Bytes of memory from `base` the tensor may use.
+    pub bytes: u64,
+    /// Element type (`DType` code): must be the declared one.
+    pub dtype: u8,
+    /// 0: row-major strides of the declared shape; else the tensor's rank, and `strides` gives
+    /// one stride per dimension.
+    pub rank: u8,
+    /// Zero.
+    pub reserved: [u8; 6],
+    /// Strides in elements (with `rank` > 0), each at least 1, no two elements at one address.
+    pub strides: [i64; 8],
+}
+
+/// Why a tensor binding is refused (each names the tensor by its index in the program).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BindError {
+    /// Not one binding per tensor of the program.
+    #[error("{given} tensor bindings for a program of {expected} tensors")]
+    Count {
+        /// The program's tensors.
+        expected: usize,
+        /// Bindings given.
+        given: usize,
+    },
+    /// The tensor has no declared shape (used without `@tensor`, or the stream-order tensor).
+    #[error("tensor {tensor} has no declared shape and cannot be bound to memory")]
+    NoShape {
+        /// The tensor.
+        tensor: u16,
+    },
+    /// The element type differs from the declaration.
+    #[error("tensor {tensor} is declared {declared} but bound as {given}")]
+    DType {
+        /// The tensor.
+        tensor: u16,
+        /// The declared type's name.
+        declared: &'static str,
+        /// The bound type's name.
+        given: &'static str,
+    },
+    /// `base` is not a multiple of the element size.
+    #[error(
+        "tensor {tensor}'s base address {base:#x} is not aligned to its {align}-byte elements"
+    )]
+    Misaligned {
+        /// The tensor.
+        tensor: u16,
+        /// The address.
+        base: u64,
+        /// The element size.
+        align: u32,
+    },
+    /// Strides given for another rank.
+    #[error("tensor {tensor} has rank {declared} but strides were given for rank {given}")]
+    Rank {
+        /// The tensor.
+        tensor: u16,
+        /// Its rank.
+        declared: u8,
+        /// The binding's.
+        given: u8,
+    },
+    /// A stride below 1, or strides that put two elements at one address.
+    #[error(
+        "tensor {tensor}'s strides {strides:?} are not positive and non-overlapping for its shape"
+    )]
+    Strides {
+        /// The tensor.
+        tensor: u16,
+        /// The strides.
+        strides: [i64; 8],
+    },
+    /// The memory is smaller than the elements the shape and strides reach.
+    #[error("tensor {tensor} needs {need} bytes from its base but is bound to {given}")]
+    TooSmall {
+        /// The tensor.
+        tensor: u16,
+        /// Bytes its elements span (`u64::MAX`: more than an address holds).
+        need: u64,
+        /// Bytes given.
+        given: u64,
+    },
+}
+
+impl Binding {
+    /// Bytes from element 0 to past the last element the shape reaches with these strides.
+    pub fn span_bytes(&self) -> Option<u64> {
+        let mut last = 0u64;
+        for d in 0..(self.rank as usize).min(limits::MAX_RANK) {
+            if self.dims[d] == 0 {
+                return Some(0);
+            }
+            let step = u64::try_from(self.strides[d]).ok()?;
+            last = last.checked_add((u64::from(self.dims[d]) - 1).checked_mul(step)?)?;
+        }
+        last.checked_add(1)?.checked_mul(u64::from(self.elem_bytes))
+    }
+
+    /// This declared tensor (number `tensor`) bound as `arg` says, checked: the declared element
+    /// type, an aligned base, strides that are positive and keep elements apart, and memory for
+    /// every element the shape reaches — so a region inside the shape (the verifier and the
+    /// interpreter keep every region there) is inside the memory. A `base` of 0 leaves it
+    /// unbound.
+    pub fn bind(self, tensor: u16, arg: &TensorArg) -> Result<Binding, BindError> {
+        if arg.base == 0 {
+            return Ok(self);
+        }
+        if self.rank == 0 {
+            return Err(BindError::NoShape { tensor });
+        }
+        let name = |code: u8| crate::DType::from_u8(code).map_or("an unknown type", |d| d.name());
+        if arg.dtype != self.dtype {
+            return Err(BindError::DType {
+                tensor,
+                declared: name(self.dtype),
+                given: name(arg.dtype),
+            });
+        }
+        let align = self.elem_bytes.max(1);
+        if !arg.base.is_multiple_of(u64::from(align)) {
+            return Err(BindError::Misaligned {
+                tensor,
+                base: arg.base,
+                align,
+            });
+        }
+        let mut b = self;
+        b.base = arg.base;
+        if arg.rank != 0 {
+            if arg.rank != self.rank {
+                return Err(BindError::Rank {
+                    tensor,
+                    declared: self.rank,
+                    given: arg.rank,
+                });
+            }
+            let rank = self.rank as usize;
+            b.strides[..rank].copy_from_slice(&arg.strides[..rank]);
+            if !b.strides_keep_elements_apart() {
+                return Err(BindError::Strides {
+                    tensor,
+                    strides: arg.strides,
+                });
+            }
+        }
+        let need = b.span_bytes().unwrap_or(u64::MAX);
+        if need > arg.bytes || arg.base.checked_add(need).is_none() {
+            return Err(BindError::TooSmall {
+                tensor,
+                need,
+                given: arg.bytes,
+            });
+        }
+        Ok(b)
+    }
+
+    /// Whether every stride is at least 1 and, taken from the smallest, each is at least the
+    /// span of the dimensions below it: then no two elements share an address.
+    fn strides_keep_elements_apart(&self) -> bool {
+        let rank = (self.rank as usize).min(limits::MAX_RANK);
+        let mut order = [0usize; limits::MAX_RANK];
+        for (i, o) in order[..rank].iter_mut().enumerate() {
+            *o = i;
+        }
+        order[..rank].sort_unstable_by_key(|&d| self.strides[d]);
+        let mut below = 1i64; // elements the smaller-strided dimensions span
+        for &d in &order[..rank] {
+            let stride = self.strides[d];
+            if stride < below.max(1) {
+                return false;
+            }
+            let Some(span) = stride.checked_mul(i64::from(self.dims[d])) else {
+                return false;
+            };
+            below = span;
+        }
+        true
+    }
+}
+
 /// How many words a window slot's descriptor takes for program `v`: the most any of its task
 /// sites needs in the packed form (`write`): 2 header words, one per parameter, and per region
 /// 3 words plus `⌈rank / 2⌉` of extents and `rank` of strides, `rank` its tensor's (0 for the

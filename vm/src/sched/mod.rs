@@ -16,7 +16,7 @@
 //! `timing` policies) in `issue.rs`, recording a task in `record.rs`, and completion and
 //! retirement in `retire.rs`.
 
-use crate::desc::{self, Binding};
+use crate::desc::{self, BindError, Binding, TensorArg};
 use crate::handshake::{self, CoreSlot};
 use crate::interp::{Interpreter, RunError, Task};
 use crate::ring::{Cell, Ring};
@@ -363,6 +363,9 @@ pub enum SchedError {
     /// The tensor analysis failed (spec/runtime.md §3.5).
     #[error("tensor classes: {0}")]
     Share(#[from] ShareError),
+    /// A tensor binding was refused (spec/runtime.md §3.8).
+    #[error("tensor binding: {0}")]
+    Bind(#[from] BindError),
     /// The shared region or the AICPU's buffers are smaller than their layout says.
     #[error("scheduler memory: {0}")]
     Memory(&'static str),
@@ -449,9 +452,12 @@ pub struct Local<'m, S = Slices<'m>> {
     /// The classes of the program's tensors (written by [`Aicpu::new`]).
     pub shares: &'m mut [Sharing],
     /// The program's tensors as the launch binds them, one per tensor: what descriptors
-    /// resolve regions against (written by [`Aicpu::new`] from the declarations and the
-    /// runtime parameters).
+    /// resolve regions against (written by [`Aicpu::new`] from the declarations, the runtime
+    /// parameters and `bound`).
     pub tensors: &'m mut [Binding],
+    /// The launcher's bindings of the tensors to memory, one per tensor of the program, or
+    /// none: then no tensor is bound (descriptors give element offsets only).
+    pub bound: &'m [TensorArg],
     /// Its ready tasks taken out of its ready queues to be chosen among (`batched` and
     /// `interleaved` timing): `cap` words.
     pub held: &'m mut [u32],

@@ -94,8 +94,19 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             other => SchedError::Share(other),
         })?;
         let program = interp.program();
-        for (b, t) in local.tensors.iter_mut().zip(program.tensors()) {
+        let ntensors = program.tensors().len();
+        if !local.bound.is_empty() && local.bound.len() != ntensors {
+            return Err(BindError::Count {
+                expected: ntensors,
+                given: local.bound.len(),
+            }
+            .into());
+        }
+        for (x, (b, t)) in local.tensors.iter_mut().zip(program.tensors()).enumerate() {
             *b = Binding::declared(t, |slot| u64::from(interp.params().scalar(slot)));
+            if let Some(arg) = local.bound.get(x) {
+                *b = b.bind(x as u16, arg)?;
+            }
         }
         need(
             local.cores.iter().all(|&c| (c as usize) < sh.cores.len()),
