@@ -74,15 +74,17 @@ pub fn expected_bound(
                 for k in 0..rank {
                     r.stride[k] = match bound {
                         Some(b) if b.rank > 0 => b.strides[k],
-                        _ => dims[k + 1..].iter().product(),
+                        // Saturating, as spec/runtime.md §3.8 says: only a tensor of more than
+                        // 2^63 elements (which no binding accepts) reaches the limit.
+                        _ => dims[k + 1..].iter().fold(1i64, |p, &d| p.saturating_mul(d)),
                     };
                     let (start, end) = io.dims().get(k).copied().unwrap_or((0, dims[k]));
-                    r.offset += start * r.stride[k];
-                    r.extent[k] = (end - start) as u32;
+                    r.offset = r.offset.wrapping_add(start.wrapping_mul(r.stride[k]));
+                    r.extent[k] = (end - start).clamp(0, u32::MAX as i64) as u32;
                 }
                 if let Some(b) = bound {
-                    let size = DType::from_u8(decl.dtype).map_or(0, |d| d.size()) as i64;
-                    r.addr = (b.base as i64 + r.offset * size) as u64;
+                    let size = DType::from_u8(decl.dtype).map_or(0, |d| d.size()) as u64;
+                    r.addr = b.base.wrapping_add((r.offset as u64).wrapping_mul(size));
                 }
                 d.regions[d.nregions as usize] = r;
                 d.nregions += 1;
