@@ -21,8 +21,8 @@ use ptovm_vm::desc::{self, BindError, Binding, TensorArg};
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
-    Aicpu, Busy, Config, Env, Issued, Local, MapLock, Node, Padded, Pred, SchedError, Shared, Slot,
-    NODES,
+    Aicpu, Busy, Config, Counts, Env, Issued, Local, MapLock, Node, Padded, Pred, SchedError,
+    Shared, Slot, NODES,
 };
 use ptovm_vm::share::Sharing;
 use ptovm_vm::spin::SpinLock;
@@ -756,24 +756,12 @@ pub fn run_bound(
             Err(e) => errors.push(e),
         }
     }
+    let mut k = Counts::default();
     for c in cpus {
         let c = c.into_inner().unwrap_or_else(|e| e.into_inner());
         rep.events.extend(c.events.iter().copied());
-        let k = c.sched.counts();
-        rep.per_aicpu[c.sched.index() as usize] = k.tasks;
-        rep.cube_tasks += k.cube;
-        rep.vector_tasks += k.tasks - k.cube;
-        rep.edges += k.edges;
-        rep.cross_aicpu_edges += k.cross;
-        rep.window_stalls += k.stalls;
-        rep.overflows += k.overflows;
-        rep.stolen += k.stolen;
-        rep.dep_batches += k.batches;
-        rep.issue_batches += k.issue_batches;
-        rep.short_batches += k.short_batches;
-        rep.reordered += k.reordered;
-        rep.rate_waits += k.rate_waits;
-        rep.rate_wait_ns += k.rate_wait_ns;
+        rep.per_aicpu[c.sched.index() as usize] = c.sched.counts().tasks;
+        k += c.sched.counts();
         let m = c.sched.local_map();
         if o.check && (m.used() != 0 || m.live() != 0) {
             errors.push(SimError::Check(format!(
@@ -784,6 +772,19 @@ pub fn run_bound(
             )));
         }
     }
+    rep.cube_tasks = k.cube;
+    rep.vector_tasks = k.tasks - k.cube;
+    rep.edges = k.edges;
+    rep.cross_aicpu_edges = k.cross;
+    rep.window_stalls = k.stalls;
+    rep.overflows = k.overflows;
+    rep.stolen = k.stolen;
+    rep.dep_batches = k.batches;
+    rep.issue_batches = k.issue_batches;
+    rep.short_batches = k.short_batches;
+    rep.reordered = k.reordered;
+    rep.rate_waits = k.rate_waits;
+    rep.rate_wait_ns = k.rate_wait_ns;
     // Report the cause, not the "stopped because another failed" of the other threads.
     if let Some(e) = errors
         .iter()

@@ -278,17 +278,11 @@ pub fn run(
             {
                 return Err("a live-writer count stayed above zero".into());
             }
-            let edges = cpus.iter().map(|c| c.counts().edges).sum();
             let mut counts = ptovm_vm::sched::Counts::default();
             for c in &cpus {
-                let k = c.counts();
-                counts.tasks += k.tasks;
-                counts.issue_batches += k.issue_batches;
-                counts.short_batches += k.short_batches;
-                counts.reordered += k.reordered;
-                counts.rate_waits += k.rate_waits;
-                counts.rate_wait_ns += k.rate_wait_ns;
+                counts += c.counts();
             }
+            let edges = counts.edges;
             return Ok(Run {
                 ran,
                 edges,

@@ -9,11 +9,10 @@ use std::sync::{Arc, Mutex};
 use ptovm_assembler::{assemble, Options};
 use ptovm_host_sim::kernel::{Call, Registry};
 use ptovm_host_sim::sim::{self, SimError};
-use ptovm_host_sim::DepMode;
 use ptovm_tests::desc::{expected, expected_bound, text};
 use ptovm_tests::values;
 use ptovm_vm::desc::{BindError, Descriptor, TensorArg, DESC_BYTES};
-use ptovm_vm::{verify, ParamDefault, ParamKind, RuntimeParams, Verified, WindowMode};
+use ptovm_vm::{verify, ParamDefault, ParamKind, RuntimeParams, Verified};
 
 use ptovm_tests::Params;
 
@@ -94,19 +93,10 @@ fn opts(aicpus: u32, window: usize) -> sim::Options {
         cube: 2 * aicpus,
         vector: 2 * aicpus,
         window,
-        mode: WindowMode::Stall,
-        threads: 2,
         check: true,
         jitter: Some(aicpus as u64),
-        naive: false,
-        trace: false,
-        start: sim::Start::Immediate,
-        pipeline_depth: 0,
         work_steal: aicpus == 2,
-        batch_deps: 0,
-        timing: sim::IssueTiming::Immediate,
-        deps: DepMode::Overlap,
-        descriptors: false,
+        ..sim::Options::default()
     }
 }
 

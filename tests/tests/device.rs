@@ -549,38 +549,24 @@ fn tensors_bound_through_the_c_abi() {
         check(&code, &params, n, &ran);
     }
     // Tensor 2 (`Wqkv`, f16) bound as f32; then one binding too few.
+    let refused = |tensors: &[TensorArg], message: &str| {
+        let e = ptovm_tests::device::run_single_bound(
+            &code,
+            &params,
+            tensors,
+            settings(2, 8),
+            1 << 30,
+            1_000_000,
+        )
+        .unwrap_err();
+        assert_eq!((e.call, e.code), ("instance init", PTOVM_E_BIND));
+        assert!(e.message.contains(message), "{}", e.message);
+    };
     let mut bad = tensors.clone();
     bad[2].dtype = ptovm_vm::DType::F32 as u8;
-    let e = ptovm_tests::device::run_single_bound(
-        &code,
-        &params,
-        &bad,
-        settings(2, 8),
-        1 << 30,
-        1_000_000,
-    )
-    .unwrap_err();
-    assert_eq!((e.call, e.code), ("instance init", PTOVM_E_BIND));
-    assert!(
-        e.message
-            .contains("tensor 2 is declared f16 but bound as f32"),
-        "{}",
-        e.message
-    );
-    let e = ptovm_tests::device::run_single_bound(
-        &code,
-        &params,
+    refused(&bad, "tensor 2 is declared f16 but bound as f32");
+    refused(
         &tensors[1..],
-        settings(2, 8),
-        1 << 30,
-        1_000_000,
-    )
-    .unwrap_err();
-    assert_eq!((e.call, e.code), ("instance init", PTOVM_E_BIND));
-    assert!(
-        e.message
-            .contains("17 tensor bindings for a program of 18 tensors"),
-        "{}",
-        e.message
+        "17 tensor bindings for a program of 18 tensors",
     );
 }

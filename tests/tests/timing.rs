@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use ptovm_assembler::{assemble, DiagKind, Options};
 use ptovm_host_sim::sim::{self, EventKind};
-use ptovm_host_sim::DepMode;
 use ptovm_tests::sched::{check, run, Run};
 use ptovm_vm::sched::{Config, IssueTiming, Start, RATE_CREDIT_NS};
 use ptovm_vm::{verify, RuntimeParams, WindowMode};
@@ -347,19 +346,12 @@ fn threaded_runs_apply_the_timing() {
                         cube: 2 * aicpus,
                         vector: 2 * aicpus,
                         window,
-                        mode: WindowMode::Stall,
-                        threads: 2,
                         check: true,
                         jitter,
-                        naive: false,
                         trace: true,
-                        start: Start::Immediate,
-                        pipeline_depth: 0,
                         work_steal: aicpus == 2,
-                        batch_deps: 0,
                         timing: own.timing,
-                        deps: DepMode::Overlap,
-                        descriptors: false,
+                        ..sim::Options::default()
                     };
                     let r = run_bounded(code.clone(), o);
                     assert!(r.checked);

@@ -26,9 +26,10 @@
 
 use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
 
-use crate::format::{limits, TensorEntry, DIM_IS_SLOT, TENSOR_STREAM};
+use crate::format::{limits, TensorEntry, TENSOR_STREAM};
 use crate::interp::Task;
 use crate::opcodes::Opcode;
+use crate::params::RuntimeParams;
 use crate::sync::{AtomicU64, Ordering};
 use crate::verify::Verified;
 
@@ -152,9 +153,9 @@ pub struct Binding {
 }
 
 impl Binding {
-    /// The declared tensor `t`, shaped by the runtime parameters (`scalar(slot)` reads one),
-    /// row-major, not bound to memory.
-    pub fn declared(t: &TensorEntry, scalar: impl Fn(usize) -> u64) -> Binding {
+    /// The declared tensor `t`, shaped by the runtime parameters `p`, row-major, not bound to
+    /// memory.
+    pub fn declared(t: &TensorEntry, p: &RuntimeParams<'_>) -> Binding {
         let rank = (t.rank as usize).min(limits::MAX_RANK);
         let mut b = Binding {
             rank: rank as u8,
@@ -168,12 +169,7 @@ impl Binding {
             return b;
         }
         for d in 0..rank {
-            let x = t.dims[d].get();
-            b.dims[d] = if x & DIM_IS_SLOT != 0 {
-                scalar((x & 0xFFFF) as usize).min(u32::MAX as u64) as u32
-            } else {
-                x
-            };
+            b.dims[d] = p.tensor_dim(t, d);
         }
         let mut stride = 1i64;
         for d in (0..rank).rev() {

@@ -1,7 +1,7 @@
 //! The runtime-parameter block: launch-time values of the program's slots (spec/bytecode.md
 //! §3.6), and its validation before anything runs.
 
-use crate::format::Record;
+use crate::format::{Record, TensorEntry, DIM_IS_SLOT};
 use crate::opcodes::Opcode;
 use crate::{ParamKind, Verified};
 
@@ -209,6 +209,18 @@ impl<'p> RuntimeParams<'p> {
         match self.slots.get(slot) {
             Some(Value::Scalar(x)) => *x,
             _ => 0,
+        }
+    }
+
+    /// Extent of dimension `d` of tensor `t`: its declared size, or the runtime scalar it names
+    /// ([`DIM_IS_SLOT`]).
+    #[inline]
+    pub fn tensor_dim(&self, t: &TensorEntry, d: usize) -> u32 {
+        let x = t.dims.get(d).map_or(0, |x| x.get());
+        if x & DIM_IS_SLOT != 0 {
+            self.scalar((x & 0xFFFF) as usize)
+        } else {
+            x
         }
     }
 

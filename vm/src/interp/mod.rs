@@ -25,9 +25,7 @@ use expr::*;
 pub(crate) use expr::{eval_postfix, loops_read};
 use plan::*;
 
-use crate::format::{
-    limits, PolicySpec, Record, COND_HAS_ELSE, DIM_IS_SLOT, NONE16, TENSOR_IMPLICIT,
-};
+use crate::format::{limits, PolicySpec, Record, COND_HAS_ELSE, NONE16, TENSOR_IMPLICIT};
 use crate::opcodes::{Dir, ExprKind, ExprOp, OpClass, Opcode};
 use crate::params::{ParamError, RuntimeParams};
 use crate::{Policy, Pool, Verified};

@@ -152,12 +152,7 @@ pub(super) const EMPTY_TEMPLATE: Template = Template {
 
 impl<'a, 'p> Interpreter<'a, 'p> {
     pub(super) fn dim_extent(&self, t: &crate::format::TensorEntry, d: usize) -> i64 {
-        let x = t.dims[d].get();
-        if x & DIM_IS_SLOT != 0 {
-            self.p.scalar((x & 0xFFFF) as usize) as i64
-        } else {
-            x as i64
-        }
+        self.p.tensor_dim(t, d) as i64
     }
 
     /// Decodes an expression into an operand (a constant or a loop variable when it is one).

@@ -407,6 +407,40 @@ pub struct Counts {
     pub rate_wait_ns: u64,
 }
 
+impl core::ops::AddAssign for Counts {
+    /// Adds another AICPU's counts (a launch's totals).
+    fn add_assign(&mut self, o: Counts) {
+        let Counts {
+            tasks,
+            cube,
+            edges,
+            cross,
+            stalls,
+            overflows,
+            stolen,
+            batches,
+            issue_batches,
+            short_batches,
+            reordered,
+            rate_waits,
+            rate_wait_ns,
+        } = o;
+        self.tasks += tasks;
+        self.cube += cube;
+        self.edges += edges;
+        self.cross += cross;
+        self.stalls += stalls;
+        self.overflows += overflows;
+        self.stolen += stolen;
+        self.batches += batches;
+        self.issue_batches += issue_batches;
+        self.short_batches += short_batches;
+        self.reordered += reordered;
+        self.rate_waits += rate_waits;
+        self.rate_wait_ns += rate_wait_ns;
+    }
+}
+
 /// A predecessor found for the task being recorded: its AICPU, slot and id.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Pred {

@@ -103,7 +103,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             .into());
         }
         for (x, (b, t)) in local.tensors.iter_mut().zip(program.tensors()).enumerate() {
-            *b = Binding::declared(t, |slot| u64::from(interp.params().scalar(slot)));
+            *b = Binding::declared(t, interp.params());
             if let Some(arg) = local.bound.get(x) {
                 *b = b.bind(x as u16, arg)?;
             }
