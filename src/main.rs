@@ -154,6 +154,15 @@ enum Cmd {
         /// more than 8 loop iterations a task of it).
         #[arg(long, default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(1..))]
         max_tasks: u64,
+        /// Compute: give every tensor memory, fill the inputs from this seed, run real kernels
+        /// (spec/kernels.md), and check the outputs against the same kernels run in program
+        /// order (bit for bit) and against the workload's model (within a tolerance).
+        #[arg(long, value_name = "SEED")]
+        data: Option<u64>,
+        /// With `--data`: write every tensor the workload writes to DIR/NAME.npy (created if
+        /// missing) once the checks pass.
+        #[arg(long, value_name = "DIR", requires = "data")]
+        save: Option<PathBuf>,
     },
     /// Measure a program (default: the bundled LLaMA layer, N = 256): generation alone and
     /// generation plus complete dependency building on one instance, the threaded run as `run`
@@ -520,7 +529,13 @@ fn run(cli: Cli) -> Result<(), Fail> {
             start,
             deps,
             max_tasks,
+            data,
+            save,
         } => {
+            let data = data.map(|seed| run::Data {
+                seed,
+                save: save.clone(),
+            });
             let out = with_program(input.as_deref(), params, |v, m, vals| {
                 run::run(
                     v,
@@ -541,6 +556,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                     start,
                     deps.mode(),
                     max_tasks,
+                    data.as_ref(),
                 )
             })?;
             write_out(Path::new("-"), out.as_bytes())

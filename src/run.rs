@@ -1,6 +1,10 @@
 //! `ptovm run`: the threaded simulator, with a human summary or JSON.
 
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+
 use ptovm_assembler::Module;
+use ptovm_host_sim::compute::{self, Computed, DataError};
 use ptovm_host_sim::sim::{self, SimError};
 use ptovm_host_sim::DepMode;
 use ptovm_vm::{RuntimeParams, Value, Verified, WindowMode};
@@ -25,6 +29,7 @@ pub fn run(
     start: Option<sim::Start>,
     deps: DepMode,
     max_tasks: u64,
+    data: Option<&Data>,
 ) -> Result<String, Fail> {
     let p = crate::budget::params(v, vals, max_tasks)?;
     let mut o = options(v, cube, vector, deps);
@@ -34,7 +39,25 @@ pub fn run(
     o.check = check;
     o.trace = trace.is_some();
     o.start = start.unwrap_or(o.start);
-    let r = with_progress(v, &p, o).map_err(sim_fail)?;
+    let (r, computed) = match data {
+        None => (
+            with_progress(v, &p, |progress| sim::run_with_progress(*v, p, o, progress))
+                .map_err(sim_fail)?,
+            None,
+        ),
+        Some(d) => {
+            let kernels = compute::kernels::library();
+            let mut c = with_progress(v, &p, |progress| {
+                compute::run(*v, p, o, progress, &kernels, d.seed)
+            })
+            .map_err(data_fail)?;
+            data_verdict(&c)?;
+            if let Some(dir) = &d.save {
+                save(&c, dir)?;
+            }
+            (std::mem::take(&mut c.report), Some((c, d)))
+        }
+    };
     if let Some(path) = trace {
         let text = chrome_trace(m, &r, o.aicpus, cube, vector);
         crate::write_out(path, text.as_bytes())?;
@@ -71,6 +94,7 @@ pub fn run(
                 DepMode::Exact => "exact",
                 DepMode::Overlap => "overlap",
             },
+            "data": computed.as_ref().map(|(c, d)| data_json(c, d, &r)),
         });
         return Ok(serde_json::to_string_pretty(&out).unwrap_or_default() + "\n");
     }
@@ -101,7 +125,159 @@ pub fn run(
             ""
         }
     );
+    if let Some((c, d)) = &computed {
+        s += &data_text(c, d, &r);
+    }
     Ok(s)
+}
+
+/// `run --data`: the seed, and where to save the written tensors.
+#[derive(Clone, Debug)]
+pub struct Data {
+    /// The inputs' seed.
+    pub seed: u64,
+    /// The directory for `NAME.npy` files.
+    pub save: Option<PathBuf>,
+}
+
+/// A computing run's error as the CLI reports it.
+fn data_fail(e: DataError) -> Fail {
+    match e {
+        DataError::Sim(e) => sim_fail(e),
+        other => Fail(Exit::Failed, format!("error: {other}")),
+    }
+}
+
+/// An error when an output is beyond its tolerance of the model.
+fn data_verdict(c: &Computed) -> Result<(), Fail> {
+    let Some((m, compared)) = &c.model else {
+        return Ok(());
+    };
+    let bad: Vec<String> = compared
+        .iter()
+        .filter(|x| !x.ok())
+        .map(|x| {
+            format!(
+                "{} is {:.3e} from the model at {} ({:.3e} of its largest value; tolerance {:.0e})",
+                x.tensor, x.max_abs, x.worst, x.max_rel, x.tolerance
+            )
+        })
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(Fail(
+        Exit::Failed,
+        format!(
+            "error: the outputs are not those of {} (the workload's model): {}",
+            m.what,
+            bad.join("; ")
+        ),
+    ))
+}
+
+/// The share of the driver threads' time spent outside kernels.
+fn overhead(r: &sim::Report) -> f64 {
+    let threads_ns = r.wall.as_nanos() as f64 * r.threads.max(1) as f64;
+    if threads_ns > 0.0 {
+        (1.0 - r.kernel_ns as f64 / threads_ns).max(0.0)
+    } else {
+        0.0
+    }
+}
+
+fn data_text(c: &Computed, d: &Data, r: &sim::Report) -> String {
+    let inputs: Vec<&str> = c
+        .memory
+        .tensors()
+        .iter()
+        .filter(|t| t.has_memory() && !t.written)
+        .map(|t| t.name.as_str())
+        .collect();
+    let written = c.memory.tensors().iter().filter(|t| t.written).count();
+    let mut s = format!(
+        "data: seed {}, inputs {} filled, {written} tensors written\n",
+        d.seed,
+        inputs.join(", ")
+    );
+    s += &format!(
+        "in program order (one task at a time, {:.1} ms): every tensor bit-identical to the run's\n",
+        c.in_order_ns as f64 / 1e6
+    );
+    match &c.model {
+        None => s += "model: none for this workload (the in-order comparison is the check)\n",
+        Some((m, compared)) => {
+            s += &format!("model: {}\n", m.what);
+            for x in compared {
+                s += &format!(
+                    "  {:<8} {:<4} max abs error {:.3e}, relative to its largest value {:.3e} (tolerance {:.0e}) at {}: ok\n",
+                    x.tensor,
+                    x.dtype.name(),
+                    x.max_abs,
+                    x.max_rel,
+                    x.tolerance,
+                    x.worst
+                );
+            }
+        }
+    }
+    s += &format!(
+        "kernels: {:.1} ms of the {} driver threads' {:.1} ms; {:.0} % of the time is the simulator's\n",
+        r.kernel_ns as f64 / 1e6,
+        r.threads,
+        r.wall.as_secs_f64() * 1e3,
+        overhead(r) * 100.0
+    );
+    if let Some(dir) = &d.save {
+        s += &format!("saved the written tensors to {}/NAME.npy\n", dir.display());
+    }
+    s
+}
+
+fn data_json(c: &Computed, d: &Data, r: &sim::Report) -> serde_json::Value {
+    json!({
+        "seed": d.seed,
+        "in_order_ms": c.in_order_ns as f64 / 1e6,
+        "bit_identical": true,
+        "model": c.model.as_ref().map(|(m, compared)| json!({
+            "what": m.what,
+            "outputs": compared.iter().map(|x| json!({
+                "tensor": x.tensor,
+                "dtype": x.dtype.name(),
+                "max_abs": x.max_abs,
+                "max_rel": x.max_rel,
+                "tolerance": x.tolerance,
+                "worst": x.worst,
+            })).collect::<Vec<_>>(),
+        })),
+        "kernel_ms": r.kernel_ns as f64 / 1e6,
+        "simulator_share": overhead(r),
+        "saved": d.save.as_ref().map(|p| p.display().to_string()),
+    })
+}
+
+/// Writes every written tensor to `dir/NAME.npy`: all are encoded first, then each file is
+/// written whole or not at all (`write_out`).
+fn save(c: &Computed, dir: &std::path::Path) -> Result<(), Fail> {
+    let io = |e: std::io::Error| {
+        Fail(
+            Exit::Io,
+            format!("error: cannot write to {}: {e}", dir.display()),
+        )
+    };
+    let files = c
+        .memory
+        .tensors()
+        .iter()
+        .filter(|t| t.written && t.has_memory())
+        .map(|t| Ok((dir.join(format!("{}.npy", t.name)), t.npy()?)))
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(io)?;
+    std::fs::create_dir_all(dir).map_err(io)?;
+    for (path, bytes) in files {
+        crate::write_out(&path, &bytes)?;
+    }
+    Ok(())
 }
 
 /// The simulator's settings from the program's own schedule (AICPUs, window, window mode, start
@@ -242,16 +418,17 @@ fn chrome_trace(m: &Module, r: &sim::Report, aicpus: u32, cube: u32, vector: u32
     s
 }
 
-/// Runs the simulator; on a terminal, shows a progress bar once a run has taken a second.
-fn with_progress(
+/// Runs `run` (the simulator, given a count of completed tasks to update); on a terminal, shows
+/// a progress bar once it has taken a second.
+fn with_progress<T>(
     v: &Verified<'_>,
     p: &RuntimeParams<'_>,
-    o: sim::Options,
-) -> Result<sim::Report, SimError> {
+    run: impl FnOnce(Option<&AtomicU64>) -> T,
+) -> T {
     use std::io::IsTerminal;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, Ordering};
     if !std::io::stderr().is_terminal() {
-        return sim::run(*v, *p, o);
+        return run(None);
     }
     let total = ptovm_vm::Interpreter::new(*v, *p, 0, 1)
         .ok()
@@ -283,7 +460,7 @@ fn with_progress(
                 b.finish_and_clear();
             }
         });
-        let r = sim::run_with_progress(*v, *p, o, Some(&done));
+        let r = run(Some(&done));
         finished.store(true, Ordering::Release);
         r
     })

@@ -6,11 +6,16 @@
 //! regions in exact-match (pto-isa) or overlap mode, and heap storage for `vm`'s fixed-capacity
 //! one; the single-thread **measurements** behind `ptovm bench` (`measure`); and the threaded
 //! **simulator** (`sim`), which runs `vm::sched` — the scheduler the device runs — on OS
-//! threads with simulated AICores and checks every run against the reference.
+//! threads with simulated AICores and checks every run against the reference; its kernels
+//! (`kernel`) are no-ops, or real ones on real data in a computing run (`compute`), whose answer
+//! is checked against the same kernels run in program order and against a model.
 
+#[cfg(not(loom))]
+pub mod compute;
 pub mod deps;
 pub mod expand;
 mod hash;
+#[cfg(not(loom))]
 pub mod kernel;
 pub mod measure;
 pub mod reference;

@@ -30,6 +30,7 @@ use ptovm_vm::tmap::MapLayout;
 use ptovm_vm::{Interpreter, LaunchError, Pool, RunError, RuntimeParams, Task, Verified};
 use zerocopy::FromZeros;
 
+use crate::compute::Memory;
 use crate::deps::{check_run, heap_map, DepMode, HeapMap, HeapStorage, Ran};
 use crate::kernel::{Call, Kernel, Registry};
 use crate::reference::expand as reference_expand;
@@ -179,6 +180,11 @@ pub struct Report {
     pub wall: Duration,
     /// Whether the run was checked against the reference (and passed).
     pub checked: bool,
+    /// In a computing run, nanoseconds the cores spent in kernels, summed over the driver
+    /// threads (0 otherwise: no-op kernels are not timed).
+    pub kernel_ns: u64,
+    /// Driver threads the run used.
+    pub threads: usize,
     /// Trace events, in no particular order (with `Options::trace`).
     pub events: Vec<Event>,
 }
@@ -206,6 +212,16 @@ pub enum SimError {
     /// A tensor binding was refused.
     #[error("tensor binding: {0}")]
     Bind(#[from] BindError),
+    /// A kernel failed.
+    #[error("task {task} (kernel {kernel}) failed: {message}")]
+    Kernel {
+        /// Program-order task id.
+        task: u64,
+        /// The kernel's name.
+        kernel: String,
+        /// What it said.
+        message: String,
+    },
 }
 
 impl From<SchedError> for SimError {
@@ -300,6 +316,10 @@ struct Drivers<'r> {
     progress: Option<&'r AtomicU64>,
     /// Each kernel index's name and kernel (`kernel::Registry::resolve`).
     kernels: Vec<(&'r str, &'r dyn Kernel)>,
+    /// The tensors' memory of a computing run.
+    memory: Option<&'r Memory>,
+    /// Nanoseconds spent in kernels (computing runs only).
+    kernel_ns: AtomicU64,
 }
 
 impl Drivers<'_> {
@@ -465,7 +485,9 @@ fn execute(
         Pool::Vector
     };
     if let Some(&(name, k)) = dr.kernels.get(kernel as usize) {
-        k.run(&Call {
+        // A computing run times its kernels (the simulator's overhead is the rest).
+        let timer = dr.memory.map(|_| Instant::now());
+        let result = k.run(&Call {
             task: id,
             kernel,
             name,
@@ -473,7 +495,17 @@ fn execute(
             aicpu,
             core,
             slot: sh.desc(aicpu, slot),
+            memory: dr.memory,
         });
+        if let Some(t) = timer {
+            dr.kernel_ns
+                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+        result.map_err(|e| SimError::Kernel {
+            task: id,
+            kernel: name.to_string(),
+            message: e.0,
+        })?;
     }
     let t1 = if dr.check {
         dr.seq.fetch_add(1, Ordering::SeqCst)
@@ -550,6 +582,32 @@ pub fn run_bound(
     kernels: &Registry,
     tensors: &[TensorArg],
 ) -> Result<Report, SimError> {
+    launch(v, p, o, progress, kernels, tensors, None)
+}
+
+/// Runs the program's tasks with the kernels of `kernels` on the tensors of `memory` (bound
+/// to it, `Memory::bindings`): a computing run, whose kernels see their regions
+/// (`kernel::Call::views`). `compute::run` checks the kernels and the answer around it.
+pub fn run_on_memory(
+    v: Verified<'_>,
+    p: RuntimeParams<'_>,
+    o: Options,
+    progress: Option<&AtomicU64>,
+    kernels: &Registry,
+    memory: &Memory,
+) -> Result<Report, SimError> {
+    launch(v, p, o, progress, kernels, &memory.bindings(), Some(memory))
+}
+
+fn launch(
+    v: Verified<'_>,
+    p: RuntimeParams<'_>,
+    o: Options,
+    progress: Option<&AtomicU64>,
+    kernels: &Registry,
+    tensors: &[TensorArg],
+    memory: Option<&Memory>,
+) -> Result<Report, SimError> {
     let n = o.aicpus;
     if n == 0 || n > 64 {
         return Err(SimError::Options(format!(
@@ -597,7 +655,7 @@ pub fn run_bound(
     let local_layout = MapLayout::for_program(&v, cap as u32)
         .map_err(|e| SimError::Options(format!("TensorMap: {e}")))?;
     // No descriptor memory (0 words a slot) tells the scheduler not to write descriptors.
-    let desc_words = if o.descriptors || !kernels.is_empty() {
+    let desc_words = if o.descriptors || !kernels.is_empty() || memory.is_some() {
         desc::slot_words(&v)
     } else {
         0
@@ -724,6 +782,8 @@ pub fn run_bound(
         start: Instant::now(),
         progress,
         kernels: kernels.resolve(&v),
+        memory,
+        kernel_ns: AtomicU64::new(0),
     };
     // AICPU i runs on driver thread i mod threads (and on another one that helps: `drive`).
     let cpus: Vec<Mutex<Cpu>> = cpus.into_iter().map(Mutex::new).collect();
@@ -747,6 +807,8 @@ pub fn run_bound(
     let mut rep = Report {
         per_aicpu: vec![0; n as usize],
         wall,
+        kernel_ns: dr.kernel_ns.load(Ordering::Relaxed),
+        threads,
         ..Report::default()
     };
     let mut errors = Vec::new();

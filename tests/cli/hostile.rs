@@ -155,7 +155,7 @@ fn bad_bytecode(d: &Path) -> Vec<(&'static str, Vec<u8>, Kind, &'static str)> {
         "body past the end",
         m.encode(),
         Kind::Invalid,
-        "instruction 0 (byte offset 192): body end 102 is outside 1..=91",
+        "instruction 0 (byte offset 192): body end 103 is outside 1..=92",
     ));
     let mut m = base.clone();
     m.exprs.truncate(1);
@@ -389,9 +389,9 @@ fn bad_parameters_through_run_expand_and_bench() {
     let bare = bare.to_str().unwrap();
     // (parameters, kind, message) on the MoE program unless the first is a file.
     let cases: Vec<(Vec<&str>, Kind, &str)> = vec![
-        (vec![bare, "T=2", "expert_tokens=1,0"], Kind::Params, "missing runtime parameter `expert_ptr` (array)"),
+        (vec![bare, "T=2", "D=4", "F=4", "expert_tokens=1,0"], Kind::Params, "missing runtime parameter `expert_ptr` (array)"),
         // A parameter not given takes its default, which is checked like a given one.
-        (vec!["T=2", "expert_tokens=1,0"], Kind::Params, "ends at 32 but its indices array 2 has 2 entries"),
+        (vec!["T=2", "expert_tokens=1,0"], Kind::Params, "ends at 32 but its indices array 4 has 2 entries"),
         (vec![ok[0], ok[1], ok[2], "Q=1"], Kind::Params, "the program has no runtime parameter `Q`"),
         (vec![ok[0], ok[1], ok[2], "T=3"], Kind::Params, "--param T: given twice"),
         (vec!["T=x", ok[1], ok[2]], Kind::Params, "is not an unsigned 32-bit integer"),
@@ -404,8 +404,8 @@ fn bad_parameters_through_run_expand_and_bench() {
         (vec![ok[0], "expert_ptr=0,1,1,1,1,1,1,1,5", ok[2]], Kind::Params, "ends at 5 but its indices array"),
         (vec![ok[0], "expert_ptr=0,x", ok[2]], Kind::Params, "is not an unsigned 32-bit integer"),
         // Wrong lengths the parameter check cannot see: found where they are read.
-        (vec![ok[0], "expert_ptr=0,1", ok[2]], Kind::Failed, "error: instruction 8: index 2 is outside runtime array 1 (2 entries)"),
-        (vec![ok[0], ok[1], "expert_tokens=1,9"], Kind::Failed, "error: instruction 12: region dimension 0 of tensor 0 is [9, 10), outside its extent 2"),
+        (vec![ok[0], "expert_ptr=0,1", ok[2]], Kind::Failed, "error: instruction 9: index 2 is outside runtime array 3 (2 entries)"),
+        (vec![ok[0], ok[1], "expert_tokens=1,9"], Kind::Failed, "error: instruction 13: region dimension 0 of tensor 0 is [9, 10), outside its extent 2"),
         (vec![f, "B=2", "max_chunks=4", "kv_chunks=2"], Kind::Failed, "instruction 2: index 1 is outside runtime array"),
     ];
     for (params, kind, expected) in cases {
@@ -612,5 +612,73 @@ fn exit_codes_are_distinct_and_documented() {
             "{k:?} ({}) is in README's exit-code table",
             k.code()
         );
+    }
+}
+
+/// `run --data` on what it cannot compute or check: each a one-line error with its exit code,
+/// nothing on standard output, and no `.npy` file or directory left behind.
+#[test]
+fn bad_data_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let control = examples().join("control.pto");
+    let moe = examples().join("moe.pto");
+    // 40 doublings overflow f16.
+    std::fs::write(
+        d.join("inf.pto"),
+        "@tensor A: f16[2, 4]\n@tensor X: f16[2, 4]\n@kernel residual(i): vector(in x, inout y)\n\
+         @workload k() {\n  task @residual(0) resources(A, X)\n  \
+         for_each i in dense[40] { task @residual(i) resources(X, X) }\n}\n",
+    )
+    .unwrap();
+    // A matmul whose weight does not fit its input.
+    std::fs::write(
+        d.join("shape.pto"),
+        "@tensor X: f32[4, 8]\n@tensor W: f32[7, 8]\n@tensor Y: f32[4, 8]\n\
+         @kernel matmul(t): cube(in x, in w, out y)\n\
+         @workload k() { parallel_for t in dense[4] { task @matmul(t) resources(X[t], W, Y[t]) } }\n",
+    )
+    .unwrap();
+    // A workload called `attention` that copies instead of attending: its model fails it.
+    std::fs::write(
+        d.join("fake.pto"),
+        "@tensor Q: f16[1, 2, 4, 8]\n@tensor K: f16[1, 2, 4, 8]\n@tensor V: f16[1, 2, 4, 8]\n\
+         @tensor O: f16[1, 2, 4, 8]\n@kernel residual(h): vector(in x, inout y)\n\
+         @workload attention() { parallel_for h in dense[2] { task @residual(h) resources(V[0, h], O[0, h]) } }\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("a-file"), "").unwrap();
+    let c = control.to_str().unwrap();
+    let m = moe.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, Kind, &str)> = vec![
+        (vec![c, "--data", "1", "--save", "out"], Kind::Failed, "error: kernel forward has no implementation in the simulator's kernel library"),
+        (vec!["inf.pto", "--data", "1", "--save", "out"], Kind::Failed, "error: X[0, 0] is -inf after the run (tensor X is written by the workload)"),
+        (vec!["shape.pto", "--data", "1"], Kind::Failed, "error: task 0 (kernel matmul) failed: region 2 (Y [1, 8]): a 1×8 by 7×8 product does not fit a 1×8 result"),
+        (vec!["fake.pto", "--data", "1", "--save", "out"], Kind::Failed, "error: the outputs are not those of naive softmax attention per (batch, head) (the workload's model): O is"),
+        (vec![m, "--data", "1", "--param", "D=1048576", "--param", "F=1048576"], Kind::Failed, "a computing run allocates; give smaller shapes with --param"),
+        // The directory cannot be made: a file is in the way.
+        (vec![m, "--data", "1", "--param", "D=8", "--param", "F=8", "--save", "a-file/sub"], Kind::Io, "error: cannot write to a-file/sub"),
+    ];
+    for (args, kind, expected) in cases {
+        let mut all = vec!["run"];
+        all.extend_from_slice(&args);
+        hostile(d, &all, kind, expected, false);
+        assert!(!d.join("out").exists(), "{all:?}");
+    }
+    // Usage errors (clap's, of several lines): `--save` needs `--data`, a seed is a number.
+    for (args, expected) in [
+        (
+            ["run", "shape.pto", "--save", "out"],
+            "required arguments were not provided",
+        ),
+        (
+            ["run", "shape.pto", "--data", "x"],
+            "invalid value 'x' for '--data <SEED>'",
+        ),
+    ] {
+        let o = ptovm(&args, d);
+        assert_eq!(o.status.code(), Some(Kind::Usage.code()), "{args:?}");
+        assert!(stderr(&o).contains(expected), "{args:?}: {}", stderr(&o));
+        assert!(o.stdout.is_empty() && !d.join("out").exists());
     }
 }

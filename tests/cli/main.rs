@@ -132,15 +132,31 @@ fn commands_on_text_print_its_warnings_after_success() {
     assert!(!err.contains("warning"), "{err}");
 }
 
+/// DESIGN.md §3's module as PTO-WSP writes it: no kernel or tensor declarations.
+const PLAIN_ATTENTION: &str = "@workload attention(%batch: dense_dyn(batch), %heads: dense[8]) {
+  parallel_for b in dense_dyn(batch) {
+    parallel_for h in dense[8] {
+      task @attn_kernel(b, h) resources(Q, K, V, O)
+    }
+  }
+}
+@schedule attn_sched for attention {
+  dispatch = round_robin(4)
+  streams = 4
+  timing = immediate
+}
+";
+
 #[test]
 fn asm_warns_about_undeclared_kernels_and_tensors() {
     let dir = tempfile::tempdir().unwrap();
-    let src = examples().join("attention.pto");
+    let src = dir.path().join("plain.pto");
+    std::fs::write(&src, PLAIN_ATTENTION).unwrap();
     let o = ptovm(&["asm", src.to_str().unwrap(), "-o", "a.ptow"], dir.path());
     assert!(o.status.success());
     let err = stderr(&o);
     assert!(
-        err.contains("attention.pto:15:13: warning: kernel `attn_kernel` is not declared"),
+        err.contains("plain.pto:4:13: warning: kernel `attn_kernel` is not declared"),
         "{err}"
     );
     assert!(
@@ -596,7 +612,7 @@ fn expand_rejects_bad_parameters() {
         8,
         "error: missing runtime parameter `T` (scalar): pass --param T=4, or give it a default in the module (`@param T = 4`)",
     );
-    fails(d, &with(&["--param", "Q=1"], None), 8, "error: --param Q: the program has no runtime parameter `Q` (it has: T, expert_ptr, expert_tokens)");
+    fails(d, &with(&["--param", "Q=1"], None), 8, "error: --param Q: the program has no runtime parameter `Q` (it has: T, D, F, expert_ptr, expert_tokens, token_experts)");
     fails(
         d,
         &with(&["--param", "T=3"], None),
@@ -765,7 +781,7 @@ fn bench_measures_the_three_figures() {
     assert_eq!(j["runs"], 3);
     assert_eq!(j["window"], 1024);
     assert_eq!(
-        j["descriptor_words"], 23,
+        j["descriptor_words"], 28,
         "the LLaMA layer's largest task, packed"
     );
     let src = std::fs::read_to_string(examples().join("llama_layer.pto")).unwrap();
@@ -773,7 +789,12 @@ fn bench_measures_the_three_figures() {
         .unwrap()
         .bytes;
     let v = ptovm_vm::verify(&bytes).unwrap();
-    let vals = [ptovm_vm::Value::Scalar(8)];
+    // N = 8 (D and F keep their defaults).
+    let vals = [
+        ptovm_vm::Value::Scalar(8),
+        ptovm_vm::Value::Scalar(4096),
+        ptovm_vm::Value::Scalar(11008),
+    ];
     let p = ptovm_vm::RuntimeParams::new(&v, &vals).unwrap();
     let tasks = ptovm_host_sim::reference_expand(&v, &p, 1, u64::MAX).unwrap();
     let edges = ptovm_host_sim::edges(&tasks, ptovm_host_sim::DepMode::Overlap).len();
@@ -984,4 +1005,60 @@ fn every_example_runs_with_no_flags() {
     );
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(out.starts_with("llama_layer: 112 tasks"), "{out}");
+}
+
+/// `run --data`: every computing example runs on data, matches its in-order run bit for bit and
+/// its model within tolerance, and saves the tensors it writes as `.npy` files.
+#[test]
+fn run_data_computes_checks_and_saves_every_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cases: [(&str, &[&str], &[&str]); 4] = [
+        ("attention.pto", &["--param", "batch=2"], &["O"]),
+        (
+            "llama_layer.pto",
+            &["--param", "N=8", "--param", "D=64", "--param", "F=176"],
+            &["A", "H", "Y"],
+        ),
+        (
+            "moe.pto",
+            &["--param", "D=64", "--param", "F=128"],
+            &["out"],
+        ),
+        ("flash_decode.pto", &[], &["out"]),
+    ];
+    for (name, params, outputs) in cases {
+        let src = examples().join(name);
+        let save = format!("saved-{name}");
+        let mut args = vec!["run", src.to_str().unwrap(), "--data", "7", "--save", &save];
+        args.extend_from_slice(params);
+        let o = ptovm(&args, d);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(
+            out.contains("every tensor bit-identical to the run's"),
+            "{out}"
+        );
+        assert!(out.contains("model: "), "{out}");
+        assert!(out.contains("% of the time is the simulator's"), "{out}");
+        for t in outputs {
+            let line = out
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("{t} ")))
+                .unwrap_or_else(|| panic!("{name}: no line for {t} in {out}"));
+            assert!(line.ends_with(": ok"), "{line}");
+            let npy = std::fs::read(d.join(&save).join(format!("{t}.npy"))).unwrap();
+            assert_eq!(&npy[..6], b"\x93NUMPY", "{name}: {t}.npy");
+        }
+        // The same through --json, on another AICPU count.
+        args.extend_from_slice(&["--json", "--aicpus", "2"]);
+        let o = ptovm(&args, d);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(j["data"]["seed"], 7);
+        assert_eq!(j["data"]["bit_identical"], true);
+        for x in j["data"]["model"]["outputs"].as_array().unwrap() {
+            assert!(x["max_rel"].as_f64().unwrap() <= x["tolerance"].as_f64().unwrap());
+        }
+    }
 }

@@ -627,39 +627,79 @@ pub type Named<'a> = Vec<(&'a str, u32, Vec<u32>)>;
 /// A bundled example (`examples/NAME`) assembled, with `given` runtime parameters by name put
 /// in the program's slot order.
 pub fn example(name: &str, given: &[(&str, u32, Vec<u32>)]) -> (Vec<u8>, Params) {
+    assemble_named(name, &example_source(name), given)
+}
+
+/// The text of the bundled example `examples/NAME`.
+pub fn example_source(name: &str) -> String {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../examples")
         .join(name);
-    let src = std::fs::read_to_string(p).expect("the example");
-    let out = ptovm_assembler::assemble(name, &src, &ptovm_assembler::Options::default())
+    std::fs::read_to_string(p).expect("the example")
+}
+
+/// `src` (called `name`) assembled, with `given` runtime parameters by name put in the
+/// program's slot order; a parameter not given takes the module's default (`@param`).
+pub fn assemble_named(name: &str, src: &str, given: &[(&str, u32, Vec<u32>)]) -> (Vec<u8>, Params) {
+    let out = ptovm_assembler::assemble(name, src, &ptovm_assembler::Options::default())
         .expect("it assembles");
     let params = out
         .module
         .params
         .iter()
-        .map(|slot| {
-            let (_, v, a) = given
-                .iter()
-                .find(|(n, _, _)| *n == slot.name)
-                .unwrap_or_else(|| panic!("no value for {}", slot.name));
-            (slot.kind, *v, a.clone())
-        })
+        .map(
+            |slot| match given.iter().find(|(n, _, _)| *n == slot.name) {
+                Some((_, v, a)) => (slot.kind, *v, a.clone()),
+                None => {
+                    let d = slot
+                        .default
+                        .clone()
+                        .unwrap_or_else(|| panic!("no value for {}", slot.name));
+                    match slot.kind {
+                        ParamKind::Scalar => (slot.kind, d[0], vec![]),
+                        _ => (slot.kind, 0, d),
+                    }
+                }
+            },
+        )
         .collect();
     (out.bytes, params)
 }
 
 /// The bundled examples with small parameters (for runs that check every task).
 pub fn examples() -> Vec<(&'static str, Vec<u8>, Params)> {
+    example_params()
+        .into_iter()
+        .map(|(name, given)| {
+            let (code, params) = example(name, &given);
+            (name, code, params)
+        })
+        .collect()
+}
+
+/// The bundled examples' small parameters, by name: small enough that a computing run
+/// (`compute::run`) takes milliseconds.
+pub fn example_params() -> Vec<(&'static str, Named<'static>)> {
     let cases: [(&str, Named); 5] = [
-        ("llama_layer.pto", vec![("N", 8, vec![])]),
-        ("attention.pto", vec![("batch", 4, vec![])]),
+        (
+            "llama_layer.pto",
+            vec![("N", 8, vec![]), ("D", 64, vec![]), ("F", 176, vec![])],
+        ),
+        (
+            "attention.pto",
+            vec![("batch", 4, vec![]), ("seq", 16, vec![])],
+        ),
         ("control.pto", vec![("M", 16, vec![])]),
         (
             "moe.pto",
             vec![
                 ("T", 3, vec![]),
-                ("expert_ptr", 0, vec![0, 1, 1, 2, 2, 2, 2, 2, 3]),
-                ("expert_tokens", 0, vec![2, 0, 1]),
+                ("D", 32, vec![]),
+                ("F", 48, vec![]),
+                // Top-2: token 0 to experts 0 and 2, token 1 to 2 and 7, token 2 to 0 and 7.
+                ("expert_ptr", 0, vec![0, 2, 2, 4, 4, 4, 4, 4, 6]),
+                ("expert_tokens", 0, vec![0, 2, 0, 1, 1, 2]),
+                ("token_experts", 0, vec![0, 2, 2, 7, 0, 7]),
             ],
         ),
         (
@@ -667,17 +707,13 @@ pub fn examples() -> Vec<(&'static str, Vec<u8>, Params)> {
             vec![
                 ("B", 3, vec![]),
                 ("max_chunks", 4, vec![]),
+                ("page", 16, vec![]),
+                ("kv_len", 0, vec![10, 40, 20]),
                 ("kv_chunks", 0, vec![1, 3, 2]),
             ],
         ),
     ];
-    cases
-        .into_iter()
-        .map(|(name, given)| {
-            let (code, params) = example(name, &given);
-            (name, code, params)
-        })
-        .collect()
+    cases.into_iter().collect()
 }
 
 /// What a run did, per task id: (start, end, pool, owner AICPU) on one clock; an end of 0: it

@@ -76,6 +76,7 @@ fn run_bound(
                 assert_eq!(d.kernel, c.kernel);
                 let old = seen.lock().unwrap().insert(d.id, d);
                 assert!(old.is_none(), "task {} ran twice", c.task);
+                Ok(())
             },
         );
     }

@@ -115,6 +115,15 @@ fn check(code: &[u8], params: &Params, n: u32, ran: &Ran) {
     ptovm_tests::check_run(code, params, n, ran).unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// The LLaMA layer's parameters: `n` tiles at LLaMA-7B's sizes (D = 4096, F = 11008).
+fn llama(n: u32) -> Params {
+    vec![
+        (ParamKind::Scalar, n, vec![]),
+        (ParamKind::Scalar, 4096, vec![]),
+        (ParamKind::Scalar, 11008, vec![]),
+    ]
+}
+
 fn example(name: &str) -> Vec<u8> {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../examples")
@@ -142,7 +151,7 @@ fn settings(aicpus: u32, window: u32) -> PtovmLaunch {
 #[test]
 fn the_llama_layer_runs_through_the_c_abi() {
     let code = example("llama_layer.pto");
-    let params: Params = vec![(ParamKind::Scalar, 8, vec![])];
+    let params: Params = llama(8);
     for (n, window) in [(1, 16), (6, 1024), (3, 2), (6, 1)] {
         let (ran, aicpus) = launch(&code, &params, settings(n, window)).unwrap();
         assert_eq!(aicpus, n);
@@ -157,7 +166,7 @@ fn exact_matching_is_one_mode_for_every_map_of_a_launch() {
     // overlap mode, and the scheduler refused the mix (found by the `device` fuzz target).
     // The LLaMA layer's regions are tiles and rows: exact matching finds every edge there.
     let code = example("llama_layer.pto");
-    let params: Params = vec![(ParamKind::Scalar, 8, vec![])];
+    let params: Params = llama(8);
     for n in [1, 3] {
         let mut l = settings(n, 8);
         l.exact_deps = 1;
@@ -202,7 +211,7 @@ proptest! {
 fn the_work_bound_is_known_before_a_launch() {
     // The LLaMA layer's loops are all dense: the bound is its task count, 3N² + 16N.
     let code = example("llama_layer.pto");
-    let w = work_bound(&code, &vec![(ParamKind::Scalar, 256, vec![])]).unwrap();
+    let w = work_bound(&code, &llama(256)).unwrap();
     assert_eq!(w.tasks, 3 * 256 * 256 + 16 * 256);
     assert!(w.iterations >= 256 * 256);
     // Every example: the same as the library's, and at least the tasks a launch runs.
@@ -231,19 +240,19 @@ fn the_work_bound_is_known_before_a_launch() {
     let (rc, e) = work_bound(&code, &vec![]).unwrap_err();
     assert_eq!(rc, PTOVM_E_PARAMS);
     assert!(
-        e.contains("takes 1 runtime parameters; 0 were given"),
+        e.contains("takes 3 runtime parameters; 0 were given"),
         "{e}"
     );
     let bad = vec![(ParamKind::Array, 0, vec![1, 2])];
     let (rc, e) = work_bound(&code, &bad).unwrap_err();
     assert_eq!(rc, PTOVM_E_PARAMS, "{e}");
-    let ps = c_params(&vec![(ParamKind::Scalar, 4, vec![])]);
+    let ps = c_params(&llama(4));
     let rc = unsafe {
         ptovm_work_bound(
             code.as_ptr(),
             code.len(),
             ps.as_ptr(),
-            1,
+            ps.len() as u32,
             std::ptr::null_mut(),
             std::ptr::null_mut(),
             0,
@@ -361,7 +370,7 @@ fn bad_arguments_are_codes_with_messages() {
     let code_of = |r: Result<(), (i32, String)>| r.err().map_or(PTOVM_OK, |e| e.0);
     let r = unsafe { instance_init(&mut inst, sizes.instance_bytes, sh, &[], &[], 0) };
     assert_eq!(code_of(r), PTOVM_E_PARAMS);
-    let p = c_params(&vec![(ParamKind::Scalar, 8, vec![])]);
+    let p = c_params(&llama(8));
     let r = unsafe { instance_init(&mut inst, sizes.instance_bytes, sh, &p, &[], 2) };
     assert_eq!(code_of(r), PTOVM_E_ARGUMENT);
     let r = unsafe { instance_init(&mut inst, sizes.instance_bytes - 1, sh, &p, &[], 0) };
@@ -415,8 +424,11 @@ fn a_runtime_error_in_the_launch_analysis_is_a_run_error() {
     let code = example("moe.pto");
     let params: Params = vec![
         (ParamKind::Scalar, 2, vec![]),
+        (ParamKind::Scalar, 64, vec![]),
+        (ParamKind::Scalar, 64, vec![]),
         (ParamKind::Array, 0, vec![0, 1]),
         (ParamKind::Array, 0, vec![1, 0]),
+        (ParamKind::Array, 0, vec![1, 0, 0, 1]),
     ];
     let e = launch(&code, &params, settings(2, 8)).unwrap_err();
     assert!(
@@ -441,8 +453,8 @@ fn a_window_abort_stops_every_aicpu() {
 
 #[test]
 fn a_parameter_of_kind_2_takes_the_programs_default() {
-    // flash_decode's defaults: B = 4, max_chunks = 8, kv_chunks = [3, 1, 8, 2] (an array read
-    // in place from the bytecode).
+    // flash_decode's defaults: B = 4, max_chunks = 8, page = 16, kv_len = [40, 16, 120, 20],
+    // kv_chunks = [3, 1, 8, 2] (arrays read in place from the bytecode).
     let code = example("flash_decode.pto");
     let default = PtovmParam {
         kind: 2,
@@ -450,13 +462,17 @@ fn a_parameter_of_kind_2_takes_the_programs_default() {
         data: std::ptr::null(),
         len: 0,
     };
-    let by_default = work_bound_c(&code, &[default; 3]).unwrap();
-    let chunks = [3u32, 1, 8, 2];
-    let explicit: Params = vec![
-        (ParamKind::Scalar, 4, vec![]),
-        (ParamKind::Scalar, 8, vec![]),
-        (ParamKind::Array, 0, chunks.to_vec()),
-    ];
+    let by_default = work_bound_c(&code, &[default; 5]).unwrap();
+    let (_, explicit) = ptovm_tests::example(
+        "flash_decode.pto",
+        &[
+            ("B", 4, vec![]),
+            ("max_chunks", 8, vec![]),
+            ("page", 16, vec![]),
+            ("kv_len", 0, vec![40, 16, 120, 20]),
+            ("kv_chunks", 0, vec![3, 1, 8, 2]),
+        ],
+    );
     let given = work_bound_c(&code, &c_params(&explicit)).unwrap();
     assert_eq!(
         (by_default.iterations, by_default.tasks),
@@ -486,7 +502,7 @@ fn a_parameter_of_kind_2_takes_the_programs_default() {
         "{e}"
     );
     assert_eq!(
-        work_bound_c(&att, &[default]).unwrap().tasks,
+        work_bound_c(&att, &[default; 3]).unwrap().tasks,
         3 * 256 * 256 + 16 * 256
     );
     // Bytecode placed at an odd address: the array default cannot be read in place.
@@ -497,7 +513,7 @@ fn a_parameter_of_kind_2_takes_the_programs_default() {
         0
     };
     shifted[at..at + code.len()].copy_from_slice(&code);
-    let (rc, e) = work_bound_c(&shifted[at..at + code.len()], &[default; 3]).unwrap_err();
+    let (rc, e) = work_bound_c(&shifted[at..at + code.len()], &[default; 5]).unwrap_err();
     assert_eq!(rc, PTOVM_E_PARAMS);
     assert!(e.contains("not 4-byte aligned"), "{e}");
 }
@@ -509,9 +525,14 @@ fn a_parameter_of_kind_2_takes_the_programs_default() {
 #[test]
 fn tensors_bound_through_the_c_abi() {
     use ptovm_vm::desc::TensorArg;
-    // The LLaMA layer at N = 4: its 18 tensors, each at its own aligned address, row-major.
+    // The LLaMA layer at N = 4, D = 64, F = 176: its 19 tensors, each at its own aligned
+    // address, row-major.
     let code = example("llama_layer.pto");
-    let params: Params = vec![(ParamKind::Scalar, 4, vec![])];
+    let params: Params = vec![
+        (ParamKind::Scalar, 4, vec![]),
+        (ParamKind::Scalar, 64, vec![]),
+        (ParamKind::Scalar, 176, vec![]),
+    ];
     let v = ptovm_vm::verify(&code).unwrap();
     let mut tensors = Vec::new();
     let mut base = 0x1000_0000u64;
@@ -520,7 +541,7 @@ fn tensors_bound_through_the_c_abi() {
             .map(|d| {
                 let x = t.dims[d].get();
                 if x & ptovm_vm::format::DIM_IS_SLOT != 0 {
-                    4
+                    u64::from(params[(x & 0xFFFF) as usize].1)
                 } else {
                     x as u64
                 }
@@ -567,6 +588,6 @@ fn tensors_bound_through_the_c_abi() {
     refused(&bad, "tensor 2 is declared f16 but bound as f32");
     refused(
         &tensors[1..],
-        "17 tensor bindings for a program of 18 tensors",
+        "18 tensor bindings for a program of 19 tensors",
     );
 }

@@ -30,14 +30,20 @@ fn prog(src: &str) -> Prog {
 }
 
 impl Prog {
-    fn values<'a>(&self, given: &'a [(&str, P)]) -> Vec<Value<'a>> {
+    /// The parameters `given` by name, in slot order; one not given takes the module's
+    /// default.
+    fn values<'a>(&'a self, given: &'a [(&str, P)]) -> Vec<Value<'a>> {
         self.module
             .params
             .iter()
             .map(|p| match given.iter().find(|(n, _)| *n == p.name) {
                 Some((_, S(x))) => Value::Scalar(*x),
                 Some((_, A(a))) => Value::Array(a),
-                None => panic!("no value for {}", p.name),
+                None => match (&p.default, p.kind) {
+                    (Some(d), ptovm_vm::ParamKind::Scalar) => Value::Scalar(d[0]),
+                    (Some(d), _) => Value::Array(d),
+                    (None, _) => panic!("no value for {}", p.name),
+                },
             })
             .collect()
     }

@@ -54,7 +54,11 @@ fn the_llama_layer_in_random_interleavings() {
     )
     .unwrap()
     .bytes;
-    let params = vec![(ptovm_vm::ParamKind::Scalar, 5, vec![])];
+    let params = vec![
+        (ptovm_vm::ParamKind::Scalar, 5, vec![]),
+        (ptovm_vm::ParamKind::Scalar, 4096, vec![]),
+        (ptovm_vm::ParamKind::Scalar, 11008, vec![]),
+    ];
     let mut edges = 0;
     for seed in 0..12u64 {
         let (n, window) = (

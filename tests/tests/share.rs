@@ -368,12 +368,12 @@ fn the_llama_layer_shares_only_k_and_v() {
     let (bytes, params) = example("llama_layer.pto", &[("N", 8, vec![])]);
     let s = classes(&bytes, &params, 6);
     let names = [
-        "X", "Xn", "Wqkv", "Wo", "Wffn", "Q", "K", "V", "S", "P", "Stat", "Acc", "A", "H", "Hn",
-        "G", "U", "Y",
+        "X", "Xn", "Wqkv", "Wo", "Wgu", "Wd", "Q", "K", "V", "S", "P", "Stat", "Acc", "A", "H",
+        "Hn", "G", "U", "Y",
     ];
     for (name, s) in names.iter().zip(&s) {
         let want = match *name {
-            "X" | "Wqkv" | "Wo" | "Wffn" => Class::ReadOnly,
+            "X" | "Wqkv" | "Wo" | "Wgu" | "Wd" => Class::ReadOnly,
             "K" | "V" => Class::Shared,
             _ => Class::Local,
         };
@@ -381,7 +381,7 @@ fn the_llama_layer_shares_only_k_and_v() {
     }
     // K and V are written in the first loop only (7 tasks per tile) and read to the end.
     assert_eq!(
-        (s[6].writes_end, s[6].accesses_end),
+        (s[7].writes_end, s[7].accesses_end),
         (7 * 8, 3 * 64 + 16 * 8)
     );
     // Loop-indexed: the tensors every site names by exactly the variables of its loops —
@@ -440,7 +440,7 @@ fn a_short_class_buffer_is_an_error() {
     let mut out = vec![Sharing::default(); 3];
     assert_eq!(
         analyze(&it, &mut out),
-        Err(ptovm_vm::share::ShareError::Short { need: 18, got: 3 })
+        Err(ptovm_vm::share::ShareError::Short { need: 19, got: 3 })
     );
 }
 

@@ -72,6 +72,11 @@ fn scalar(x: u32) -> (ptovm_vm::ParamKind, u32, Vec<u32>) {
     (ptovm_vm::ParamKind::Scalar, x, vec![])
 }
 
+/// The LLaMA layer's parameters: `n` tiles, D = 64, F = 176.
+fn llama(n: u32) -> Vec<(ptovm_vm::ParamKind, u32, Vec<u32>)> {
+    vec![scalar(n), scalar(64), scalar(176)]
+}
+
 #[test]
 fn llama_layer_checked_on_many_configurations() {
     for (aicpus, window, jitter) in [
@@ -83,7 +88,7 @@ fn llama_layer_checked_on_many_configurations() {
     ] {
         let r = run_bounded(
             example("llama_layer.pto"),
-            vec![scalar(8)],
+            llama(8),
             opts(aicpus, window, jitter),
             Duration::from_secs(60),
         )
@@ -101,7 +106,7 @@ fn window_abort_is_a_clean_error() {
     o.mode = WindowMode::Abort;
     match run_bounded(
         example("llama_layer.pto"),
-        vec![scalar(4)],
+        llama(4),
         o,
         Duration::from_secs(60),
     ) {
@@ -111,7 +116,7 @@ fn window_abort_is_a_clean_error() {
     o.mode = WindowMode::Benchmark;
     let r = run_bounded(
         example("llama_layer.pto"),
-        vec![scalar(4)],
+        llama(4),
         o,
         Duration::from_secs(60),
     )
@@ -223,7 +228,8 @@ fn chained_readers_wait_for_their_producers() {
     let p = RuntimeParams::new(&v, &[]).unwrap();
     let mut kernels = Registry::new();
     kernels.register("w", |_: &ptovm_host_sim::kernel::Call<'_>| {
-        std::thread::sleep(Duration::from_millis(5))
+        std::thread::sleep(Duration::from_millis(5));
+        Ok(())
     });
     for aicpus in [1, 3] {
         let mut s = vec![ptovm_vm::share::Sharing::default(); 2];
@@ -278,6 +284,7 @@ fn inserted_shared_writes_hold_back_their_readers() {
         if c.aicpu == 1 {
             std::thread::sleep(Duration::from_millis(20))
         }
+        Ok(())
     });
     for jitter in [None, Some(1)] {
         let mut o = opts(3, 16, jitter);
@@ -292,7 +299,7 @@ fn inserted_shared_writes_hold_back_their_readers() {
 fn bad_options_are_errors() {
     let bytes = example("attention.pto");
     let v = verify(&bytes).unwrap();
-    let vals = [Value::Scalar(2)];
+    let vals = [Value::Scalar(2), Value::Scalar(16)];
     let p = RuntimeParams::new(&v, &vals).unwrap();
     let mut o = opts(2, 0, None);
     assert!(matches!(sim::run(v, p, o), Err(SimError::Options(_))));
@@ -422,7 +429,7 @@ fn start_policies_pipeline_depth_and_work_stealing_are_checked() {
             o.batch_deps = batch;
             let r = run_bounded(
                 example("llama_layer.pto"),
-                vec![scalar(6)],
+                llama(6),
                 o,
                 Duration::from_secs(60),
             )
@@ -465,14 +472,14 @@ fn idle_aicpus_steal_work() {
 /// the check can see.
 #[test]
 fn cores_run_the_kernels_registered_by_name() {
-    use ptovm_host_sim::kernel::{Call, Registry};
+    use ptovm_host_sim::kernel::{Call, KernelError, Registry};
     use std::collections::BTreeMap;
     use std::sync::Mutex;
 
     let bytes = example("llama_layer.pto");
     let n = 8u32;
     let v = verify(&bytes).unwrap();
-    let vals = [Value::Scalar(n)];
+    let vals = [Value::Scalar(n), Value::Scalar(64), Value::Scalar(176)];
     let p = RuntimeParams::new(&v, &vals).unwrap();
     let reference = ptovm_host_sim::reference_expand(&v, &p, 3, u64::MAX).unwrap();
     // The reference's tasks by kernel name.
@@ -488,11 +495,12 @@ fn cores_run_the_kernels_registered_by_name() {
 
     let calls: &'static Mutex<Vec<(u64, String, ptovm_vm::Pool, u32)>> =
         Box::leak(Box::new(Mutex::new(Vec::new())));
-    let record = move |c: &Call<'_>| {
+    let record = move |c: &Call<'_>| -> Result<(), KernelError> {
         calls
             .lock()
             .unwrap()
             .push((c.task, c.name.to_string(), c.pool, c.aicpu));
+        Ok(())
     };
     let mut kernels = Registry::new();
     for name in ["qk_matmul", "online_softmax", "pv_matmul", "rmsnorm"] {
@@ -500,9 +508,10 @@ fn cores_run_the_kernels_registered_by_name() {
     }
     // A slow kernel: yields and sleeps, so completions arrive late and out of order.
     kernels.register("matmul_o", move |c: &Call<'_>| {
-        record(c);
+        record(c)?;
         std::thread::yield_now();
         std::thread::sleep(Duration::from_micros(50 * (c.task % 3)));
+        Ok(())
     });
     assert_eq!(kernels.names().len(), 5);
     let mut o = opts(3, 16, None);
