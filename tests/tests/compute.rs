@@ -12,12 +12,13 @@ use ptovm_tests::{assemble_named, example_params, example_source, values, Params
 use ptovm_vm::{verify, RuntimeParams};
 
 /// The examples that compute (control.pto's kernels are not in the library: see
-/// `a_kernel_the_library_lacks_is_an_error`), with their outer loop variable.
-const COMPUTING: [(&str, &str); 4] = [
-    ("attention.pto", "b"),
-    ("llama_layer.pto", "t"),
-    ("moe.pto", "e"),
-    ("flash_decode.pto", "b"),
+/// `a_kernel_the_library_lacks_is_an_error`), with a loop variable for dispatch expressions and
+/// a runtime scalar for `threshold`.
+const COMPUTING: [(&str, &str, &str); 4] = [
+    ("attention.pto", "b", "batch"),
+    ("llama_layer.pto", "t", "N"),
+    ("moe.pto", "e", "T"),
+    ("flash_decode.pto", "b", "B"),
 ];
 
 fn opts(aicpus: u32, window: usize) -> sim::Options {
@@ -66,7 +67,7 @@ fn compute(
 /// bit with the in-order run, and the outputs with the workload's model.
 #[test]
 fn every_example_computes_its_model_on_any_aicpus_and_window() {
-    for (name, _) in COMPUTING {
+    for (name, _, _) in COMPUTING {
         let (code, params) = program(name, None);
         for aicpus in [1, 2, 6] {
             for window in [1, 4, 1024] {
@@ -97,13 +98,15 @@ fn every_example_computes_its_model_on_any_aicpus_and_window() {
 /// random yields change when and where tasks run, never the answer.
 #[test]
 fn every_schedule_knob_leaves_the_answer_unchanged() {
-    for (name, var) in COMPUTING {
+    for (name, var, scalar) in COMPUTING {
         let policies = [
             "round_robin(3)".to_string(),
             format!("affinity({var})"),
             format!("hash({var} * 7 + 1)"),
             format!("static({var})"),
             "work_steal".to_string(),
+            format!("dispatch_by({var} % 2)"),
+            format!("threshold({scalar}, 2: static({var}), affinity({var}))"),
         ];
         for (i, policy) in policies.iter().enumerate() {
             let (code, params) = program(name, Some(policy));
@@ -131,7 +134,7 @@ fn every_schedule_knob_leaves_the_answer_unchanged() {
 /// are stated per element type, `models::tolerance`).
 #[test]
 fn the_models_hold_for_other_seeds() {
-    for (name, _) in COMPUTING {
+    for (name, _, _) in COMPUTING {
         let (code, params) = program(name, None);
         for seed in [3, 4, 5] {
             let c = compute(&code, &params, opts(2, 64), seed).unwrap();
