@@ -15,7 +15,7 @@
  Version of this ABI; [`ptovm_abi_version`] returns it and `PTOVM_ABI_VERSION` in the header
  must equal it.
  */
-#define PTOVM_ABI_VERSION 2
+#define PTOVM_ABI_VERSION 3
 
 /*
  Success ([`ptovm_step`]: nothing to do right now).
@@ -31,6 +31,11 @@
  [`ptovm_step`]: every task of this AICPU has completed.
  */
 #define PTOVM_FINISHED 2
+
+/*
+ A core reported that its task's kernel failed ([`ptovm_core_fail`]).
+ */
+#define PTOVM_E_KERNEL -10
 
 /*
  A null pointer, a zero count, or a launch value out of range.
@@ -82,6 +87,11 @@
  Alignment the caller's regions must have.
  */
 #define PTOVM_ALIGN 128
+
+/*
+ Bytes of [`PtovmKernelArgs::message`].
+ */
+#define PTOVM_MESSAGE_BYTES 256
 
 /*
  Launch settings (C: `ptovm_launch`).
@@ -367,6 +377,71 @@ typedef struct {
   ptovm_region regions[16];
 } ptovm_desc;
 
+/*
+ What a kernel launch passes to [`ptovm_aicpu_init`] and [`ptovm_aicpu_exec`] (C:
+ `ptovm_kernel_args`), in memory every AICPU thread sees. The host fills the inputs; ptovm
+ writes the outputs.
+ */
+typedef struct {
+  /*
+   The PTOW bytecode (4-byte aligned; it stays in place for the launch).
+   */
+  const uint8_t *code;
+  /*
+   Its length in bytes.
+   */
+  size_t code_len;
+  /*
+   The runtime parameters, `nparams` of them, as for `ptovm_instance_init`.
+   */
+  const ptovm_param *params;
+  /*
+   Runtime parameters given.
+   */
+  uint32_t nparams;
+  /*
+   Tensor bindings given: one per tensor of the program, or 0 (none bound).
+   */
+  uint32_t ntensors;
+  /*
+   The tensors' bindings to device memory (`ptovm_tensor`), `ntensors` of them.
+   */
+  const ptovm_tensor *tensors;
+  /*
+   The launch's settings, as for `ptovm_layout`.
+   */
+  ptovm_launch launch;
+  /*
+   The shared region: `shared_bytes` bytes, aligned to 128.
+   */
+  void *shared;
+  /*
+   Its size (at least `ptovm_layout`'s `shared_bytes`).
+   */
+  size_t shared_bytes;
+  /*
+   The instance regions, one per AICPU, `instance_bytes` apart, aligned to 128.
+   */
+  void *instances;
+  /*
+   Bytes of each instance region: at least `ptovm_layout`'s `instance_bytes`, a multiple
+   of 128.
+   */
+  size_t instance_bytes;
+  /*
+   Output: AICPU indices claimed by exec threads so far (set to 0 by init).
+   */
+  uint32_t claimed;
+  /*
+   Output: 0, or the code of the launch's first failure (set to 0 by init).
+   */
+  int32_t status;
+  /*
+   Output: the message of that failure, NUL-terminated.
+   */
+  uint8_t message[PTOVM_MESSAGE_BYTES];
+} ptovm_kernel_args;
+
 
 
 #ifdef __cplusplus
@@ -551,6 +626,56 @@ void ptovm_set_panic_hook(void (*hook)(int32_t));
  Whether ptovm has panicked (1) or not (0).
  */
 int32_t ptovm_panicked(void);
+
+/*
+ Prepares a launch (once, before any [`ptovm_aicpu_exec`]): checks the regions against the
+ program's layout, lays out the shared region (`ptovm_shared_init`) and clears the outputs.
+ Returns 0, or an error code with the message in `message`.
+
+ # Safety
+ `arg` points to a [`PtovmKernelArgs`] whose pointers and sizes say the truth; no exec of
+ the launch runs yet.
+ */
+int32_t ptovm_aicpu_init(void *arg);
+
+/*
+ Runs one AICPU of the launch prepared by [`ptovm_aicpu_init`]: claims the next AICPU index,
+ builds its instance in its region and runs it until all its tasks have completed. Returns 0
+ when they have, or when the launch has no AICPU left for this thread; otherwise the error
+ code, the first failure's code and message recorded in the arguments, and every other AICPU
+ of the launch stops ([`PTOVM_E_FAILED`]) instead of waiting for this one.
+
+ # Safety
+ `arg` is the [`PtovmKernelArgs`] given to [`ptovm_aicpu_init`], which returned 0; every
+ thread of the launch passes the same one.
+ */
+int32_t ptovm_aicpu_exec(void *arg);
+
+/*
+ AICore side: core `core`'s kernel failed on the task the core holds (taken, not finished),
+ with the kernel's own nonzero `code`. The launch fails ([`PTOVM_E_KERNEL`]): every AICPU
+ stops at its next step instead of waiting for the task, the task is not completed, and the
+ first report's message — "task ID (kernel NAME) failed on core C: kernel code X" — is what
+ [`ptovm_launch_error`] and the kernel entry points give. The core should then wait for
+ `ptovm_shutdown` as usual. Returns 0, or an error code for a bad core or one that holds no
+ task.
+
+ # Safety
+ `shared` was laid out by [`crate::ptovm_shared_init`].
+ */
+int32_t ptovm_core_fail(const void *shared, uint32_t core, int32_t code);
+
+/*
+ The launch's failure, as the shared region knows it: the code of the first AICPU or core
+ that failed (0: none) and, for a kernel's failure ([`ptovm_core_fail`]), its message copied
+ into `buf` (`len` bytes, NUL-terminated, truncated; empty for the others, whose instances'
+ [`crate::ptovm_error`] says what happened).
+
+ # Safety
+ `shared` was laid out by [`crate::ptovm_shared_init`]; `buf` is null or points to `len`
+ writable bytes.
+ */
+int32_t ptovm_launch_error(const void *shared, uint8_t *buf, size_t len);
 
 #ifdef __cplusplus
 }  // extern "C"

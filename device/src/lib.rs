@@ -3,8 +3,10 @@
 //! ptovm on the AICPU: the interpreter and the per-AICPU scheduler of `ptovm-vm`, behind a
 //! stable C ABI, over memory the caller provides. Built for `aarch64-unknown-none` as a static
 //! library (no heap, no std, `panic = abort` with a handler that reports instead of unwinding),
-//! linked into an AICPU kernel; on the host the same code is an ordinary Rust library, which
-//! the tests drive through the same functions.
+//! linked into an AICPU kernel, and for `aarch64-unknown-linux-gnu` as the AICPU kernel itself,
+//! `libptovm_aicpu.so` (crate `ptovm-aicpu`, entry points in [`kernel`](crate::ptovm_aicpu_exec));
+//! on the host the same code is an ordinary Rust library, which the tests drive through the same
+//! functions.
 //!
 //! A launch has one **shared region** (window slots, waiter nodes, ready queues, the cores'
 //! handshake slots and the global TensorMap: spec/runtime.md §3) and one **instance region** per
@@ -18,7 +20,10 @@
 //! Every function checks its pointers and sizes and returns an error code (negative) with a
 //! message the caller can read, never panics on bad input, and never allocates. The bytecode is
 //! verified again on the device before anything runs.
-#![cfg_attr(target_os = "none", no_std)]
+// `no_std` on every AArch64 build — the static library (`aarch64-unknown-none`) and the AICPU
+// shared object (`aarch64-unknown-linux-gnu`, crate `ptovm-aicpu`) — and on bare metal; the
+// host's tests (x86-64) use std for a clock only.
+#![cfg_attr(any(target_os = "none", target_arch = "aarch64"), no_std)]
 #![deny(missing_docs)]
 // The C ABI takes raw pointers; every function says what it requires of them.
 #![allow(clippy::missing_safety_doc)]
@@ -42,9 +47,15 @@ use ptovm_vm::spin::SpinLock;
 use ptovm_vm::tmap::{Entry, MapLayout, MatchMode, Slices, TensorMap};
 use ptovm_vm::{verify, Interpreter, Io, LaunchError, RuntimeParams, Value, Verified, WindowMode};
 
+mod kernel;
+pub use kernel::{
+    ptovm_aicpu_exec, ptovm_aicpu_init, ptovm_core_fail, ptovm_launch_error, PtovmKernelArgs,
+    PTOVM_MESSAGE_BYTES,
+};
+
 /// Version of this ABI; [`ptovm_abi_version`] returns it and `PTOVM_ABI_VERSION` in the header
 /// must equal it.
-pub const PTOVM_ABI_VERSION: u32 = 2;
+pub const PTOVM_ABI_VERSION: u32 = 3;
 
 /// Success ([`ptovm_step`]: nothing to do right now).
 pub const PTOVM_OK: i32 = 0;
@@ -52,6 +63,8 @@ pub const PTOVM_OK: i32 = 0;
 pub const PTOVM_PROGRESS: i32 = 1;
 /// [`ptovm_step`]: every task of this AICPU has completed.
 pub const PTOVM_FINISHED: i32 = 2;
+/// A core reported that its task's kernel failed ([`ptovm_core_fail`]).
+pub const PTOVM_E_KERNEL: i32 = -10;
 /// A null pointer, a zero count, or a launch value out of range.
 pub const PTOVM_E_ARGUMENT: i32 = -1;
 /// The bytecode failed verification.
@@ -202,6 +215,9 @@ struct SharedHeader {
     /// The error code of the first AICPU that failed (0: none): the others stop too, since
     /// they may be waiting for it.
     failed: AtomicI32,
+    /// A core's report that its kernel failed ([`ptovm_core_fail`]): the first report's
+    /// message, written once by the core that claims it.
+    kernel_failure: kernel::KernelFailure,
     /// Per AICPU: 1 once an instance was built for it (two would corrupt the protocol).
     claimed: &'static [AtomicI32],
     code: *const u8,
@@ -240,6 +256,9 @@ impl Msg {
             buf: [0; MSG],
             len: 0,
         }
+    }
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
 }
 
@@ -566,6 +585,7 @@ unsafe fn shared_layout(
         header.write(SharedHeader {
             magic: AtomicU64::new(0),
             failed: AtomicI32::new(0),
+            kernel_failure: kernel::KernelFailure::new(),
             claimed,
             code,
             code_len: len,
@@ -1087,7 +1107,7 @@ impl Env for Device {
 /// Nanoseconds of the AArch64 generic timer: `CNTVCT_EL0` ticks at `CNTFRQ_EL0` Hz (both
 /// readable at EL0, where AICPU kernels run). A timer whose frequency firmware left at 0 counts
 /// as 1 GHz rather than dividing by zero.
-#[cfg(all(target_os = "none", target_arch = "aarch64"))]
+#[cfg(target_arch = "aarch64")]
 fn now_ns() -> u64 {
     let (ticks, freq): (u64, u64);
     // SAFETY: reads two system registers; no memory, no side effects (the ISB orders the read
@@ -1108,9 +1128,8 @@ fn now_ns() -> u64 {
     (ticks as u128 * 1_000_000_000 / freq as u128) as u64
 }
 
-/// With an operating system (the AICPU `.so`, the host tests): its monotonic clock, from the
-/// first reading.
-#[cfg(not(target_os = "none"))]
+/// Elsewhere (the host's tests): the operating system's monotonic clock, from the first reading.
+#[cfg(not(target_arch = "aarch64"))]
 fn now_ns() -> u64 {
     static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
     START
@@ -1285,6 +1304,18 @@ unsafe fn core_slot(
     Ok((h, s))
 }
 
+/// The window slot of the task a core holds, from its handshake word (owner AICPU in the high
+/// half, slot in the low): the AICPU, the slot and its record; `None` for a word outside the
+/// windows.
+fn held_slot(h: &SharedHeader, word: u64) -> Option<(u32, u32, &Slot)> {
+    let (aicpu, slot) = ((word >> 32) as u32, word as u32);
+    let ts = h
+        .sched
+        .slots
+        .get(aicpu as usize * h.sched.cap as usize + slot as usize)?;
+    Some((aicpu, slot, ts))
+}
+
 /// AICore side: if core `core` has been handed a task, fills `task` and returns 1; 0 if not;
 /// an error code for a bad core or region.
 ///
@@ -1305,12 +1336,7 @@ pub unsafe extern "C" fn ptovm_core_take(
         return PTOVM_E_ARGUMENT;
     }
     let Some(word) = s.take() else { return 0 };
-    let (aicpu, slot) = ((word >> 32) as u32, word as u32);
-    let Some(ts) = h
-        .sched
-        .slots
-        .get(aicpu as usize * h.sched.cap as usize + slot as usize)
-    else {
+    let Some((aicpu, slot, ts)) = held_slot(h, word) else {
         return PTOVM_E_STATE;
     };
     // SAFETY: `task` is valid.
@@ -1420,7 +1446,10 @@ pub extern "C" fn ptovm_panicked() -> i32 {
     PANICKED.load(Ordering::Acquire)
 }
 
-#[cfg(target_os = "none")]
+/// The panic handler of every `no_std` build (the static library, the AICPU shared object): a
+/// panic would be a bug; it is recorded ([`ptovm_panicked`]), the hook of
+/// [`ptovm_set_panic_hook`] is called, and the thread spins forever instead of unwinding.
+#[cfg(any(target_os = "none", target_arch = "aarch64"))]
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     PANICKED.store(1, Ordering::Release);

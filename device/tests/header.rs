@@ -29,13 +29,17 @@ fn the_header_is_what_the_rust_side_generates() {
         "ptovm_core_descriptor",
         "ptovm_core_finish",
         "ptovm_work_bound",
+        "ptovm_aicpu_init",
+        "ptovm_aicpu_exec",
+        "ptovm_core_fail",
+        "ptovm_launch_error",
     ] {
         assert!(
             generated.contains(&format!("{f}(")),
             "{f} missing from the header"
         );
     }
-    assert!(generated.contains("#define PTOVM_ABI_VERSION 2"));
+    assert!(generated.contains("#define PTOVM_ABI_VERSION 3"));
 }
 
 #[test]
@@ -89,6 +93,11 @@ fn the_header_compiles_and_its_structs_have_the_rust_sizes() {
             "ptovm_region",
             size_of::<ptovm_vm::desc::RegionDesc>(),
             align_of::<ptovm_vm::desc::RegionDesc>(),
+        ),
+        (
+            "ptovm_kernel_args",
+            size_of::<PtovmKernelArgs>(),
+            align_of::<PtovmKernelArgs>(),
         ),
     ] {
         c += &format!(

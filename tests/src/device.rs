@@ -341,3 +341,19 @@ pub fn run_single_bound(
         message: format!("not finished after {max_rounds} rounds"),
     })
 }
+
+/// Records in `ran` that the task a core took (`t`) ran from `start` to `end` on its pool;
+/// panics if it ran before.
+pub fn record_run(ran: &std::sync::Mutex<Ran>, t: &PtovmTask, start: u64, end: u64) {
+    let mut r = ran.lock().unwrap();
+    if r.len() <= t.id as usize {
+        r.resize(t.id as usize + 1, (0, 0, Pool::Vector, u32::MAX));
+    }
+    assert_eq!(r[t.id as usize].1, 0, "task {} ran twice", t.id);
+    let pool = if t.pool == 0 {
+        Pool::Cube
+    } else {
+        Pool::Vector
+    };
+    r[t.id as usize] = (start, end, pool, t.aicpu);
+}

@@ -14,7 +14,7 @@ use ptovm_tests::device::{
     c_params, instance_init, prepare, region, text, work_bound, work_bound_c,
 };
 use ptovm_tests::{gen_params, Gen, Params, Ran};
-use ptovm_vm::{ParamKind, Pool};
+use ptovm_vm::ParamKind;
 
 /// Launches `code` with `launch` on threads; gives what ran, or the first error message.
 fn launch(code: &[u8], params: &Params, launch: PtovmLaunch) -> Result<(Ran, u32), String> {
@@ -42,18 +42,7 @@ fn launch(code: &[u8], params: &Params, launch: PtovmLaunch) -> Result<(Ran, u32
                             any = true;
                             let t0 = seq.fetch_add(1, Ordering::SeqCst);
                             let t1 = seq.fetch_add(1, Ordering::SeqCst);
-                            let mut r = ran.lock().unwrap();
-                            if r.len() <= t.id as usize {
-                                r.resize(t.id as usize + 1, (0, 0, Pool::Vector, u32::MAX));
-                            }
-                            assert_eq!(r[t.id as usize].0, 0, "task {} ran twice", t.id);
-                            let pool = if t.pool == 0 {
-                                Pool::Cube
-                            } else {
-                                Pool::Vector
-                            };
-                            r[t.id as usize] = (t0, t1, pool, t.aicpu);
-                            drop(r);
+                            ptovm_tests::device::record_run(ran, &t, t0, t1);
                             assert_eq!(unsafe { ptovm_core_finish(sh, core) }, PTOVM_OK);
                         }
                     }
