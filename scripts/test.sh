@@ -19,11 +19,13 @@ echo "== vm and device build no_std for aarch64-unknown-none"
 cargo build -p ptovm-vm -p ptovm-device --target aarch64-unknown-none --release
 echo "== the AICPU image: size, no undefined or allocator symbols"
 scripts/device-size.sh
-echo "== the C harness for aarch64 Linux (run under qemu-aarch64 by tests/tests/qemu.rs)"
+echo "== the C harnesses for aarch64 Linux (run under qemu-aarch64 by tests/tests/qemu.rs): the"
+echo "   static library's, and libptovm_aicpu.so (no_std, no heap) with its dlopen launcher"
 if command -v aarch64-linux-gnu-gcc >/dev/null; then
   scripts/harness.sh
+  scripts/aicpu-so.sh
 else
-  echo "aarch64-linux-gnu-gcc not installed: the qemu cross-check will be skipped (.ci/run installs it)"
+  echo "aarch64-linux-gnu-gcc not installed: the qemu cross-checks will be skipped (.ci/run installs it)"
 fi
 echo "== loom models of the runtime's lock-free pieces (host-sim/tests/loom.rs)"
 RUSTFLAGS="--cfg loom" cargo test -q -p ptovm-host-sim --test loom --release --target-dir target/loom

@@ -112,6 +112,21 @@ pub fn residual(c: &Call<'_>) -> Result<(), KernelError> {
     y.store(&b)
 }
 
+/// `z = x + y` (`in x, in y, out z`, the same number of elements).
+pub fn add(c: &Call<'_>) -> Result<(), KernelError> {
+    let d = c.descriptor();
+    let [x, y, z] = c.views(&d)?;
+    check(
+        x.len() == z.len() && y.len() == z.len(),
+        &z,
+        format_args!("add of {} and {} elements", x.len(), y.len()),
+    )?;
+    let b = y.load();
+    let mut a = x.load();
+    a.iter_mut().zip(&b).for_each(|(a, b)| *a += b);
+    z.store(&a)
+}
+
 /// SwiGLU's gate: `g = silu(g) · u` (`inout g, in u`).
 pub fn silu_mul(c: &Call<'_>) -> Result<(), KernelError> {
     let d = c.descriptor();

@@ -16,7 +16,7 @@ pub use attention::{
     pv_matmul, qk_matmul,
 };
 pub use dense::{
-    matmul, matmul_silu, residual, rmsnorm, rope, rope_angle, silu, silu_mul, RMS_EPS,
+    add, matmul, matmul_silu, residual, rmsnorm, rope, rope_angle, silu, silu_mul, RMS_EPS,
 };
 pub use moe::combine_topk;
 
@@ -45,6 +45,7 @@ pub fn library() -> Registry {
         ("rope_q", rope),
         ("rope_k", rope),
         ("residual", residual),
+        ("add", add),
         ("silu_mul", silu_mul),
         // Flash attention (the LLaMA layer) and whole-head attention.
         ("attn_init", attn_init),
