@@ -194,11 +194,20 @@ fn data_text(c: &Computed, d: &Data, r: &sim::Report) -> String {
         .filter(|t| t.has_memory() && !t.written)
         .map(|t| t.name.as_str())
         .collect();
-    let written = c.memory.tensors().iter().filter(|t| t.written).count();
+    let written = c
+        .memory
+        .tensors()
+        .iter()
+        .filter(|t| t.has_memory() && t.written)
+        .count();
+    let inputs = if inputs.is_empty() {
+        "no input tensors".to_string()
+    } else {
+        format!("inputs {} filled", inputs.join(", "))
+    };
     let mut s = format!(
-        "data: seed {}, inputs {} filled, {written} tensors written\n",
-        d.seed,
-        inputs.join(", ")
+        "data: seed {}, {inputs}, {written} tensors written\n",
+        d.seed
     );
     s += &format!(
         "in program order (one task at a time, {:.1} ms): every tensor bit-identical to the run's\n",
