@@ -213,6 +213,9 @@ fn data_text(c: &Computed, d: &Data, r: &sim::Report) -> String {
         "in program order (one task at a time, {:.1} ms): every tensor bit-identical to the run's\n",
         c.in_order_ns as f64 / 1e6
     );
+    for (tensor, n, first) in &c.infinities {
+        s += &format!("note: {tensor} holds {n} infinite values (the first at {first})\n");
+    }
     match &c.model {
         None => s += "model: none for this workload (the in-order comparison is the check)\n",
         Some((m, compared)) => {
@@ -248,6 +251,9 @@ fn data_json(c: &Computed, d: &Data, r: &sim::Report) -> serde_json::Value {
         "seed": d.seed,
         "in_order_ms": c.in_order_ns as f64 / 1e6,
         "bit_identical": true,
+        "infinities": c.infinities.iter().map(|(t, n, first)| json!({
+            "tensor": t, "count": n, "first": first,
+        })).collect::<Vec<_>>(),
         "model": c.model.as_ref().map(|(m, compared)| json!({
             "what": m.what,
             "outputs": compared.iter().map(|x| json!({

@@ -623,12 +623,14 @@ fn bad_data_runs() {
     let d = dir.path();
     let control = examples().join("control.pto");
     let moe = examples().join("moe.pto");
-    // 40 doublings overflow f16.
+    // 40 doublings overflow f16; RMSNorm of infinities is NaN.
     std::fs::write(
-        d.join("inf.pto"),
-        "@tensor A: f16[2, 4]\n@tensor X: f16[2, 4]\n@kernel residual(i): vector(in x, inout y)\n\
+        d.join("nan.pto"),
+        "@tensor A: f16[2, 4]\n@tensor X: f16[2, 4]\n@tensor Y: f16[2, 4]\n\
+         @kernel residual(i): vector(in x, inout y)\n@kernel rmsnorm(i): vector(in x, out y)\n\
          @workload k() {\n  task @residual(0) resources(A, X)\n  \
-         for_each i in dense[40] { task @residual(i) resources(X, X) }\n}\n",
+         for_each i in dense[40] { task @residual(i) resources(X, X) }\n  \
+         task @rmsnorm(0) resources(X, Y)\n}\n",
     )
     .unwrap();
     // A matmul whose weight does not fit its input.
@@ -652,7 +654,7 @@ fn bad_data_runs() {
     let m = moe.to_str().unwrap();
     let cases: Vec<(Vec<&str>, Kind, &str)> = vec![
         (vec![c, "--data", "1", "--save", "out"], Kind::Failed, "error: kernel forward has no implementation in the simulator's kernel library"),
-        (vec!["inf.pto", "--data", "1", "--save", "out"], Kind::Failed, "error: X[0, 0] is -inf after the run (tensor X is written by the workload)"),
+        (vec!["nan.pto", "--data", "1", "--save", "out"], Kind::Failed, "error: Y[0, 0] is NaN after the run (tensor Y is written by the workload)"),
         (vec!["shape.pto", "--data", "1"], Kind::Failed, "error: task 0 (kernel matmul) failed: region 2 (Y [1, 8]): a 1×8 by 7×8 product does not fit a 1×8 result"),
         (vec!["fake.pto", "--data", "1", "--save", "out"], Kind::Failed, "error: the outputs are not those of naive softmax attention per (batch, head) (the workload's model): O is"),
         (vec![m, "--data", "1", "--param", "D=1048576", "--param", "F=1048576"], Kind::Failed, "a computing run allocates; give smaller shapes with --param"),

@@ -11,7 +11,8 @@
 //!
 //! The two answers must be **bit-identical**, tensor by tensor: a task computes the same bits
 //! wherever it runs, so a difference can only come from a dependency the schedule did not
-//! respect. No written float may be NaN or infinite. And when the workload has a
+//! respect. No written float may be NaN (infinities are reported: −∞ is a legitimate value, the
+//! running maximum before any score or the log-sum-exp of an empty chunk). And when the workload has a
 //! [`models::Model`], its outputs must be within a stated tolerance of that independent
 //! reference, which checks that the module describes the computation it claims to.
 //!
@@ -86,15 +87,13 @@ pub enum DataError {
         /// Its bits after the in-order run.
         in_order: u64,
     },
-    /// A written element is NaN or infinite.
-    #[error("{at} is {value} after the run (tensor {tensor} is written by the workload)")]
-    NonFinite {
+    /// A written element is NaN.
+    #[error("{at} is NaN after the run (tensor {tensor} is written by the workload)")]
+    NaN {
         /// The tensor.
         tensor: String,
         /// The element, as `NAME[i, j]`.
         at: String,
-        /// Its value.
-        value: f32,
     },
     /// The workload's model could not be computed (its tensors or parameters do not fit it).
     #[error("the reference model of workload {workload}: {message}")]
@@ -142,6 +141,9 @@ pub struct Computed {
     pub model: Option<(&'static models::Model, Vec<Compared>)>,
     /// Nanoseconds the in-order run took.
     pub in_order_ns: u64,
+    /// The written float tensors that hold infinities: each with how many and the first, as
+    /// `NAME[i, j]`.
+    pub infinities: Vec<(String, usize, String)>,
 }
 
 impl Computed {
@@ -155,7 +157,7 @@ impl Computed {
 
 /// Runs the workload with `kernels` on data drawn from `seed`, in program order and through
 /// the threaded simulator with options `o`, and checks the answer: bit-identical to the
-/// in-order run, finite, and (with a model) close to the model. An error when a kernel is
+/// in-order run, free of NaN, and (with a model) close to the model. An error when a kernel is
 /// missing or fails, a tensor cannot be computed with, or the answers differ; a model's
 /// tolerance exceeded is reported in [`Computed::model`] (see [`Computed::ok`]).
 pub fn run(
@@ -180,7 +182,7 @@ pub fn run(
     let in_order_ns = t0.elapsed().as_nanos() as u64;
     let report = sim::run_on_memory(v, p, o, progress, kernels, &memory)?;
     compare(&memory, &in_order)?;
-    finite(&memory)?;
+    let infinities = non_finite(&memory)?;
     let model = match models::model(v.workload_name()) {
         None => None,
         Some(m) => {
@@ -203,6 +205,7 @@ pub fn run(
         memory,
         model,
         in_order_ns,
+        infinities,
     })
 }
 
@@ -278,21 +281,32 @@ fn compare(run: &Memory, in_order: &Memory) -> Result<(), DataError> {
     Ok(())
 }
 
-/// The first NaN or infinity in a written float tensor.
-fn finite(m: &Memory) -> Result<(), DataError> {
+/// An error at the first NaN in a written float tensor; else the tensors with infinities.
+fn non_finite(m: &Memory) -> Result<Vec<(String, usize, String)>, DataError> {
+    let mut infinities = Vec::new();
     for t in m.tensors().iter().filter(|t| t.written) {
         if !matches!(t.dtype, DType::F16 | DType::Bf16 | DType::F32 | DType::F64) {
             continue;
         }
-        if let Some(i) = (0..t.len()).find(|&i| !t.get(i).is_finite()) {
-            return Err(DataError::NonFinite {
-                tensor: t.name.clone(),
-                at: t.coords(i),
-                value: t.get(i),
-            });
+        let mut inf = (0usize, None);
+        for i in 0..t.len() {
+            let x = t.get(i);
+            if x.is_nan() {
+                return Err(DataError::NaN {
+                    tensor: t.name.clone(),
+                    at: t.coords(i),
+                });
+            }
+            if x.is_infinite() {
+                inf.0 += 1;
+                inf.1.get_or_insert(i);
+            }
+        }
+        if let (n, Some(first)) = inf {
+            infinities.push((t.name.clone(), n, t.coords(first)));
         }
     }
-    Ok(())
+    Ok(infinities)
 }
 
 /// The run's tensor against the model's expected values.
