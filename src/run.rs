@@ -52,15 +52,22 @@ pub fn run(
             })
             .map_err(data_fail)?;
             data_verdict(&c)?;
-            if let Some(dir) = &d.save {
-                save(&c, dir)?;
-            }
             (std::mem::take(&mut c.report), Some((c, d)))
         }
     };
     if let Some(path) = trace {
         let text = chrome_trace(m, &r, o.aicpus, cube, vector);
         crate::write_out(path, text.as_bytes())?;
+    }
+    // The tensors last: a command that fails earlier (the trace above) leaves none.
+    if let Some((
+        c,
+        Data {
+            save: Some(dir), ..
+        },
+    )) = &computed
+    {
+        save(c, dir)?;
     }
     let ms = r.wall.as_secs_f64() * 1000.0;
     let rate = if ms > 0.0 {

@@ -198,9 +198,10 @@ impl std::fmt::Debug for Memory {
     }
 }
 
-/// The most tensor memory a computing run allocates (16 GiB): a bigger shape is refused with
-/// a [`DataError::TooBig`] before anything is allocated.
-pub const MAX_BYTES: u64 = 16 << 30;
+/// The most memory one copy of a program's tensors may take (4 GiB; a computing run keeps two,
+/// the threaded run's and the in-order run's): a bigger shape is refused with a
+/// [`DataError::TooBig`] before anything is allocated.
+pub const MAX_BYTES: u64 = 4 << 30;
 
 impl Memory {
     /// Zeroed memory for every declared tensor of `v`, shaped by `p`. Refuses element types
