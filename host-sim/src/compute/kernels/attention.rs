@@ -23,6 +23,15 @@ pub fn attn_init(c: &Call<'_>) -> Result<(), KernelError> {
     acc.store(&vec![0.0; acc.len()])
 }
 
+/// Checks that `stat` holds the running (max, sum) of `m` rows.
+fn statistics(stat: &View<'_>, m: usize) -> Result<(), KernelError> {
+    check(
+        stat.matrix() == (m, 2),
+        stat,
+        format_args!("statistics (max, sum) for {m} rows"),
+    )
+}
+
 /// `qk_matmul`: scores `s = q · kᵀ / √d` of an m×d query tile and an n×d key tile (m×n).
 pub fn qk_matmul(c: &Call<'_>) -> Result<(), KernelError> {
     let d = c.descriptor();
@@ -43,11 +52,7 @@ pub fn online_softmax(c: &Call<'_>) -> Result<(), KernelError> {
     let d = c.descriptor();
     let [s, stat, p, acc] = c.views(&d)?;
     let (m, n) = s.matrix();
-    check(
-        stat.matrix() == (m, 2),
-        &stat,
-        format_args!("statistics for {m} rows"),
-    )?;
+    statistics(&stat, m)?;
     check(
         p.matrix() == (m, n),
         &p,
@@ -106,11 +111,7 @@ pub fn attn_finalize(c: &Call<'_>) -> Result<(), KernelError> {
     let d = c.descriptor();
     let [acc, stat, a] = c.views(&d)?;
     let (m, dim) = acc.matrix();
-    check(
-        stat.matrix() == (m, 2),
-        &stat,
-        format_args!("statistics for {m} rows"),
-    )?;
+    statistics(&stat, m)?;
     check(
         a.matrix() == (m, dim),
         &a,
