@@ -982,7 +982,8 @@ fn every_example_runs_with_no_flags() {
     // parameter taking the module's `@param` default; `--param` overrides a default.
     let dir = tempfile::tempdir().unwrap();
     let mut n = 0;
-    for e in std::fs::read_dir(examples()).unwrap() {
+    let dirs = [examples(), examples().join("taskbench")];
+    for e in dirs.iter().flat_map(|d| std::fs::read_dir(d).unwrap()) {
         let p = e.unwrap().path();
         if p.extension().and_then(|x| x.to_str()) != Some("pto") {
             continue;
@@ -994,7 +995,7 @@ fn every_example_runs_with_no_flags() {
         let o = ptovm(&["run", path, "--check", "--aicpus", "3"], dir.path());
         assert!(o.status.success(), "{path} --check: {}", stderr(&o));
     }
-    assert!(n >= 5, "found {n} examples");
+    assert!(n >= 13, "found {n} examples");
     let llama = examples().join("llama_layer.pto");
     let o = ptovm(&["run", llama.to_str().unwrap()], dir.path());
     let out = String::from_utf8_lossy(&o.stdout).into_owned();

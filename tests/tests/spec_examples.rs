@@ -166,7 +166,8 @@ fn bytecode_spec_tables_match_the_vm() {
 #[test]
 fn every_example_is_documented_and_round_trips() {
     let mut n = 0;
-    for e in std::fs::read_dir(root().join("examples")).unwrap() {
+    let dirs = [root().join("examples"), root().join("examples/taskbench")];
+    for e in dirs.iter().flat_map(|d| std::fs::read_dir(d).unwrap()) {
         let p = e.unwrap().path();
         if p.extension().and_then(|x| x.to_str()) != Some("pto") {
             continue;

@@ -1,0 +1,166 @@
+//! Task Bench's dependence patterns as ptovm modules (`examples/taskbench/*.pto`; issue 22): each
+//! module's task graph — which tasks exist, and the edges `ptovm expand` finds between them — is
+//! compared with the graph computed here from Task Bench's own definition
+//! (StanfordLegion/task-bench, `core/core.cc`: `offset_at_timestep`, `width_at_timestep`,
+//! `dependencies`, a dependency kept when the point exists at the previous timestep). Every
+//! pattern also runs on the threaded simulator under `--check`.
+
+use std::collections::BTreeSet;
+
+use ptovm_host_sim::sim;
+use ptovm_host_sim::{edges, reference_expand, DepMode};
+use ptovm_tests::{example, values};
+use ptovm_vm::{verify, RuntimeParams};
+
+/// The patterns with modules.
+const PATTERNS: [&str; 8] = [
+    "trivial",
+    "no_comm",
+    "stencil_1d",
+    "stencil_1d_periodic",
+    "dom",
+    "tree",
+    "all_to_all",
+    "nearest",
+];
+
+/// A point of the graph: (timestep, point).
+type Point = (i64, i64);
+
+/// Task Bench's graph of `pattern` over `w` points and `t` timesteps (radix `radix`): its
+/// points and its edges (dependency → dependent).
+fn task_bench(
+    pattern: &str,
+    w: i64,
+    t: i64,
+    radix: i64,
+) -> (BTreeSet<Point>, BTreeSet<(Point, Point)>) {
+    let offset = |s: i64| match pattern {
+        "dom" => (s + w - t).max(0),
+        _ => 0,
+    };
+    let width = |s: i64| match pattern {
+        "dom" => w.min((s + 1).min(t - s)),
+        "tree" => w.min(1i64 << s.min(62)),
+        _ => w,
+    };
+    // core.cc's `dependencies(dset, point)`: inclusive ranges of points at the previous step.
+    let deps = |p: i64| -> Vec<(i64, i64)> {
+        match pattern {
+            "trivial" => vec![],
+            "no_comm" => vec![(p, p)],
+            "stencil_1d" => vec![((p - 1).max(0), (p + 1).min(w - 1))],
+            "stencil_1d_periodic" => {
+                let mut v = vec![((p - 1).max(0), (p + 1).min(w - 1))];
+                if p - 1 < 0 {
+                    v.push((w - 1, w - 1));
+                }
+                if p + 1 >= w {
+                    v.push((0, 0));
+                }
+                v
+            }
+            "dom" => vec![((p - 1).max(0), p)],
+            "tree" => vec![(p / 2, p / 2)],
+            "all_to_all" => vec![(0, w - 1)],
+            "nearest" if radix > 0 => {
+                vec![((p - radix / 2).max(0), (p + (radix - 1) / 2).min(w - 1))]
+            }
+            "nearest" => vec![],
+            other => panic!("no definition of {other}"),
+        }
+    };
+    let mut points = BTreeSet::new();
+    let mut out = BTreeSet::new();
+    for s in 0..t {
+        for p in offset(s)..offset(s) + width(s) {
+            points.insert((s, p));
+            if s == 0 {
+                continue;
+            }
+            let (lo, n) = (offset(s - 1), width(s - 1));
+            for (a, b) in deps(p) {
+                for j in a.max(lo)..=b.min(lo + n - 1) {
+                    out.insert(((s - 1, j), (s, p)));
+                }
+            }
+        }
+    }
+    (points, out)
+}
+
+/// The module's graph: its tasks' points (their parameters `t, i`) and the edges between them.
+fn module(
+    pattern: &str,
+    w: u32,
+    t: u32,
+    radix: u32,
+) -> (BTreeSet<Point>, BTreeSet<(Point, Point)>) {
+    let (code, params) = example(
+        &format!("taskbench/{pattern}.pto"),
+        &[("W", w, vec![]), ("T", t, vec![]), ("R", radix, vec![])],
+    );
+    let v = verify(&code).unwrap();
+    let vals = values(&params);
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    let tasks = reference_expand(&v, &p, 1, u64::MAX).unwrap();
+    let at = |id: u64| {
+        let t = &tasks[id as usize];
+        (t.params[0], t.params[1])
+    };
+    let points = tasks.iter().map(|x| at(x.id)).collect();
+    let graph = edges(&tasks, DepMode::Overlap)
+        .iter()
+        .map(|e| (at(e.from), at(e.to)))
+        .collect();
+    (points, graph)
+}
+
+#[test]
+fn every_pattern_has_task_benchs_points_and_edges() {
+    for pattern in PATTERNS {
+        for (w, t) in [(1, 1), (1, 4), (2, 5), (5, 7), (8, 6), (13, 9), (4, 12)] {
+            for radix in if pattern == "nearest" {
+                vec![0, 1, 2, 3, 4, 7]
+            } else {
+                vec![3]
+            } {
+                let want = task_bench(pattern, w as i64, t as i64, radix as i64);
+                let got = module(pattern, w, t, radix);
+                assert_eq!(got.0, want.0, "{pattern} W={w} T={t} R={radix}: the points");
+                assert_eq!(got.1, want.1, "{pattern} W={w} T={t} R={radix}: the edges");
+            }
+        }
+    }
+}
+
+#[test]
+fn every_pattern_runs_checked_on_any_aicpus_and_window() {
+    for pattern in PATTERNS {
+        let (code, params) = example(
+            &format!("taskbench/{pattern}.pto"),
+            &[("W", 8, vec![]), ("T", 6, vec![])],
+        );
+        let v = verify(&code).unwrap();
+        let vals = values(&params);
+        let p = RuntimeParams::new(&v, &vals).unwrap();
+        let (points, _) = task_bench(pattern, 8, 6, 3);
+        for aicpus in [1, 2, 6] {
+            for window in [1, 8, 1024] {
+                let o = sim::Options {
+                    aicpus,
+                    cube: 2 * aicpus,
+                    vector: 2 * aicpus,
+                    window,
+                    check: true,
+                    jitter: Some(u64::from(aicpus) * 31 + window as u64),
+                    ..sim::Options::default()
+                };
+                let r = sim::run(v, p, o)
+                    .unwrap_or_else(|e| panic!("{pattern}, {aicpus} AICPUs, window {window}: {e}"));
+                assert!(r.checked);
+                assert_eq!(r.tasks_total, points.len() as u64, "{pattern}");
+            }
+        }
+    }
+}
