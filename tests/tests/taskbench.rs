@@ -13,27 +13,43 @@ use ptovm_tests::{example, values};
 use ptovm_vm::{verify, RuntimeParams};
 
 /// The patterns with modules.
-const PATTERNS: [&str; 8] = [
+const PATTERNS: [&str; 10] = [
     "trivial",
     "no_comm",
     "stencil_1d",
     "stencil_1d_periodic",
     "dom",
     "tree",
+    "fft",
     "all_to_all",
     "nearest",
+    "spread",
 ];
+
+/// Task Bench's number of dependence sets of `pattern` for width `w` and period `period`
+/// (`max_dependence_sets`), and the set timestep `t` uses (`dependence_set_at_timestep`).
+fn dependence_set(pattern: &str, w: i64, period: i64, t: i64) -> i64 {
+    match pattern {
+        "fft" => {
+            let sets = (w as f64).log2().ceil() as i64;
+            (t + sets - 1) % sets
+        }
+        "spread" => t % period,
+        _ => 0,
+    }
+}
 
 /// A point of the graph: (timestep, point).
 type Point = (i64, i64);
 
-/// Task Bench's graph of `pattern` over `w` points and `t` timesteps (radix `radix`): its
-/// points and its edges (dependency → dependent).
+/// Task Bench's graph of `pattern` over `w` points and `t` timesteps (radix `radix`, period
+/// `period`): its points and its edges (dependency → dependent).
 fn task_bench(
     pattern: &str,
     w: i64,
     t: i64,
     radix: i64,
+    period: i64,
 ) -> (BTreeSet<Point>, BTreeSet<(Point, Point)>) {
     let offset = |s: i64| match pattern {
         "dom" => (s + w - t).max(0),
@@ -45,7 +61,7 @@ fn task_bench(
         _ => w,
     };
     // core.cc's `dependencies(dset, point)`: inclusive ranges of points at the previous step.
-    let deps = |p: i64| -> Vec<(i64, i64)> {
+    let deps = |dset: i64, p: i64| -> Vec<(i64, i64)> {
         match pattern {
             "trivial" => vec![],
             "no_comm" => vec![(p, p)],
@@ -67,6 +83,24 @@ fn task_bench(
                 vec![((p - radix / 2).max(0), (p + (radix - 1) / 2).min(w - 1))]
             }
             "nearest" => vec![],
+            "fft" => {
+                let (d1, d2) = (p - (1 << dset), p + (1 << dset));
+                let mut v = Vec::new();
+                if d1 >= 0 {
+                    v.push((d1, d1));
+                }
+                v.push((p, p));
+                if d2 < w {
+                    v.push((d2, d2));
+                }
+                v
+            }
+            "spread" => (0..radix)
+                .map(|k| {
+                    let dep = (p + k * w / radix + if k > 0 { dset } else { 0 }) % w;
+                    (dep, dep)
+                })
+                .collect(),
             other => panic!("no definition of {other}"),
         }
     };
@@ -79,7 +113,7 @@ fn task_bench(
                 continue;
             }
             let (lo, n) = (offset(s - 1), width(s - 1));
-            for (a, b) in deps(p) {
+            for (a, b) in deps(dependence_set(pattern, w, period, s), p) {
                 for j in a.max(lo)..=b.min(lo + n - 1) {
                     out.insert(((s - 1, j), (s, p)));
                 }
@@ -89,16 +123,28 @@ fn task_bench(
     (points, out)
 }
 
+/// `fft.pto`'s S: ceil(log2(w)).
+fn sets(w: u32) -> u32 {
+    w.next_power_of_two().trailing_zeros()
+}
+
 /// The module's graph: its tasks' points (their parameters `t, i`) and the edges between them.
 fn module(
     pattern: &str,
     w: u32,
     t: u32,
     radix: u32,
+    period: u32,
 ) -> (BTreeSet<Point>, BTreeSet<(Point, Point)>) {
     let (code, params) = example(
         &format!("taskbench/{pattern}.pto"),
-        &[("W", w, vec![]), ("T", t, vec![]), ("R", radix, vec![])],
+        &[
+            ("W", w, vec![]),
+            ("T", t, vec![]),
+            ("R", radix, vec![]),
+            ("P", period, vec![]),
+            ("S", sets(w), vec![]),
+        ],
     );
     let v = verify(&code).unwrap();
     let vals = values(&params);
@@ -119,16 +165,38 @@ fn module(
 #[test]
 fn every_pattern_has_task_benchs_points_and_edges() {
     for pattern in PATTERNS {
-        for (w, t) in [(1, 1), (1, 4), (2, 5), (5, 7), (8, 6), (13, 9), (4, 12)] {
-            for radix in if pattern == "nearest" {
+        for (w, t) in [
+            (1, 1),
+            (1, 4),
+            (2, 5),
+            (5, 7),
+            (8, 6),
+            (13, 9),
+            (4, 12),
+            (16, 9),
+        ] {
+            // fft needs two points; spread a period of at most ceil(W / 3).
+            if pattern == "fft" && w < 2 {
+                continue;
+            }
+            let radixes = if pattern == "nearest" {
                 vec![0, 1, 2, 3, 4, 7]
             } else {
                 vec![3]
-            } {
-                let want = task_bench(pattern, w as i64, t as i64, radix as i64);
-                let got = module(pattern, w, t, radix);
-                assert_eq!(got.0, want.0, "{pattern} W={w} T={t} R={radix}: the points");
-                assert_eq!(got.1, want.1, "{pattern} W={w} T={t} R={radix}: the edges");
+            };
+            let periods: Vec<i64> = if pattern == "spread" {
+                (1..=(w as i64 + 2) / 3).collect()
+            } else {
+                vec![3]
+            };
+            for radix in radixes {
+                for &period in &periods {
+                    let want = task_bench(pattern, w as i64, t as i64, radix, period);
+                    let got = module(pattern, w, t, radix as u32, period as u32);
+                    let at = format!("{pattern} W={w} T={t} R={radix} P={period}");
+                    assert_eq!(got.0, want.0, "{at}: the points");
+                    assert_eq!(got.1, want.1, "{at}: the edges");
+                }
             }
         }
     }
@@ -139,12 +207,12 @@ fn every_pattern_runs_checked_on_any_aicpus_and_window() {
     for pattern in PATTERNS {
         let (code, params) = example(
             &format!("taskbench/{pattern}.pto"),
-            &[("W", 8, vec![]), ("T", 6, vec![])],
+            &[("W", 8, vec![]), ("T", 6, vec![]), ("S", 3, vec![])],
         );
         let v = verify(&code).unwrap();
         let vals = values(&params);
         let p = RuntimeParams::new(&v, &vals).unwrap();
-        let (points, _) = task_bench(pattern, 8, 6, 3);
+        let (points, _) = task_bench(pattern, 8, 6, 3, 3);
         for aicpus in [1, 2, 6] {
             for window in [1, 8, 1024] {
                 let o = sim::Options {
