@@ -301,22 +301,15 @@ pub unsafe extern "C" fn ptovm_core_fail(shared: *const c_void, core: u32, code:
         .is_ok()
     {
         let mut m = Msg::new();
-        let _ = write!(m, "task {id} (kernel ");
         // SAFETY: the shared region keeps the bytecode its init verified.
-        match unsafe { program(h.code, h.code_len) } {
-            Ok(v) => match v.kernels().get(kernel as usize) {
-                Some(k) => {
-                    let _ = write!(m, "{}", v.name(k.name_off.get(), k.name_len.get() as u32));
-                }
-                None => {
-                    let _ = write!(m, "{kernel}");
-                }
-            },
-            Err(_) => {
-                let _ = write!(m, "{kernel}");
-            }
-        }
-        let _ = write!(m, ") failed on core {core}: kernel code {code}");
+        let name = unsafe { program(h.code, h.code_len) }
+            .ok()
+            .and_then(|v| v.kernel_names().nth(kernel as usize));
+        let _ = match name {
+            Some(name) => write!(m, "task {id} (kernel {name})"),
+            None => write!(m, "task {id} (kernel {kernel})"),
+        };
+        let _ = write!(m, " failed on core {core}: kernel code {code}");
         // SAFETY: this core alone claimed the message; readers wait for `len`.
         let msg: &mut [u8; MSG] = unsafe { &mut *f.msg.get() };
         msg[..m.len].copy_from_slice(m.as_bytes());

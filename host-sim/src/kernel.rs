@@ -173,28 +173,17 @@ impl Registry {
     /// The names of `program`'s kernels this registry does not hold, in kernel-table order.
     pub fn missing<'v>(&self, program: &Verified<'v>) -> Vec<&'v str> {
         program
-            .kernels()
-            .iter()
-            .map(|k| program.name(k.name_off.get(), k.name_len.get() as u32))
+            .kernel_names()
             .filter(|name| self.get(name).is_none())
             .collect()
-    }
-
-    /// Adds every kernel of `other`, replacing those of the same name.
-    pub fn extend(&mut self, other: Registry) {
-        self.kernels.extend(other.kernels);
     }
 
     /// The kernel of each of `program`'s kernel indices, with its name: the registered one, or
     /// [`Record`].
     pub fn resolve<'s, 'v>(&'s self, program: &Verified<'v>) -> Vec<(&'v str, &'s dyn Kernel)> {
         program
-            .kernels()
-            .iter()
-            .map(|k| {
-                let name = program.name(k.name_off.get(), k.name_len.get() as u32);
-                (name, self.get(name).unwrap_or(&Record))
-            })
+            .kernel_names()
+            .map(|name| (name, self.get(name).unwrap_or(&Record)))
             .collect()
     }
 }

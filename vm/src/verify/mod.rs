@@ -197,6 +197,12 @@ impl<'a> Verified<'a> {
             .unwrap_or(&[]);
         core::str::from_utf8(s).unwrap_or("")
     }
+    /// The names of the kernels, in kernel-table order (a task's `kernel` indexes them).
+    pub fn kernel_names(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.kernels()
+            .iter()
+            .map(|k| self.name(k.name_off.get(), k.name_len.get() as u32))
+    }
     /// The workload's name.
     pub fn workload_name(&self) -> &'a str {
         self.name(
