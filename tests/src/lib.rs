@@ -630,6 +630,17 @@ pub fn example(name: &str, given: &[(&str, u32, Vec<u32>)]) -> (Vec<u8>, Params)
     assemble_named(name, &example_source(name), given)
 }
 
+/// The bundled example `examples/NAME` assembled: its bytecode.
+pub fn example_code(name: &str) -> Vec<u8> {
+    ptovm_assembler::assemble(
+        name,
+        &example_source(name),
+        &ptovm_assembler::Options::default(),
+    )
+    .expect("it assembles")
+    .bytes
+}
+
 /// The text of the bundled example `examples/NAME`.
 pub fn example_source(name: &str) -> String {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -17,16 +17,7 @@ use ptovm_vm::{verify, ParamDefault, ParamKind, RuntimeParams, Verified};
 use ptovm_tests::Params;
 
 fn example(name: &str) -> Vec<u8> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples")
-        .join(name);
-    assemble(
-        name,
-        &std::fs::read_to_string(path).unwrap(),
-        &Options::default(),
-    )
-    .unwrap()
-    .bytes
+    ptovm_tests::example_code(name)
 }
 
 /// The module's defaults, with the scalars named in `overrides` replaced.

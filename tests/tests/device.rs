@@ -114,16 +114,7 @@ fn llama(n: u32) -> Params {
 }
 
 fn example(name: &str) -> Vec<u8> {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples")
-        .join(name);
-    assemble(
-        name,
-        &std::fs::read_to_string(p).unwrap(),
-        &Options::default(),
-    )
-    .unwrap()
-    .bytes
+    ptovm_tests::example_code(name)
 }
 
 fn settings(aicpus: u32, window: u32) -> PtovmLaunch {

@@ -56,16 +56,7 @@ fn opts(aicpus: u32, window: usize, jitter: Option<u64>) -> sim::Options {
 }
 
 fn example(name: &str) -> Vec<u8> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples")
-        .join(name);
-    assemble(
-        name,
-        &std::fs::read_to_string(path).unwrap(),
-        &Options::default(),
-    )
-    .unwrap()
-    .bytes
+    ptovm_tests::example_code(name)
 }
 
 fn scalar(x: u32) -> (ptovm_vm::ParamKind, u32, Vec<u32>) {
