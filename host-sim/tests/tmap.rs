@@ -153,6 +153,26 @@ fn arb_tasks() -> impl Strategy<Value = Vec<Vec<Io>>> {
     proptest::collection::vec(proptest::collection::vec(region, 0..4), 1..60)
 }
 
+/// Regions of every level: starts in -40..40, widths -2..70 (empty and inverted ranges
+/// included: `Io::overlaps` treats a range inside another as sharing an element), so that
+/// a tensor's live entries have many shapes (more than its slots: the overflow slot) and
+/// lookups visit cells, rows and whole slots.
+fn arb_wide_tasks() -> impl Strategy<Value = Vec<Vec<Io>>> {
+    let dim = prop_oneof![
+        3 => (-40i64..40).prop_map(|a| (a, a + 1)),
+        3 => (-40i64..40, 0i64..8).prop_map(|(a, w)| (a, a + w)),
+        2 => (-40i64..40, -2i64..70).prop_map(|(a, w)| (a, a + w)),
+    ];
+    let region = (
+        0u16..2,
+        1u8..4,
+        0usize..4,
+        proptest::collection::vec(dim, 3),
+    )
+        .prop_map(|(t, dir, nd, dims)| io(t, dir, &dims[..nd]));
+    proptest::collection::vec(proptest::collection::vec(region, 0..4), 1..120)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
 
@@ -164,6 +184,29 @@ proptest! {
                 let got = windowed(&tasks, mode, tasks.len() as u32, 3, compact);
                 prop_assert_eq!(&got, &want, "{:?} compact {}", mode, compact);
             }
+        }
+    }
+
+    #[test]
+    fn keeps_every_reference_edge_of_regions_of_every_width(tasks in arb_wide_tasks()) {
+        for mode in [DepMode::Overlap, DepMode::Exact] {
+            let want = reference(&tasks, mode);
+            for compact in [false, true] {
+                let got = windowed(&tasks, mode, tasks.len() as u32, 3, compact);
+                prop_assert_eq!(&got, &want, "{:?} compact {}", mode, compact);
+            }
+        }
+    }
+
+    #[test]
+    fn a_window_of_regions_of_every_width(tasks in arb_wide_tasks(), w in 1u32..40) {
+        for mode in [DepMode::Overlap, DepMode::Exact] {
+            let want: BTreeSet<(u64, u64)> = reference(&tasks, mode)
+                .into_iter()
+                .filter(|&(from, to)| from + w as u64 > to)
+                .collect();
+            let got = windowed_as(&tasks, mode, w, 3, true, Uses::Classes);
+            prop_assert_eq!(&got, &want, "{:?} window {}", mode, w);
         }
     }
 
@@ -454,8 +497,9 @@ fn lookups_scan_only_their_keys() {
 fn an_entry_is_one_cache_line() {
     // spec/runtime.md §3.3: the part of an entry a scan reads fits one 64-byte line.
     assert_eq!(std::mem::size_of::<ptovm_vm::tmap::Entry>(), 64);
-    // Window 1024, 3 regions per task, 18 tensors (the LLaMA layer): 758 KB.
-    assert_eq!(MapLayout::new(1024, 3, 18).unwrap().bytes(), 758_192);
+    // Window 1024, 3 regions per task, 18 tensors (the LLaMA layer): 761 KB, of which 2,952
+    // bytes are the tensors' shape slots (41 words a tensor).
+    assert_eq!(MapLayout::new(1024, 3, 18).unwrap().bytes(), 760_712);
 }
 
 #[test]
@@ -514,4 +558,156 @@ fn only_regions_a_key_cannot_describe_are_stored() {
     )
     .unwrap();
     assert_eq!(map.used(), 3);
+}
+
+/// Runs `tasks` through a map of `window` handles (in-order retirement, every region looked
+/// up and recorded): the edges found, and the map's work (lists probed plus entries examined).
+fn run_window(tasks: &[Vec<Io>], window: u32, tensors: u32) -> (BTreeSet<(u64, u64)>, u64) {
+    let max_io = tasks.iter().map(Vec::len).max().unwrap_or(1).max(1) as u32;
+    let mut map = heap_map(
+        MapLayout::new(window, max_io, tensors).unwrap(),
+        DepMode::Overlap,
+    )
+    .unwrap();
+    let mut got = BTreeSet::new();
+    for (id, ios) in tasks.iter().enumerate() {
+        let (id, h) = (id as u64, (id % window as usize) as u32);
+        if id >= window as u64 {
+            map.retire(h).unwrap();
+        }
+        map.add(id, h, ios, &mut |p| {
+            got.insert((p.id, id));
+        })
+        .unwrap();
+    }
+    (got, map.visits() + map.probes())
+}
+
+fn in_window(tasks: &[Vec<Io>], window: u32) -> BTreeSet<(u64, u64)> {
+    reference(tasks, DepMode::Overlap)
+        .into_iter()
+        .filter(|&(from, to)| from + window as u64 > to)
+        .collect()
+}
+
+/// Task Bench's 1-D stencil (`G[t - 1, i - 1 : i + 2]` read, `G[t, i]` written), 1,000 points
+/// by 12 steps: whatever the window (64 to 4,096 tasks, so up to four timesteps live), a task's
+/// lookups probe and examine the same handful of lists and entries — the cells of its range,
+/// not the live entries of its row (the scan this map replaced examined up to 1,000) — and
+/// find exactly the reference edges.
+#[test]
+fn lookups_do_not_grow_with_the_live_entries() {
+    let (points, steps) = (1000i64, 12i64);
+    let mut tasks = Vec::new();
+    for t in 0..steps {
+        for i in 0..points {
+            let mut ios = vec![io(0, Dir::Out as u8, &[(t, t + 1), (i, i + 1)])];
+            if t > 0 {
+                let range = ((i - 1).max(0), (i + 2).min(points));
+                ios.insert(0, io(0, Dir::In as u8, &[(t - 1, t), range]));
+            }
+            tasks.push(ios);
+        }
+    }
+    let mut work = Vec::new();
+    for window in [64, 1024, 4096] {
+        let (got, w) = run_window(&tasks, window, 1);
+        assert_eq!(got, in_window(&tasks, window), "window {window}");
+        work.push(w as f64 / tasks.len() as f64);
+    }
+    // About 10 a task once the window holds a whole timestep (window 64 finds most lists
+    // empty), and no more at 4,096 than at 1,024.
+    assert!(work.iter().all(|&w| w < 12.0), "{work:?}");
+    assert!(work[2] < work[1] * 1.05, "{work:?}");
+}
+
+/// A whole-row read (`Y[t]`) after the row's tiles (`Y[t, e]`, 16 of them) visits that row's
+/// entries through the row lists, not every live tile of the tensor (the window holds 64
+/// rows' worth); a read of all rows (`Y`) visits the tensor's slots whole.
+#[test]
+fn a_wide_lookup_visits_rows_or_slots() {
+    let (rows, cols) = (256i64, 16i64);
+    let mut tasks = Vec::new();
+    for t in 0..rows {
+        for e in 0..cols {
+            tasks.push(vec![io(0, Dir::Out as u8, &[(t, t + 1), (e, e + 1)])]);
+        }
+        tasks.push(vec![io(0, Dir::In as u8, &[(t, t + 1)])]);
+        if t % 64 == 63 {
+            tasks.push(vec![io(0, Dir::In as u8, &[])]);
+        }
+    }
+    let window = 64 * 17;
+    let (got, work) = run_window(&tasks, window, 1);
+    assert_eq!(got, in_window(&tasks, window));
+    // Per row: 16 tile writes (a probe of their cell in each of the three slots, tiles, row
+    // reads and whole reads, and what shares the buckets) and a read (one row list: the
+    // row's 16 tiles); per 64 rows one whole-tensor read of up to 1,088 entries. Reading
+    // every live tile for each row read would be over 1,000 a row.
+    let per_row = work as f64 / rows as f64;
+    assert!(
+        per_row < 16.0 * 4.0 + 20.0 + 1100.0 / 64.0 + 4.0,
+        "{per_row}"
+    );
+}
+
+/// More shapes live at once than a tensor has slots (ranges of 1, 2, 3, 5, … 513 elements in
+/// both dimensions): the overflow slot holds the rest, lookups scan it, and every edge is the
+/// reference's.
+#[test]
+fn more_shapes_than_slots() {
+    let widths = [1i64, 2, 3, 5, 9, 17, 33, 65, 129, 257, 513];
+    let mut tasks = Vec::new();
+    for round in 0..6i64 {
+        for (k, &w) in widths.iter().enumerate() {
+            let a = (round * 37 + k as i64 * 11) % 600;
+            let dir = if (round + k as i64) % 3 == 0 {
+                Dir::Out
+            } else {
+                Dir::In
+            };
+            let b = (k as i64 * 5) % 40;
+            tasks.push(vec![io(
+                0,
+                dir as u8,
+                &[(a, a + w), (b, b + widths[10 - k])],
+            )]);
+            tasks.push(vec![io(0, Dir::InOut as u8, &[(a + w / 2, a + w / 2 + 1)])]);
+        }
+    }
+    for window in [4, 16, tasks.len() as u32] {
+        let (got, _) = run_window(&tasks, window, 1);
+        assert_eq!(got, in_window(&tasks, window), "window {window}");
+    }
+}
+
+/// A map reset after holding tiles, rows kept for wide lookups and the overflow slot finds
+/// the same edges as a new one.
+#[test]
+fn a_reset_map_is_as_new() {
+    let mut tasks = Vec::new();
+    for t in 0..40i64 {
+        for w in [1i64, 2, 3, 5, 9, 17, 33, 65, 129, 257] {
+            tasks.push(vec![io(0, Dir::Out as u8, &[(t, t + 1), (w, 2 * w)])]);
+        }
+        tasks.push(vec![io(0, Dir::In as u8, &[(t, t + 1)])]);
+    }
+    let window = 64;
+    let mut map = heap_map(MapLayout::new(window, 1, 1).unwrap(), DepMode::Overlap).unwrap();
+    for round in 0..2 {
+        let mut got = BTreeSet::new();
+        for (id, ios) in tasks.iter().enumerate() {
+            let (id, h) = (id as u64, (id % window as usize) as u32);
+            if id >= window as u64 {
+                map.retire(h).unwrap();
+            }
+            map.add(id, h, ios, &mut |p| {
+                got.insert((p.id, id));
+            })
+            .unwrap();
+        }
+        assert_eq!(got, in_window(&tasks, window), "round {round}");
+        map.reset();
+        assert_eq!((map.live(), map.used()), (0, 0));
+    }
 }

@@ -105,16 +105,20 @@ impl Io {
         self.dir & 2 != 0
     }
     /// Whether two regions (of any tensors) share an element: same tensor and every dimension
-    /// intersects; dimensions one side does not name are whole.
+    /// intersects; dimensions one side does not name are whole. A region empty in a
+    /// dimension (`[p, p)`) shares no element with anything, not even a range around it.
     pub fn overlaps(&self, o: &Io) -> bool {
         if self.tensor != o.tensor {
             return false;
         }
         let n = self.ndims.min(o.ndims) as usize;
+        // Where both name a dimension their ranges must intersect (so neither is empty
+        // there); where only one does, its range must not be empty.
+        let longer = if self.ndims > o.ndims { self } else { o };
         (0..n).all(|i| {
             let (a, b) = (self.ranges[i], o.ranges[i]);
-            a.0 < b.1 && b.0 < a.1
-        })
+            a.0.max(b.0) < a.1.min(b.1)
+        }) && longer.dims()[n..].iter().all(|&(a, b)| a < b)
     }
     /// The range in dimension `i`: the one given, or the whole dimension if the task did not
     /// name it.

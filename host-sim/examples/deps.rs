@@ -1,0 +1,76 @@
+//! Generation plus dependency building in the scheduler's fixed-capacity TensorMap for any
+//! module, a window completing in order, recording what the scheduler records (spec/runtime.md
+//! §3.5); for profiling and work counts:
+//! `cargo run --release -p ptovm-host-sim --example deps -- FILE.pto WINDOW REPEAT [NAME=VALUE…]`
+//! (scalar parameters; the others take the module's defaults). `deps_llama` is the same for the
+//! LLaMA layer with its tile count as the first argument.
+use ptovm_assembler::{assemble, Options};
+use ptovm_host_sim::{DepMode, InOrderWindow};
+use ptovm_vm::tmap::MapLayout;
+use ptovm_vm::{verify, Interpreter, RuntimeParams, Value};
+
+fn main() {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: deps FILE.pto WINDOW REPEAT [NAME=VALUE...]";
+    let path = a.first().expect(usage);
+    let num = |i: usize| -> u32 { a.get(i).expect(usage).parse().expect(usage) };
+    let (window, repeat) = (num(1), num(2));
+    let src = std::fs::read_to_string(path).expect("a readable file");
+    let out = assemble("m", &src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    let given: Vec<(&str, u32)> = a[3..]
+        .iter()
+        .map(|x| {
+            let (n, v) = x.split_once('=').expect(usage);
+            (n, v.parse().expect(usage))
+        })
+        .collect();
+    let defaults: Vec<Vec<u32>> = out
+        .module
+        .params
+        .iter()
+        .map(|p| match given.iter().find(|(n, _)| *n == p.name) {
+            Some(&(_, v)) => vec![v],
+            None => p
+                .default
+                .clone()
+                .unwrap_or_else(|| panic!("no value for {}", p.name)),
+        })
+        .collect();
+    let vals: Vec<Value> = out
+        .module
+        .params
+        .iter()
+        .zip(&defaults)
+        .map(|(p, d)| match p.kind {
+            ptovm_vm::ParamKind::Scalar => Value::Scalar(d[0]),
+            _ => Value::Array(d),
+        })
+        .collect();
+    let v = verify(&out.bytes).unwrap();
+    let rp = RuntimeParams::new(&v, &vals).unwrap();
+    let layout = MapLayout::for_program(&v, window).unwrap();
+    let mut d = InOrderWindow::new(layout, DepMode::Overlap).unwrap();
+    d.classify(&Interpreter::new(v, rp, 0, 1).unwrap()).unwrap();
+    let (mut total, mut work) = (0, 0);
+    let t0 = std::time::Instant::now();
+    for _ in 0..repeat {
+        d.map.reset();
+        d.edges = 0;
+        let (v0, p0) = (d.map.visits(), d.map.probes());
+        let mut it = Interpreter::new(v, rp, 0, 1).unwrap();
+        it.run(&mut d, u64::MAX).unwrap();
+        assert_eq!(d.error, None, "the map refused a task");
+        total += it.stats().emitted;
+        work = d.map.visits() - v0 + d.map.probes() - p0;
+    }
+    let dt = t0.elapsed();
+    let per = total as f64 / repeat as f64;
+    println!(
+        "{total} tasks in {dt:?}: {:.1} ns/task, {:.0} tasks/ms; per run: {} edges, {:.2} lists probed and entries examined a task; map {} bytes",
+        dt.as_nanos() as f64 / total as f64,
+        total as f64 / dt.as_secs_f64() / 1e3,
+        d.edges,
+        work as f64 / per,
+        layout.bytes(),
+    );
+}
