@@ -9,6 +9,7 @@ pub mod desc;
 pub mod device;
 pub mod fuzz;
 pub mod sched;
+pub mod taskbench;
 
 /// A small deterministic generator (SplitMix64), so a failing case prints as its seed — or,
 /// for fuzzing, driven by the fuzzer's bytes ([`Gen::from_bytes`]), so that its mutations steer

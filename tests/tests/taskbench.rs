@@ -2,18 +2,20 @@
 //! module's task graph — which tasks exist, and the edges `ptovm expand` finds between them — is
 //! compared with the graph computed here from Task Bench's own definition
 //! (StanfordLegion/task-bench, `core/core.cc`: `offset_at_timestep`, `width_at_timestep`,
-//! `dependencies`, a dependency kept when the point exists at the previous timestep). Every
+//! `dependencies`, a dependency kept when the point exists at the previous timestep; the random
+//! draws of `random_nearest` from `core_random.cc`'s hash, `ptovm_tests::taskbench`). Every
 //! pattern also runs on the threaded simulator under `--check`.
 
 use std::collections::BTreeSet;
 
 use ptovm_host_sim::sim;
 use ptovm_host_sim::{edges, reference_expand, DepMode};
+use ptovm_tests::taskbench::{random_nearest_includes, random_nearest_keep, FRACTION};
 use ptovm_tests::{example, values};
 use ptovm_vm::{verify, RuntimeParams};
 
 /// The patterns with modules.
-const PATTERNS: [&str; 10] = [
+const PATTERNS: [&str; 11] = [
     "trivial",
     "no_comm",
     "stencil_1d",
@@ -24,6 +26,7 @@ const PATTERNS: [&str; 10] = [
     "all_to_all",
     "nearest",
     "spread",
+    "random_nearest",
 ];
 
 /// Task Bench's number of dependence sets of `pattern` for width `w` and period `period`
@@ -34,7 +37,7 @@ fn dependence_set(pattern: &str, w: i64, period: i64, t: i64) -> i64 {
             let sets = (w as f64).log2().ceil() as i64;
             (t + sets - 1) % sets
         }
-        "spread" => t % period,
+        "spread" | "random_nearest" => t % period,
         _ => 0,
     }
 }
@@ -95,6 +98,10 @@ fn task_bench(
                 }
                 v
             }
+            "random_nearest" => ((p - radix / 2).max(0)..=(p + (radix - 1) / 2).min(w - 1))
+                .filter(|&i| random_nearest_includes(radix, FRACTION, dset, i, p))
+                .map(|i| (i, i))
+                .collect(),
             "spread" => (0..radix)
                 .map(|k| {
                     let dep = (p + k * w / radix + if k > 0 { dset } else { 0 }) % w;
@@ -144,6 +151,7 @@ fn module(
             ("R", radix, vec![]),
             ("P", period, vec![]),
             ("S", sets(w), vec![]),
+            ("keep", 0, random_nearest_keep(w, period)),
         ],
     );
     let v = verify(&code).unwrap();
@@ -184,10 +192,10 @@ fn every_pattern_has_task_benchs_points_and_edges() {
             } else {
                 vec![3]
             };
-            let periods: Vec<i64> = if pattern == "spread" {
-                (1..=(w as i64 + 2) / 3).collect()
-            } else {
-                vec![3]
+            let periods: Vec<i64> = match pattern {
+                "spread" => (1..=(w as i64 + 2) / 3).collect(),
+                "random_nearest" => vec![1, 2, 3, 5],
+                _ => vec![3],
             };
             for radix in radixes {
                 for &period in &periods {
@@ -207,7 +215,12 @@ fn every_pattern_runs_checked_on_any_aicpus_and_window() {
     for pattern in PATTERNS {
         let (code, params) = example(
             &format!("taskbench/{pattern}.pto"),
-            &[("W", 8, vec![]), ("T", 6, vec![]), ("S", 3, vec![])],
+            &[
+                ("W", 8, vec![]),
+                ("T", 6, vec![]),
+                ("S", 3, vec![]),
+                ("keep", 0, random_nearest_keep(8, 3)),
+            ],
         );
         let v = verify(&code).unwrap();
         let vals = values(&params);
