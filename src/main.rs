@@ -17,6 +17,7 @@ mod bench;
 mod budget;
 mod expand;
 mod inspect;
+mod metg;
 mod run;
 
 /// The bundled LLaMA-7B layer, run by `ptovm run` without a file.
@@ -178,6 +179,37 @@ enum Cmd {
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
         runs: u32,
         /// Print one JSON object (every round's figures) instead of the summary.
+        #[arg(long)]
+        json: bool,
+        /// Refuse, before running, a program that generates more tasks than this (or can start
+        /// more than 8 loop iterations a task of it).
+        #[arg(long, default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+        max_tasks: u64,
+    },
+    /// Task Bench's METG(50 %): run a program with every kernel busy-waiting a duration, from
+    /// --longest-ns down by halves, and give each run's efficiency (the kernels' time over the
+    /// driver threads') and task granularity (the threads' time per task), and the granularity
+    /// at which the efficiency crosses 50 %.
+    Metg {
+        /// Input: `.pto` text or PTOW bytecode; default: the bundled LLaMA layer (N = 256 tiles).
+        input: Option<PathBuf>,
+        /// A runtime parameter, as for `expand`. Repeat for each.
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
+        /// AICPU count (default: the program's schedule).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+        aicpus: Option<u32>,
+        /// Task window per AICPU (default: the program's schedule).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+        window: Option<u32>,
+        /// The first (longest) kernel duration, in nanoseconds.
+        #[arg(long, default_value_t = 64_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+        longest_ns: u64,
+        /// Stop halving below this duration, in nanoseconds (the sweep also stops once a run's
+        /// efficiency falls below 25 %).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+        shortest_ns: u64,
+        /// Print one JSON object instead of the table.
         #[arg(long)]
         json: bool,
         /// Refuse, before running, a program that generates more tasks than this (or can start
@@ -570,6 +602,29 @@ fn run(cli: Cli) -> Result<(), Fail> {
         } => {
             let out = with_program(input.as_deref(), params, |v, m, vals| {
                 bench::bench(v, m, vals, runs, json, max_tasks)
+            })?;
+            write_out(Path::new("-"), out.as_bytes())
+        }
+        Cmd::Metg {
+            input,
+            params,
+            aicpus,
+            window,
+            longest_ns,
+            shortest_ns,
+            json,
+            max_tasks,
+        } => {
+            let ask = metg::Ask {
+                aicpus,
+                window,
+                longest_ns,
+                shortest_ns,
+                max_tasks,
+                json,
+            };
+            let out = with_program(input.as_deref(), params, |v, m, vals| {
+                metg::metg(v, m, vals, ask)
             })?;
             write_out(Path::new("-"), out.as_bytes())
         }

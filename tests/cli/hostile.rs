@@ -237,6 +237,7 @@ fn bad_bytecode_through_every_command() {
             &["run", "bad.ptow", "--check", "--json"],
             &["expand", "bad.ptow", "--param", "N=4", "--json"],
             &["bench", "bad.ptow", "--param", "N=4", "--runs", "1"],
+            &["metg", "bad.ptow", "--param", "N=4", "--json"],
             &["disasm", "-"],
         ] {
             if args[1] == "-" {
@@ -307,6 +308,7 @@ fn bad_text_through_every_command() {
             &["run", "bad.pto", "--trace", "t.json"],
             &["expand", "bad.pto", "--json"],
             &["bench", "bad.pto", "--json"],
+            &["metg", "bad.pto", "--json"],
         ] {
             let _ = name;
             hostile(d, args, Kind::Text, expected, true);
@@ -427,6 +429,9 @@ fn bad_parameters_through_run_expand_and_bench() {
         let mut bench = vec!["bench", file.as_str(), "--runs", "1"];
         bench.extend_from_slice(&tail);
         hostile(d, &bench, kind, expected, false);
+        let mut metg = vec!["metg", file.as_str(), "--longest-ns", "1000"];
+        metg.extend_from_slice(&tail);
+        hostile(d, &metg, kind, expected, false);
     }
 }
 
@@ -458,6 +463,13 @@ fn bad_arguments_and_failing_runs() {
         (with(&["run", "--max-tasks", "0"]), "0 is not in 1.."),
         (with(&["bench", "--runs", "0"]), "0 is not in 1..=1000"),
         (with(&["bench", "--max-tasks", "0"]), "0 is not in 1.."),
+        (with(&["metg", "--max-tasks", "0"]), "0 is not in 1.."),
+        (with(&["metg", "--aicpus", "0"]), "0 is not in 1..=64"),
+        (with(&["metg", "--window", "0"]), "0 is not in 1..=65536"),
+        (
+            with(&["metg", "--longest-ns", "20000000"]),
+            "20000000 is not in 1..=10000000",
+        ),
         (
             with(&["run", "--window-mode", "drop"]),
             "invalid value 'drop'",
@@ -541,7 +553,7 @@ fn bad_arguments_and_failing_runs() {
         false,
     );
     // Three loops of 2^32 - 1: the bound saturates and nothing is walked.
-    for cmd in ["run", "expand", "bench"] {
+    for cmd in ["run", "expand", "bench", "metg"] {
         hostile(
             d,
             &[cmd, "huge.pto", "--param", "n=4294967295"],

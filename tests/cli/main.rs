@@ -769,6 +769,59 @@ fn run_simulates_and_checks() {
     assert!(t.contains("checked against the reference: ok"), "{t}");
 }
 
+/// `ptovm metg` sweeps kernel durations by halves from --longest-ns, stops below
+/// --shortest-ns, and reports each run; the kernels' time never exceeds the driver threads'
+/// (at most one kernel a thread at a time), so the efficiency is at most 1. Wall time itself is
+/// not asserted.
+#[test]
+fn metg_sweeps_busy_waiting_kernels() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = examples().join("taskbench/no_comm.pto");
+    let args = [
+        "metg",
+        file.to_str().unwrap(),
+        "--param",
+        "W=8",
+        "--param",
+        "T=8",
+        "--longest-ns",
+        "20000",
+        "--shortest-ns",
+        "5000",
+        "--json",
+    ];
+    let o = ptovm(&args, d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs = j["runs"].as_array().unwrap();
+    assert!((1..=3).contains(&runs.len()), "{runs:?}");
+    for (k, r) in runs.iter().enumerate() {
+        assert_eq!(r["kernel_ns"].as_u64(), Some(20_000 >> k));
+        assert_eq!(r["tasks"], 64);
+        let e = r["efficiency"].as_f64().unwrap();
+        assert!(e > 0.0 && e <= 1.0, "{e}");
+        let g = r["granularity_ns"].as_f64().unwrap();
+        // granularity = kernel / efficiency.
+        assert!((g * e - (20_000 >> k) as f64).abs() < 1.0, "{g} {e}");
+    }
+    assert_eq!(j["threads"], 2);
+    assert!(["crossed", "at_most", "not_reached"].contains(&j["metg50"].as_str().unwrap()));
+    // The table.
+    let o = ptovm(&args[..args.len() - 1], d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("METG(50 %)"), "{text}");
+    // A range upside down, and a duration of 0, are usage errors.
+    fails(
+        d,
+        &["metg", "--longest-ns", "100", "--shortest-ns", "1000"],
+        2,
+        "--shortest-ns 1000 is longer than --longest-ns 100",
+    );
+    fails(d, &["metg", "--longest-ns", "0"], 2, "error");
+}
+
 #[test]
 fn bench_measures_the_three_figures() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Where the threaded run's time goes: instructions per task by phase, from callgrind (issue 22).
+#
+#   scripts/phases.sh FILE.pto [ptovm run options…]
+#   scripts/phases.sh examples/llama_layer.pto --param N=64
+#
+# Builds ptovm in release with line tables (target/phases), runs `ptovm run FILE OPTIONS` under
+# callgrind (which runs the simulator's threads one at a time: instruction counts do not depend
+# on this machine's load), and sums the instructions of every source line by the phase its file
+# belongs to — inlined code counts where it was written, not where it was inlined:
+#
+#   generation       vm/src/interp/                  walking the program, filling task records
+#   dependencies     vm/src/tmap/, vm/src/share.rs   TensorMap lookups and inserts, tensor classes
+#   registration     vm/src/sched/record.rs, vm/src/waitlist.rs   recording a task, joining its
+#                                                    predecessors' successor lists
+#   dispatch         vm/src/sched/issue.rs, vm/src/handshake.rs, vm/src/desc.rs
+#   completion       vm/src/sched/retire.rs, vm/src/ring.rs       releasing successors, retiring
+#   protocol         vm/src/sched/{step,mod}.rs, vm/src/spin.rs   the scheduler loop: watermarks,
+#                                                    waits, the global map's lock
+#   simulator        host-sim/src/                   driver threads, core emulation, the check
+#   set-up           vm/src/verify/, assembler/, src/, memset/memcpy (allocating and zeroing the
+#                    windows and maps), and the standard library outside the phases above
+#
+# Lines of Rust's standard library (iterators, atomics, slices) inlined into a phase's function
+# count for the phase its function's name says (`record` → registration, `issue` → dispatch, …).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ $# -lt 1 ]; then
+  echo "usage: scripts/phases.sh FILE.pto [ptovm run options…]" >&2
+  exit 2
+fi
+command -v valgrind > /dev/null || { echo "error: valgrind is not installed" >&2; exit 1; }
+CARGO_PROFILE_RELEASE_DEBUG=line-tables-only CARGO_TARGET_DIR=target/phases \
+  cargo build --release -q
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+valgrind --tool=callgrind --callgrind-out-file="$out/cg" target/phases/release/ptovm run "$@" --json \
+  > "$out/run.json" 2> "$out/valgrind.log" || {
+  cat "$out/valgrind.log" >&2
+  exit 1
+}
+tasks=$(grep -o '"tasks_total": *[0-9]*' "$out/run.json" | grep -o '[0-9]*$')
+callgrind_annotate --auto=no --threshold=100 "$out/cg" 2> /dev/null |
+  awk -v tasks="$tasks" -v file="$1" '
+    function phase_of_file(f) {
+      if (f ~ /(^|\/)vm\/src\/interp\//) return "generation"
+      if (f ~ /(^|\/)vm\/src\/tmap\// || f ~ /(^|\/)vm\/src\/share\.rs/) return "dependencies"
+      if (f ~ /(^|\/)vm\/src\/sched\/record\.rs/ || f ~ /(^|\/)vm\/src\/waitlist\.rs/) return "registration"
+      if (f ~ /(^|\/)vm\/src\/sched\/issue\.rs/ || f ~ /(^|\/)vm\/src\/handshake\.rs/ || f ~ /(^|\/)vm\/src\/desc\.rs/) return "dispatch"
+      if (f ~ /(^|\/)vm\/src\/sched\/retire\.rs/ || f ~ /(^|\/)vm\/src\/ring\.rs/) return "completion"
+      if (f ~ /(^|\/)vm\/src\/sched\// || f ~ /(^|\/)vm\/src\/spin\.rs/) return "protocol"
+      if (f ~ /(^|\/)host-sim\/src\//) return "simulator"
+      return ""
+    }
+    function phase_of_function(fn) {
+      if (fn ~ /interp::/) return "generation"
+      if (fn ~ /tmap::|share::/) return "dependencies"
+      if (fn ~ /sched::record::/) return "registration"
+      if (fn ~ /sched::issue::/) return "dispatch"
+      if (fn ~ /sched::retire::/) return "completion"
+      if (fn ~ /sched::step::|sched::Aicpu/) return "protocol"
+      if (fn ~ /host_sim::/) return "simulator"
+      return "set-up"
+    }
+    /^ *[0-9,]+ +\([ 0-9.]+%\) +[^ ]+:/ {
+      n = $1; gsub(",", "", n)
+      if ($0 ~ /PROGRAM TOTALS/) next
+      line = $0; sub(/^ *[0-9,]+ +\([ 0-9.]+%\) +/, "", line)
+      split(line, parts, ":")
+      f = parts[1]
+      fn = substr(line, length(f) + 2)
+      p = phase_of_file(f)
+      if (p == "") p = phase_of_function(fn)
+      sum[p] += n; total += n
+    }
+    END {
+      printf "%s: %d tasks, %.0f instructions a task (callgrind, `ptovm run`)\n", file, tasks, total / tasks
+      split("generation dependencies registration dispatch completion protocol simulator set-up", order, " ")
+      printf "| phase | instructions a task | share |\n| --- | --- | --- |\n"
+      for (i = 1; i <= 8; i++) {
+        p = order[i]
+        printf "| %s | %.0f | %.1f %% |\n", p, sum[p] / tasks, 100 * sum[p] / total
+      }
+    }'
