@@ -18,6 +18,7 @@ mod hash;
 #[cfg(not(loom))]
 pub mod kernel;
 pub mod measure;
+#[cfg(not(loom))]
 pub mod metg;
 pub mod reference;
 #[cfg(not(loom))]
