@@ -100,6 +100,12 @@ pub struct RuntimeParams<'p> {
 }
 
 impl<'p> RuntimeParams<'p> {
+    /// No values (for tests of expressions that read none).
+    #[cfg(test)]
+    pub(crate) fn empty() -> RuntimeParams<'static> {
+        RuntimeParams { slots: &[] }
+    }
+
     /// Checks `slots` against the program: one value per slot, of the slot's kind; every sparse
     /// axis' indptr non-empty, non-decreasing and within its indices array; every flattened
     /// axis' `outer` count within its array when runtime parameters alone decide it.

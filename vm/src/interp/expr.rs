@@ -13,31 +13,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     /// Evaluates the expression at node `start`; `pc` locates errors.
     #[inline(always)]
     pub(super) fn eval(&self, start: u32, pc: u32) -> R<i64> {
-        // Fast path: a single leaf, the common case of indices and keys.
-        let exprs = self.v.exprs();
-        if let (Some(first), Some(next)) =
-            (exprs.get(start as usize), exprs.get(start as usize + 1))
-        {
-            if next.opcode == ExprOp::END as u8 {
-                match first.opcode {
-                    x if x == ExprOp::VAR as u8 => {
-                        return Ok(self.vars[first.op1() as usize % limits::MAX_LOOP_DEPTH])
-                    }
-                    x if x == ExprOp::CONST as u8 => return Ok(first.op2() as i32 as i64),
-                    x if x == ExprOp::PARAM as u8 => {
-                        return Ok(self.p.scalar(first.op1() as usize) as i64)
-                    }
-                    _ => {}
-                }
-            }
-        }
-        self.eval_stack(start, pc)
-    }
-
-    /// The general evaluator.
-    #[inline(never)]
-    pub(super) fn eval_stack(&self, start: u32, pc: u32) -> R<i64> {
-        eval_postfix(self.v.exprs(), &self.p, &self.vars, start, pc)
+        eval_expr(self.v.exprs(), &self.p, &self.vars, start, pc)
     }
 
     /// Whether the expression at `start` reads the loop variable at `depth`.
@@ -53,6 +29,68 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         }
         false
     }
+}
+
+/// Evaluates the expression at node `start` of `exprs`; `pc` locates errors. Fast paths: a
+/// single leaf, the common case of indices and keys; two leaves and an operator, the common
+/// case of conditions and offsets (`t == 0`, `t - 1`, `i + 1`). Anything else goes to
+/// [`eval_postfix`].
+#[inline(always)]
+pub(crate) fn eval_expr(
+    exprs: &[Record],
+    p: &RuntimeParams<'_>,
+    vars: &[i64; limits::MAX_LOOP_DEPTH],
+    start: u32,
+    pc: u32,
+) -> R<i64> {
+    let leaf = |r: &Record| match r.opcode {
+        x if x == ExprOp::VAR as u8 => Some(vars[r.op1() as usize % limits::MAX_LOOP_DEPTH]),
+        x if x == ExprOp::CONST as u8 => Some(r.op2() as i32 as i64),
+        x if x == ExprOp::PARAM as u8 => Some(p.scalar(r.op1() as usize) as i64),
+        _ => None,
+    };
+    if let (Some(first), Some(next)) = (exprs.get(start as usize), exprs.get(start as usize + 1)) {
+        if next.opcode == ExprOp::END as u8 {
+            if let Some(x) = leaf(first) {
+                return Ok(x);
+            }
+        } else if let (Some(op), Some(end)) =
+            (exprs.get(start as usize + 2), exprs.get(start as usize + 3))
+        {
+            if end.opcode == ExprOp::END as u8 {
+                if let (Some(a), Some(b)) = (leaf(first), leaf(next)) {
+                    if let Some(x) = binary(op.opcode, a, b, pc) {
+                        return x;
+                    }
+                }
+            }
+        }
+    }
+    eval_postfix(exprs, p, vars, start, pc)
+}
+
+/// `a op b` for the operators without a failure of their own but overflow (what
+/// [`eval_postfix`] computes for them, with the same error); `None` for the others (division,
+/// remainder, `ceil_div`: they go the general way).
+#[inline(always)]
+fn binary(op: u8, a: i64, b: i64, pc: u32) -> Option<R<i64>> {
+    let ovf = RunError::Overflow { pc };
+    Some(Ok(match ExprOp::from_u8(op)? {
+        ExprOp::ADD => return Some(a.checked_add(b).ok_or(ovf)),
+        ExprOp::SUB => return Some(a.checked_sub(b).ok_or(ovf)),
+        ExprOp::MUL => return Some(a.checked_mul(b).ok_or(ovf)),
+        ExprOp::MIN => a.min(b),
+        ExprOp::MAX => a.max(b),
+        ExprOp::EQ => (a == b) as i64,
+        ExprOp::NE => (a != b) as i64,
+        ExprOp::LT => (a < b) as i64,
+        ExprOp::LE => (a <= b) as i64,
+        ExprOp::GT => (a > b) as i64,
+        ExprOp::GE => (a >= b) as i64,
+        ExprOp::AND => (a != 0 && b != 0) as i64,
+        ExprOp::OR => (a != 0 || b != 0) as i64,
+        _ => return None,
+    }))
 }
 
 /// The loops the expression at node `start` of `exprs` needs bound: its deepest `VAR` depth
@@ -192,6 +230,59 @@ pub(super) fn region_error(
             start,
             end,
             extent,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The two-leaf fast path computes what the general evaluator does, errors included, for
+    /// every binary operator it takes, and leaves the others (those that can divide by zero) to
+    /// it.
+    #[test]
+    fn two_leaves_agree_with_the_general_evaluator() {
+        let values = [
+            0,
+            1,
+            -1,
+            2,
+            -7,
+            1 << 40,
+            i64::MAX,
+            i64::MIN,
+            i64::MAX - 1,
+            i64::MIN + 1,
+        ];
+        let p = RuntimeParams::empty();
+        for code in 0..=u8::MAX {
+            let Some(op) = ExprOp::from_u8(code) else {
+                continue;
+            };
+            if op.kind() != ExprKind::Binary {
+                continue;
+            }
+            let exprs = [
+                Record::new(ExprOp::VAR as u8, 0, 0, 0),
+                Record::new(ExprOp::VAR as u8, 0, 1, 0),
+                Record::new(code, 0, 0, 0),
+                Record::new(ExprOp::END as u8, 0, 0, 0),
+            ];
+            let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
+            for a in values {
+                for b in values {
+                    (vars[0], vars[1]) = (a, b);
+                    let general = eval_postfix(&exprs, &p, &vars, 0, 9);
+                    match binary(code, a, b, 9) {
+                        Some(fast) => assert_eq!(fast, general, "{op:?} {a} {b}"),
+                        None => assert!(
+                            matches!(op, ExprOp::DIV | ExprOp::MOD | ExprOp::CEILDIV),
+                            "{op:?} is left to the general evaluator"
+                        ),
+                    }
+                }
+            }
         }
     }
 }

@@ -22,7 +22,7 @@ mod walk;
 pub use task::{Io, LaunchError, RunError, Sink, Stats, Status, Task};
 
 use expr::*;
-pub(crate) use expr::{eval_postfix, loops_read};
+pub(crate) use expr::{eval_expr, eval_postfix, loops_read};
 use plan::*;
 
 use crate::format::{limits, PolicySpec, Record, COND_HAS_ELSE, NONE16, TENSOR_IMPLICIT};

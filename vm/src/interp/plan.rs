@@ -117,7 +117,7 @@ pub(super) fn operand(
     match o.kind {
         OPERAND_CONST => Ok(o.c),
         OPERAND_VAR => Ok(vars[o.a as usize % limits::MAX_LOOP_DEPTH]),
-        _ => eval_postfix(exprs, p, vars, o.a, pc),
+        _ => eval_expr(exprs, p, vars, o.a, pc),
     }
 }
 
