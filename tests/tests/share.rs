@@ -213,11 +213,17 @@ fn keyed_program(seed: u64) -> String {
         "static(i)",
     ][g.below(5) as usize];
     let mut body = String::new();
-    let index = |g: &mut Gen| match g.below(5) {
+    // The key in dimension 0, in dimension 1 (`j, i`: local when every site keys the same
+    // dimension), in both, or in none.
+    let index = |g: &mut Gen| match g.below(9) {
         0 => "i",
         1 => "j",
         2 => "i + 1",
         3 => "i, j",
+        4 => "j, i",
+        5 => "0:2, i",
+        6 => "j, i + 1",
+        7 => "i, i",
         _ => "0:2",
     };
     for _ in 0..1 + g.below(4) {
@@ -426,6 +432,38 @@ fn the_examples_break_no_class() {
             let reference = reference_expand(&v, &p, n, u64::MAX).unwrap();
             let bad = violations(&v, &s, &reference);
             assert!(bad.is_empty(), "{name} on {n}: {}", bad.join("\n"));
+        }
+    }
+}
+
+/// Task Bench's patterns under `affinity(i)` name their tensor `G[t, i]`: keyed in dimension 1.
+/// no_comm's and trivial's every access is, so `G` is local; the patterns that read other
+/// points (`G[t - 1, i - 1 : i + 2]`, `G[t - 1, i / 2]`) share it. No reference edge joins two
+/// AICPUs' accesses of a local tensor.
+#[test]
+fn task_benchs_tensor_is_local_exactly_when_every_access_is_keyed() {
+    for (pattern, local) in [
+        ("trivial", true),
+        ("no_comm", true),
+        ("stencil_1d", false),
+        ("tree", false),
+        ("spread", false),
+        ("chain", false),
+    ] {
+        let (bytes, params) = ptovm_tests::example(
+            &format!("taskbench/{pattern}.pto"),
+            &[("W", 7, vec![]), ("T", 5, vec![])],
+        );
+        let v = verify(&bytes).unwrap();
+        let vals = values(&params);
+        let p = RuntimeParams::new(&v, &vals).unwrap();
+        for n in [2, 6] {
+            let s = classes(&bytes, &params, n);
+            let want = if local { Class::Local } else { Class::Shared };
+            assert_eq!(s[0].class, want, "{pattern} on {n}");
+            let reference = reference_expand(&v, &p, n, u64::MAX).unwrap();
+            let bad = violations(&v, &s, &reference);
+            assert!(bad.is_empty(), "{pattern} on {n}: {}", bad.join("\n"));
         }
     }
 }

@@ -80,8 +80,9 @@ pub struct Sharing {
     /// For a chained tensor: the instruction index of the loop whose body holds every site
     /// that accesses it. For a carried one: its loop `L`.
     pub body: u32,
-    /// During the walk: how every access was keyed so far (0: none yet; the policy kind, and
-    /// for `static` its loop's axis); `UNKEYED` once one access was not.
+    /// During the walk: how every access was keyed so far (0: none yet; the policy kind, for
+    /// `static` its loop's axis, and the dimension the key names); `UNKEYED` once one access
+    /// was not.
     keyed: u32,
     /// During the walk: whether an access (a write) was seen, and one that did not name the
     /// tensor by its loops' variables.
@@ -101,6 +102,9 @@ pub struct Sharing {
 pub const CHAIN_SPAN: u32 = 64;
 
 const UNKEYED: u32 = u32::MAX;
+/// Where `Sharing::keyed` holds the dimension its key names (below: the policy kind, and for
+/// `static` its loop's axis + 1 from bit 8: below bit 21, `limits::MAX_AXES` being 4,096).
+const KEY_DIM_SHIFT: u32 = 24;
 
 /// Whether two expressions of the pool are the same node for node (so they have the same
 /// value wherever both are evaluated).
@@ -305,19 +309,24 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
                         r.end.get() == NONE16 && is_var(&v, r.start.get(), d as u8)
                     })
                 });
-            let by_key = key.filter(|(_, expr, depth)| {
-                io.flags >= 1
-                    && regions.get(io.op2() as usize).is_some_and(|d| {
-                        d.end.get() == NONE16
+            // The first dimension the site names by a single index that is its key: the
+            // owner follows from it. Every site must use the same dimension (and the same kind
+            // of key): two accesses that overlap then have the same index there.
+            let by_key = key.and_then(|(k, expr, depth)| {
+                (0..(io.flags as u32).min(limits::MAX_RANK as u32)).find_map(|dim| {
+                    regions.get((io.op2() + dim) as usize).and_then(|d| {
+                        let keyed = d.end.get() == NONE16
                             && match depth {
-                                None => same_expr(&v, d.start.get(), *expr),
-                                Some(depth) => is_var(&v, d.start.get(), *depth),
-                            }
+                                None => same_expr(&v, d.start.get(), expr),
+                                Some(depth) => is_var(&v, d.start.get(), depth),
+                            };
+                        keyed.then_some(k | dim << KEY_DIM_SHIFT)
                     })
+                })
             });
             s.keyed = match (by_key, s.keyed) {
-                (Some((k, _, _)), 0) => k,
-                (Some((k, _, _)), was) if was == k => k,
+                (Some(k), 0) => k,
+                (Some(k), was) if was == k => k,
                 _ => UNKEYED,
             };
         }
