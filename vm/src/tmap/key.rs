@@ -177,6 +177,27 @@ impl Default for Entry {
 }
 
 impl Entry {
+    /// The entry of task `id`'s access `io` (key `key`, flags `flags`) held by `handle`, in
+    /// its tensor's slot `slot`, on no list yet.
+    #[inline(always)]
+    pub(super) fn new(id: u64, handle: u32, io: &Io, key: Key, flags: u8, slot: u8) -> Entry {
+        Entry {
+            id,
+            c0: key.c0,
+            c1: key.c1,
+            handle,
+            tensor: io.tensor,
+            flags,
+            ndims: io.ndims,
+            s0: key.s0,
+            s1: key.s1,
+            slot,
+            head_home: super::NIL,
+            prev: [super::NIL; LEVELS],
+            next: [super::NIL; LEVELS],
+        }
+    }
+
     #[inline]
     pub(super) fn key(&self) -> Key {
         Key {

@@ -1,8 +1,8 @@
 //! A region's lookup (which lists it visits, spec/runtime.md §3.3) and its insertion.
 
 use super::key::{
-    cells, count, keyed, kind, meet, point_dims, Entry, Key, ALL, HOME, KEYED, LEVELS, LIVE, ROW,
-    SHAPE, WRITE,
+    cells, count, keyed, kind, meet, point_dims, Entry, Key, ALL, HOME, KEYED, LIVE, ROW, SHAPE,
+    WRITE,
 };
 use super::lists::{
     link_all, link_row, link_shape, slot_for, unlink, Bases, LISTS_KEPT, MIXED, ROWS_KEPT,
@@ -106,21 +106,8 @@ impl<S: Storage> TensorMap<S> {
             } else {
                 slot_for(words, b, io.tensor, key.shape())
             };
-            ents[e as usize] = Entry {
-                id,
-                c0: key.c0,
-                c1: key.c1,
-                handle,
-                tensor: io.tensor,
-                flags: LIVE | KEYED | if writes { WRITE } else { 0 },
-                ndims: io.ndims,
-                s0: key.s0,
-                s1: key.s1,
-                slot,
-                head_home: NIL,
-                prev: [NIL; LEVELS],
-                next: [NIL; LEVELS],
-            };
+            let flags = LIVE | KEYED | if writes { WRITE } else { 0 };
+            ents[e as usize] = Entry::new(id, handle, io, key, flags, slot);
             link_all(ents, words, e, head, b);
             self.inserted += 1;
             self.live += 1;
@@ -334,21 +321,7 @@ impl<S: Storage> TensorMap<S> {
                 *d = *x;
             }
         }
-        ents[e as usize] = Entry {
-            id,
-            c0: key.c0,
-            c1: key.c1,
-            handle,
-            tensor: io.tensor,
-            flags,
-            ndims: io.ndims,
-            s0: key.s0,
-            s1: key.s1,
-            slot,
-            head_home: NIL,
-            prev: [NIL; LEVELS],
-            next: [NIL; LEVELS],
-        };
+        ents[e as usize] = Entry::new(id, handle, io, key, flags, slot);
         link_all(ents, words, e, bases.home_head(io.tensor, key), bases);
         self.inserted += 1;
         self.live += 1;
