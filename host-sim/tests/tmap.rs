@@ -570,6 +570,14 @@ fn run_window(tasks: &[Vec<Io>], window: u32, tensors: u32) -> (BTreeSet<(u64, u
         DepMode::Overlap,
     )
     .unwrap();
+    let got = feed(&mut map, tasks);
+    (got, map.visits() + map.probes())
+}
+
+/// Adds `tasks` to `map` in order, task `t` taking handle `t mod handles` after retiring the
+/// task there: the edges found.
+fn feed(map: &mut ptovm_host_sim::HeapMap, tasks: &[Vec<Io>]) -> BTreeSet<(u64, u64)> {
+    let window = map.layout().handles;
     let mut got = BTreeSet::new();
     for (id, ios) in tasks.iter().enumerate() {
         let (id, h) = (id as u64, (id % window as usize) as u32);
@@ -581,7 +589,7 @@ fn run_window(tasks: &[Vec<Io>], window: u32, tensors: u32) -> (BTreeSet<(u64, u
         })
         .unwrap();
     }
-    (got, map.visits() + map.probes())
+    got
 }
 
 fn in_window(tasks: &[Vec<Io>], window: u32) -> BTreeSet<(u64, u64)> {
@@ -696,17 +704,7 @@ fn a_reset_map_is_as_new() {
     let window = 64;
     let mut map = heap_map(MapLayout::new(window, 1, 1).unwrap(), DepMode::Overlap).unwrap();
     for round in 0..2 {
-        let mut got = BTreeSet::new();
-        for (id, ios) in tasks.iter().enumerate() {
-            let (id, h) = (id as u64, (id % window as usize) as u32);
-            if id >= window as u64 {
-                map.retire(h).unwrap();
-            }
-            map.add(id, h, ios, &mut |p| {
-                got.insert((p.id, id));
-            })
-            .unwrap();
-        }
+        let got = feed(&mut map, &tasks);
         assert_eq!(got, in_window(&tasks, window), "round {round}");
         map.reset();
         assert_eq!((map.live(), map.used()), (0, 0));
