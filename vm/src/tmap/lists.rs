@@ -5,10 +5,10 @@
 //! (the same, and their lengths), per tensor [`TENSOR_WORDS`] words, per handle its region
 //! count. A tensor's words are the mask of its slots in use, then per **shape slot** (a pair
 //! of levels its live entries have: tiles, rows of three, whole rows, …) the shape word, the
-//! slot's live entries and live writes, and the heads of its write and read lists (kept once a
+//! slot's live entries and live writes, the heads of its write and read lists (kept once a
 //! lookup scans the slot: an entry links itself onto its slot's list only then, so that a
 //! program whose lookups only visit cells, like the LLaMA layer's, links each entry onto one
-//! list).
+//! list), and its live entries by dimension-0 cell modulo 8.
 
 use super::key::{Entry, Key, HOME, LIVE, ON_ROW, ON_SHAPE, ROW, SHAPE, WRITE};
 use super::{MapLayout, NIL};
@@ -19,14 +19,20 @@ pub(super) const ROW_WORDS: usize = 4;
 /// Shape slots per tensor. A tensor whose live entries have more shapes than this files the
 /// rest in its last slot, which lookups then scan (`MIXED`).
 pub(super) const SLOTS: usize = 8;
-/// Words per slot: shape word, live entries, live writes, write list head, read list head.
-const SLOT_WORDS: usize = 5;
+/// Words per slot: shape word, live entries, live writes, write list head, read list head, and
+/// the live entries by their dimension-0 cell modulo [`ROW_GROUPS`].
+const SLOT_WORDS: usize = 5 + ROW_GROUPS;
 /// In a slot: its live entries.
 pub(super) const SLOT_LIVE: usize = 1;
 /// In a slot: its live writes.
 pub(super) const SLOT_WRITES: usize = 2;
 /// In a slot: its write list head (its read list head is the next word).
 pub(super) const SLOT_LISTS: usize = 3;
+/// In a slot: its live entries whose dimension-0 cell is `g` modulo [`ROW_GROUPS`], for each
+/// `g`: a lookup skips a slot that has none in the rows it would visit.
+pub(super) const SLOT_ROWS: usize = 5;
+/// Groups of dimension-0 cells a slot counts its entries in.
+pub(super) const ROW_GROUPS: usize = 8;
 /// Words before the slots: the mask of the slots in use (those with live entries).
 const TENSOR_HEAD: usize = 1;
 /// Words per tensor.
@@ -121,7 +127,8 @@ pub(super) fn reset_tensors(words: &mut [u32]) {
     for t in words.chunks_exact_mut(TENSOR_WORDS) {
         t[..TENSOR_HEAD].fill(0);
         for s in t[TENSOR_HEAD..].chunks_exact_mut(SLOT_WORDS) {
-            s.copy_from_slice(&[0, 0, 0, NIL, NIL]);
+            s.fill(0);
+            s[SLOT_LISTS..SLOT_LISTS + 2].fill(NIL);
         }
     }
 }
@@ -153,6 +160,12 @@ pub(super) fn slot_for(words: &mut [u32], b: Bases, tensor: u16, shape: u32) -> 
     last
 }
 
+/// The group of dimension-0 cell `c0` in a slot's counts.
+#[inline(always)]
+pub(super) fn row_group(c0: i64) -> usize {
+    (c0 as u64 % ROW_GROUPS as u64) as usize
+}
+
 /// Puts entry `e` at the front of the list at word `head` on `level`.
 #[inline]
 pub(super) fn link(ents: &mut [Entry], words: &mut [u32], e: u32, level: usize, head: u32) {
@@ -176,6 +189,7 @@ pub(super) fn link_all(ents: &mut [Entry], words: &mut [u32], e: u32, home: u32,
     let slot = b.slot_at(tensor, slot_no);
     words[slot + SLOT_LIVE] += 1;
     words[slot + SLOT_WRITES] += 1 - kind;
+    words[slot + SLOT_ROWS + row_group(c0)] += 1;
     ents[e as usize].head_home = home + kind;
     link(ents, words, e, HOME, home + kind);
     let kept = words[slot];
@@ -214,6 +228,7 @@ pub(super) fn unlink(ents: &mut [Entry], words: &mut [u32], e: u32, b: Bases) {
     let slot = b.slot_at(tensor, slot_no);
     words[slot + SLOT_LIVE] -= 1;
     words[slot + SLOT_WRITES] -= 1 - kind;
+    words[slot + SLOT_ROWS + row_group(c0)] -= 1;
     if words[slot + SLOT_LIVE] == 0 {
         words[at] &= !(1 << slot_no);
     }

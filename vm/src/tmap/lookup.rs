@@ -5,8 +5,8 @@ use super::key::{
     WRITE,
 };
 use super::lists::{
-    link_all, link_row, link_shape, slot_for, unlink, Bases, LISTS_KEPT, MIXED, ROWS_KEPT,
-    SHAPE_BITS, SLOT_LISTS, SLOT_LIVE, SLOT_WRITES,
+    link_all, link_row, link_shape, row_group, slot_for, unlink, Bases, LISTS_KEPT, MIXED,
+    ROWS_KEPT, ROW_GROUPS, SHAPE_BITS, SLOT_LISTS, SLOT_LIVE, SLOT_ROWS, SLOT_WRITES,
 };
 use super::{DepKind, Io, MatchMode, Pred, Storage, TensorMap, NIL};
 
@@ -177,6 +177,14 @@ impl<S: Storage> TensorMap<S> {
             if n0 == 0 || n1 == 0 {
                 // `io` is empty in a dimension: it shares no element with anything.
                 continue;
+            }
+            if let Some((lo0, hi0)) = d0.filter(|_| n0 <= ROW_GROUPS as u128) {
+                // No live entry of the slot in the rows the lookup would visit (a write of
+                // row `t` and reads of row `t - 1`): nothing to probe.
+                let words = self.mem.parts().2;
+                if (lo0..=hi0).all(|c0| words[at + SLOT_ROWS + row_group(c0)] == 0) {
+                    continue;
+                }
             }
             let probes = n0.saturating_mul(n1);
             let scan = live as u128 + 1;
