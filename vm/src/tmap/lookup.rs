@@ -1,8 +1,7 @@
 //! A region's lookup (which lists it visits, spec/runtime.md §3.3) and its insertion.
 
 use super::key::{
-    cells, count, keyed, kind, meet, point_dims, Entry, Key, ALL, HOME, KEYED, LIVE, ROW, SHAPE,
-    WRITE,
+    cells, count, keyed, kind, meet, Entry, Key, ALL, HOME, KEYED, LIVE, ROW, SHAPE, WRITE,
 };
 use super::lists::{
     link_all, link_row, link_shape, row_group, slot_for, unlink, Bases, LISTS_KEPT, MIXED,
@@ -124,7 +123,8 @@ impl<S: Storage> TensorMap<S> {
     /// examined as one: the home lists of the cells that can hold an entry sharing an element
     /// with `io` (as many as the cells); the row lists of its cells in dimension 0 (the rows
     /// plus their lengths: weighed only for a lookup of many cells in few rows, and kept from
-    /// the first such lookup on); the slot's list (its entries).
+    /// the first such lookup on); the slot's list (its entries). (A point of a tensor whose
+    /// live entries all have its shape does not come here: [`TensorMap::add_point`].)
     pub(super) fn lookup(
         &mut self,
         io: &Io,
@@ -141,20 +141,6 @@ impl<S: Storage> TensorMap<S> {
         }
         let writes = io.writes();
         let mut used = self.mem.parts().2[b.tensor_at(io.tensor)];
-        if used.is_power_of_two()
-            && point_dims(io) != 0
-            && self.mem.parts().2[b.slot_at(io.tensor, used.trailing_zeros() as u8)]
-                & (SHAPE_BITS | MIXED)
-                == key.shape()
-        {
-            // Every live entry of the tensor has the shape of this point (a tile or a row
-            // point: one element wide in each named dimension, so level 0), and only those
-            // of its own cell can share an element with it: one home list (every access of
-            // the LLaMA layer, and the tiles of Task Bench's patterns, come here).
-            let home = b.home_head(io.tensor, key);
-            self.scan::<HOME>(home, io, key, Want::Key(key), id, mark, pred);
-            return;
-        }
         while used != 0 {
             let k = used.trailing_zeros() as u8;
             used &= used - 1;
