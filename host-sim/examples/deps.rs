@@ -2,8 +2,9 @@
 //! module, a window completing in order, recording what the scheduler records (spec/runtime.md
 //! §3.5); for profiling and work counts:
 //! `cargo run --release -p ptovm-host-sim --example deps -- FILE.pto WINDOW REPEAT [NAME=VALUE…]`
-//! (scalar parameters; the others take the module's defaults). `deps_llama` is the same for the
-//! LLaMA layer with its tile count as the first argument.
+//! (scalar parameters; the others take the module's defaults). WINDOW 0 generates the tasks
+//! into a sink that only counts them (generation alone, as `ptovm bench`'s `generate`).
+//! `deps_llama` is the same for the LLaMA layer with its tile count as the first argument.
 use ptovm_assembler::{assemble, Options};
 use ptovm_host_sim::{DepMode, InOrderWindow};
 use ptovm_vm::tmap::MapLayout;
@@ -48,6 +49,9 @@ fn main() {
         .collect();
     let v = verify(&out.bytes).unwrap();
     let rp = RuntimeParams::new(&v, &vals).unwrap();
+    if window == 0 {
+        return generate_only(v, rp, repeat);
+    }
     let layout = MapLayout::for_program(&v, window).unwrap();
     let mut d = InOrderWindow::new(layout, DepMode::Overlap).unwrap();
     d.classify(&Interpreter::new(v, rp, 0, 1).unwrap()).unwrap();
@@ -72,5 +76,28 @@ fn main() {
         d.edges,
         work as f64 / per,
         layout.bytes(),
+    );
+}
+
+/// Counts tasks and does nothing else.
+struct Count;
+impl ptovm_vm::Sink for Count {
+    fn task(&mut self, _: &ptovm_vm::Task) -> bool {
+        true
+    }
+}
+
+fn generate_only(v: ptovm_vm::Verified<'_>, rp: RuntimeParams<'_>, repeat: u32) {
+    let mut total = 0;
+    let t0 = std::time::Instant::now();
+    for _ in 0..repeat {
+        let mut it = Interpreter::new(v, rp, 0, 1).unwrap();
+        it.run(&mut Count, u64::MAX).unwrap();
+        total += it.stats().emitted;
+    }
+    let dt = t0.elapsed();
+    println!(
+        "{total} tasks generated in {dt:?}: {:.1} ns/task",
+        dt.as_nanos() as f64 / total as f64
     );
 }
