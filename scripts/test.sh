@@ -29,6 +29,15 @@ else
 fi
 echo "== loom models of the runtime's lock-free pieces (host-sim/tests/loom.rs)"
 RUSTFLAGS="--cfg loom" cargo test -q -p ptovm-host-sim --test loom --release --target-dir target/loom
+echo "== the benchmarks (each once, divan's test mode) and the profiling examples, at small sizes"
+cargo test -q --release -p ptovm-host-sim -p ptovm-assembler --benches
+for ex in "gen_llama 8 2 1" "deps_llama 8 64 1 classes" "sim_llama 8 2 64 1" \
+          "deps examples/taskbench/stencil_1d.pto 64 1" "deps examples/taskbench/stencil_1d.pto 0 1"; do
+  set -- $ex
+  name=$1
+  shift
+  cargo run -q --release -p ptovm-host-sim --example "$name" -- "$@"
+done
 echo "== cargo test --workspace"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

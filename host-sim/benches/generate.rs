@@ -10,7 +10,7 @@
 
 use ptovm_assembler::{assemble, Options};
 use ptovm_host_sim::{DepBuilder, DepMode, Edge};
-use ptovm_vm::{verify, Interpreter, RuntimeParams, Sink, Task, Value};
+use ptovm_vm::{verify, Interpreter, RuntimeParams, Sink, Task};
 
 const N: u32 = 256;
 
@@ -72,7 +72,8 @@ impl Sink for Ring {
 
 fn expand<S: Sink>(bytes: &[u8], aicpus: u32, sink: &mut S) -> u64 {
     let v = verify(bytes).unwrap();
-    let vals = [Value::Scalar(N)];
+    let bound = ptovm_host_sim::Defaults::new(&v, &[("N", N)]).unwrap();
+    let vals = bound.values();
     let p = RuntimeParams::new(&v, &vals).unwrap();
     let mut it = Interpreter::new(v, p, 0, aicpus).unwrap();
     it.run(sink, u64::MAX).unwrap();
@@ -154,7 +155,8 @@ fn with_window_deps(b: divan::Bencher, mode: &str) {
     if classes {
         // What the scheduler records (spec/runtime.md §3.5): read-only tensors not at all,
         // reads that no later write follows only looked up. Every edge is still found.
-        let vals = [Value::Scalar(N)];
+        let bound = ptovm_host_sim::Defaults::new(&v, &[("N", N)]).unwrap();
+        let vals = bound.values();
         let p = RuntimeParams::new(&v, &vals).unwrap();
         d.classify(&Interpreter::new(v, p, 0, 1).unwrap()).unwrap();
     }
@@ -171,7 +173,8 @@ fn count_tasks(b: divan::Bencher) {
     let bytes = llama("affinity(t)");
     b.bench(|| {
         let v = verify(&bytes).unwrap();
-        let vals = [Value::Scalar(N)];
+        let bound = ptovm_host_sim::Defaults::new(&v, &[("N", N)]).unwrap();
+        let vals = bound.values();
         let p = RuntimeParams::new(&v, &vals).unwrap();
         Interpreter::new(v, p, 0, 1).unwrap().count_tasks().unwrap()
     });

@@ -8,7 +8,7 @@
 use ptovm_assembler::{assemble, Options};
 use ptovm_host_sim::{DepMode, InOrderWindow};
 use ptovm_vm::tmap::MapLayout;
-use ptovm_vm::{verify, Interpreter, RuntimeParams, Value};
+use ptovm_vm::{verify, Interpreter, RuntimeParams};
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
@@ -25,29 +25,9 @@ fn main() {
             (n, v.parse().expect(usage))
         })
         .collect();
-    let defaults: Vec<Vec<u32>> = out
-        .module
-        .params
-        .iter()
-        .map(|p| match given.iter().find(|(n, _)| *n == p.name) {
-            Some(&(_, v)) => vec![v],
-            None => p
-                .default
-                .clone()
-                .unwrap_or_else(|| panic!("no value for {}", p.name)),
-        })
-        .collect();
-    let vals: Vec<Value> = out
-        .module
-        .params
-        .iter()
-        .zip(&defaults)
-        .map(|(p, d)| match p.kind {
-            ptovm_vm::ParamKind::Scalar => Value::Scalar(d[0]),
-            _ => Value::Array(d),
-        })
-        .collect();
     let v = verify(&out.bytes).unwrap();
+    let bound = ptovm_host_sim::Defaults::new(&v, &given).unwrap_or_else(|e| panic!("{e}"));
+    let vals = bound.values();
     let rp = RuntimeParams::new(&v, &vals).unwrap();
     if window == 0 {
         return generate_only(v, rp, repeat);

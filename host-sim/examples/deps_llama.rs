@@ -5,7 +5,7 @@
 use ptovm_assembler::{assemble, Options};
 use ptovm_host_sim::{DepMode, InOrderWindow};
 use ptovm_vm::tmap::MapLayout;
-use ptovm_vm::{verify, Interpreter, RuntimeParams, Value};
+use ptovm_vm::{verify, Interpreter, RuntimeParams};
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
@@ -20,7 +20,8 @@ fn main() {
     let src = std::fs::read_to_string(p).unwrap();
     let bytes = assemble("l", &src, &Options::default()).unwrap().bytes;
     let v = verify(&bytes).unwrap();
-    let vals = [Value::Scalar(n)];
+    let bound = ptovm_host_sim::Defaults::new(&v, &[("N", n)]).unwrap();
+    let vals = bound.values();
     let rp = RuntimeParams::new(&v, &vals).unwrap();
     let layout = MapLayout::for_program(&v, window).unwrap();
     let mut d = InOrderWindow::new(layout, mode).unwrap();

@@ -1,6 +1,6 @@
 //! Expands the LLaMA layer once per AICPU (for profiling): `cargo run --release -p ptovm-host-sim --example gen_llama -- N AICPUS REPEAT`.
 use ptovm_assembler::{assemble, Options};
-use ptovm_vm::{verify, Interpreter, RuntimeParams, Sink, Task, Value};
+use ptovm_vm::{verify, Interpreter, RuntimeParams, Sink, Task};
 
 struct Count(u64);
 impl Sink for Count {
@@ -29,7 +29,8 @@ fn main() {
     .unwrap()
     .bytes;
     let v = verify(&bytes).unwrap();
-    let vals = [Value::Scalar(n)];
+    let bound = ptovm_host_sim::Defaults::new(&v, &[("N", n)]).unwrap();
+    let vals = bound.values();
     let rp = RuntimeParams::new(&v, &vals).unwrap();
     let mut total = 0;
     let t0 = std::time::Instant::now();

@@ -2,7 +2,7 @@
 //! (`THREADS=t` sets the driver threads, default 2).
 use ptovm_assembler::{assemble, Options};
 use ptovm_host_sim::sim;
-use ptovm_vm::{verify, RuntimeParams, Value};
+use ptovm_vm::{verify, RuntimeParams};
 
 fn main() {
     let a: Vec<u32> = std::env::args()
@@ -19,7 +19,8 @@ fn main() {
     .unwrap()
     .bytes;
     let v = verify(&bytes).unwrap();
-    let vals = [Value::Scalar(n)];
+    let bound = ptovm_host_sim::Defaults::new(&v, &[("N", n)]).unwrap();
+    let vals = bound.values();
     let rp = RuntimeParams::new(&v, &vals).unwrap();
     let threads = std::env::var("THREADS").map_or(2, |t| t.parse().unwrap());
     let o = sim::Options {

@@ -20,6 +20,7 @@ pub mod kernel;
 pub mod measure;
 #[cfg(not(loom))]
 pub mod metg;
+pub mod params;
 pub mod reference;
 #[cfg(not(loom))]
 pub mod sim;
@@ -30,4 +31,5 @@ pub use deps::{
     InOrderWindow,
 };
 pub use expand::{expand_aicpu, expand_all, Expansion, NEXT_TASK};
+pub use params::{Defaults, DefaultsError};
 pub use reference::{expand as reference_expand, RefTask};
