@@ -436,7 +436,8 @@ fn the_examples_break_no_class() {
     }
 }
 
-/// Task Bench's patterns under `affinity(i)` name their tensor `G[t, i]`: keyed in dimension 1.
+/// Task Bench's patterns under `static(i)` (chain under `round_robin`) name their tensor
+/// `G[t, i]`: by the deciding loop's variable in dimension 1.
 /// no_comm's and trivial's every access is, so `G` is local; the patterns that read other
 /// points (`G[t - 1, i - 1 : i + 2]`, `G[t - 1, i / 2]`) share it. No reference edge joins two
 /// AICPUs' accesses of a local tensor.
