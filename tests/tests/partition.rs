@@ -139,6 +139,82 @@ fn loop_nest_programs_partition_the_reference() {
     }
 }
 
+/// Innermost loops whose body is one `cond` / `else cond` chain on the variables of the loops
+/// around them (the interpreter picks the branch once per run of the loop and runs its tasks
+/// as a leaf loop, keeping records whose other fields read only those variables), next to near
+/// misses that take the general path: a condition on the loop's own variable, a task after
+/// the chain, a loop inside a branch. Branches of one, two and no tasks; regions and
+/// parameters that are expressions of the outer variable; on 1–4 AICPUs under each policy
+/// (the leaf path steps over the positions it does not own under `static(j)` and
+/// `affinity(j)`), pausing after every task (through `run` and `next_task`), every few, or
+/// never.
+#[test]
+fn leaf_loops_over_a_cond_chain_partition_the_reference() {
+    let bodies = [
+        // The stencil's shape: the first step, then the others.
+        "cond i == 0 { task @k(i, j) resources(A[i, j]) }\n\
+         else { task @m(i, j, i - 1) resources(A[i - 1, max(0, j - 1) : min(j + 2, 6)], A[i, j]) }",
+        // Three ways, one taking no branch (i == 3), regions of the outer variable only.
+        "cond i % 3 == 0 { task @k(i, j) resources(A[i, j])\n task @k(j, i) resources(B[j, i]) }\n\
+         else cond i % 3 == 1 { task @m(i * 2, j, 5) resources(A[i - 1, j], A[i, j]) }",
+        // A condition on a runtime parameter and the outer variable.
+        "cond i < P { task @m(j, i, P) resources(B[j, i], A[i, j]) } else { task @k(i, j) resources(A[i, 0 : 6]) }",
+        // Near misses: the loop's own variable, a task after the chain, a loop in a branch.
+        "cond j % 2 == 0 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(B[j, i]) }",
+        "cond i == 1 { task @k(i, j) resources(A[i, j]) }\n task @k(j, i) resources(B[j, i])",
+        "cond i != 2 { for_each u in dense[2] { task @m(i, j, u) resources(B[j, i], A[i, j]) } } else { task @k(i, j) resources(A[i, j]) }",
+    ];
+    for body in bodies {
+        // Ownership decided by the outer loop, per task, or by the leaf loop itself (its
+        // blocks, every n-th position, or a key the leaf path does not step by).
+        for policy in [
+            "affinity(i)",
+            "round_robin(2)",
+            "static(i)",
+            "static(j)",
+            "affinity(j)",
+            "hash(j)",
+        ] {
+            let src = format!(
+                "@param P = 2\n@tensor A: f16[4, 6]\n@tensor B: f16[6, 4]\n\
+                 @kernel k(a, b): vector(inout x)\n@kernel m(a, b, c): vector(in x, out y)\n\
+                 @workload w() {{ for_each i in dense[4] {{ parallel_for j in dense[6] {{\n{body}\n}} }} }}\n\
+                 @schedule s for w {{ dispatch = {policy} }}"
+            );
+            for aicpus in 1..=4 {
+                for step in [NEXT_TASK, 1, 2, 5, u64::MAX] {
+                    assert!(check(&src, 0, aicpus, step), "{src}");
+                }
+            }
+        }
+    }
+}
+
+/// A condition the leaf loop evaluates once per run fails as the iteration would: at the run
+/// whose outer value divides by zero, with the same error on every path.
+#[test]
+fn a_leaf_loop_condition_fails_where_the_iteration_would() {
+    let src = "@tensor A: f16[4, 6]\n@kernel k(a, b): vector(inout x)\n\
+        @workload w() { for_each i in dense[4] { parallel_for j in dense[6] {\n\
+        cond 6 / (i - 2) > 0 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(A[i, j]) }\n\
+        } } }";
+    let out = assemble("w.pto", src, &Options::default()).unwrap();
+    let v = verify(&out.bytes).unwrap();
+    let p = RuntimeParams::new(&v, &[]).unwrap();
+    let reference = reference_expand(&v, &p, 1, 1000).unwrap_err();
+    for aicpus in 1..=3 {
+        for step in [NEXT_TASK, 1, 4, u64::MAX] {
+            for i in 0..aicpus {
+                let e = match expand_aicpu(v, p, i, aicpus, usize::MAX, step) {
+                    Err(LaunchError::Run(e)) => e,
+                    other => panic!("{aicpus} AICPUs, step {step}: {other:?}"),
+                };
+                assert_eq!(e, reference, "{aicpus} AICPUs, step {step}");
+            }
+        }
+    }
+}
+
 #[test]
 fn most_generated_programs_run() {
     // The differential property is only as strong as the share of cases that get past the

@@ -69,9 +69,15 @@ struct Frame {
     /// Whether the loop decides ownership per iteration (then each iteration goes through
     /// `next_iteration`).
     deciding: bool,
-    /// The number of tasks of a body made only of TASK statements, or NOT_SIMPLE, or
-    /// UNKNOWN_SIMPLE before it is looked at.
+    /// The number of tasks an iteration runs when they are the TASK statements
+    /// `leaf.0 .. leaf.1` (`Interpreter::leaf_body`), or NOT_SIMPLE, or UNKNOWN_SIMPLE before
+    /// the body is looked at (once per run of the loop).
     simple: u32,
+    leaf: (u32, u32),
+    /// The positions of a leaf loop this AICPU owns from the current one on: every `step`-th
+    /// before `stop` (`Interpreter::leaf_stride`).
+    step: u64,
+    stop: u64,
 }
 
 /// What the leaf-loop fast path did.
@@ -101,6 +107,18 @@ const UNKNOWN_SIMPLE: u32 = u32::MAX;
 const NOT_SIMPLE: u32 = u32::MAX - 1;
 
 impl Frame {
+    /// [`Task::iter`] of the tasks of a leaf loop's iteration `pos` (`Interpreter::leaf_body`):
+    /// its iteration's flags for a body of TASK statements, 0 for a branch of a cond chain (the
+    /// TASK's own statement block is the cond's, not the loop's).
+    #[inline(always)]
+    fn leaf_iter(&self, pos: u64) -> u8 {
+        if self.leaf.0 == self.at + 1 {
+            iter_flags(pos, self.ext)
+        } else {
+            0
+        }
+    }
+
     fn top(end: u32, policy: PolicySpec, need: u32) -> Frame {
         Frame {
             op: Opcode::HALT as u8,
@@ -120,6 +138,9 @@ impl Frame {
             body_count: None,
             deciding: false,
             simple: UNKNOWN_SIMPLE,
+            leaf: (0, 0),
+            step: 1,
+            stop: 0,
         }
     }
 }

@@ -73,6 +73,9 @@ pub(super) struct Plan {
     /// depth)` of each: the ranges are written without dispatching or checking.
     index_only: bool,
     index_dims: [[u8; 3]; PLAN_DIMS],
+    /// `depth + 1` when `keep_template` found that the loop at `depth` cannot keep this
+    /// site's record (a site's innermost loop is always the same), 0 before it looked.
+    no_template: u8,
 }
 
 pub(super) const EMPTY_OPERAND: Operand = Operand {
@@ -104,6 +107,7 @@ pub(super) const EMPTY_PLAN: Plan = Plan {
     param_depths: [0; limits::MAX_TASK_PARAMS],
     index_only: false,
     index_dims: [[0; 3]; PLAN_DIMS],
+    no_template: 0,
 };
 
 #[inline(always)]
@@ -121,14 +125,51 @@ pub(super) fn operand(
     }
 }
 
+/// Whether operand `o` reads the variable of the loop at `depth` (or of a loop inside it).
+fn reads_loop(exprs: &[Record], o: &Operand, depth: u8) -> bool {
+    match o.kind {
+        OPERAND_CONST | OPERAND_NEXT => false,
+        OPERAND_VAR | OPERAND_INDEX => o.a >= depth as u32,
+        _ => super::expr::loops_read(exprs, o.a) > depth as u32,
+    }
+}
+
+/// What changes in `plan`'s record from one iteration of its innermost loop (at `depth`) to
+/// the next, if only the loop's variable as a parameter and its index as a region dimension
+/// do (`Interpreter::keep_template`).
+fn template_of(exprs: &[Record], plan: &Plan, depth: u8) -> Option<Template> {
+    let mut t = EMPTY_TEMPLATE;
+    t.depth = depth;
+    for (i, o) in plan.params[..plan.nparams as usize].iter().enumerate() {
+        if !reads_loop(exprs, o, depth) {
+            continue;
+        }
+        if o.kind != OPERAND_VAR || o.a != depth as u32 {
+            return None;
+        }
+        t.params |= 1 << i;
+    }
+    for d in &plan.dims[..plan.ndims as usize] {
+        if !reads_loop(exprs, &d.start, depth) && !reads_loop(exprs, &d.end, depth) {
+            continue;
+        }
+        if d.start.kind != OPERAND_INDEX || d.start.a != depth as u32 {
+            return None;
+        }
+        t.dims[t.ndims as usize] = [d.io, d.dim];
+        t.ndims += 1;
+    }
+    Some(t)
+}
+
 /// Body sites of an innermost loop whose task records `leaf_loop` keeps from one iteration
 /// to the next.
 pub(super) const TEMPLATES: usize = 4;
 
 /// What changes from one iteration to the next in a site's record kept by `leaf_loop`: the
-/// parameters and the index dimensions named by the loop's own variable (the site's plan has
-/// only constant and loop-variable parameters and index dimensions, and the variables of the
-/// loops around it keep their values for the whole run of the loop).
+/// parameters and the index dimensions named by the loop's own variable (every other field
+/// reads only runtime parameters and the variables of the loops around it, which keep their
+/// values for the whole run of the loop).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Template {
     /// The loop's depth: its variable is the value every field below takes.
@@ -312,37 +353,24 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     /// After `fill_task` for the site at `pc` (followed by the instruction at `next`), the
-    /// `k`-th of the innermost loop at `depth`: if its plan has only constant and
-    /// loop-variable parameters and index dimensions, copies the record to `templates[k]` and
-    /// notes the fields that depend on the loop's variable.
+    /// `k`-th of the innermost loop at `depth`: if every parameter and region dimension that
+    /// reads the loop's variable is the variable itself (a parameter) or its index (a
+    /// dimension, [`OPERAND_INDEX`]), copies the record to `templates[k]` and notes those
+    /// fields. The others read only runtime parameters and the variables of the loops around
+    /// this one, which keep their values for the whole run of the loop: their values, and the
+    /// outcome of their bounds checks, are the same at every iteration.
     pub(super) fn keep_template(&mut self, pc: u32, next: u32, k: usize, depth: u8) -> bool {
         let Some(slot) = self.plan_slot(pc) else {
             return false;
         };
         let plan = &self.plans[slot];
-        let params = &plan.params[..plan.nparams as usize];
-        if k >= TEMPLATES
-            || plan.site != pc
-            || !plan.index_only
-            || params
-                .iter()
-                .any(|o| o.kind != OPERAND_CONST && o.kind != OPERAND_VAR)
-        {
+        if k >= TEMPLATES || plan.site != pc || plan.no_template == depth + 1 {
             return false;
         }
-        let mut t = EMPTY_TEMPLATE;
-        t.depth = depth;
-        for (i, o) in params.iter().enumerate() {
-            if o.kind == OPERAND_VAR && o.a == depth as u32 {
-                t.params |= 1 << i;
-            }
-        }
-        for &[io, dim, d] in &plan.index_dims[..plan.ndims as usize] {
-            if d == depth {
-                t.dims[t.ndims as usize] = [io, dim];
-                t.ndims += 1;
-            }
-        }
+        let Some(mut t) = template_of(self.v.exprs(), plan, depth) else {
+            self.plans[slot].no_template = depth + 1;
+            return false;
+        };
         t.next = next;
         self.template_of[k] = t;
         self.templates[k] = self.task.clone();

@@ -4,6 +4,19 @@
 
 use super::*;
 
+/// The first of the positions `0 .. ext` that `static` gives AICPU `me` of `n` (its block
+/// runs to the next AICPU's first).
+#[inline]
+fn block_start(me: u64, n: u64, ext: u64) -> u64 {
+    (me as u128 * ext as u128).div_ceil(n as u128) as u64
+}
+
+/// The end of AICPU `me`'s block of the positions `0 .. ext` under `static` among `n`.
+#[inline]
+fn block_end(me: u64, n: u64, ext: u64) -> u64 {
+    block_start(me + 1, n, ext)
+}
+
 impl<'a, 'p> Interpreter<'a, 'p> {
     // ---------------------------------------------------------------- the walk
 
@@ -93,8 +106,8 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             }
             // Fast paths: the owned positions are known without evaluating each one.
             if skippable && kind == Some(Policy::StaticPartition) && f.policy.depth == f.depth {
-                let lo = (self.me as u128 * f.ext as u128).div_ceil(self.n as u128) as u64;
-                let hi = ((self.me + 1) as u128 * f.ext as u128).div_ceil(self.n as u128) as u64;
+                let lo = block_start(self.me, self.n, f.ext);
+                let hi = block_end(self.me, self.n, f.ext);
                 if p < lo {
                     self.skip_positions(p, lo)?;
                     p = lo;
@@ -105,13 +118,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 }
                 break;
             }
-            let pure_var = skippable
-                && f.indices == NONE16
-                && kind == Some(Policy::Affinity)
-                && self.expr_at(f.policy.key.get() as u32).opcode == ExprOp::VAR as u8
-                && self.expr_at(f.policy.key.get() as u32).op1() == f.depth as u16
-                && self.expr_at(f.policy.key.get() as u32 + 1).opcode == ExprOp::END as u8;
-            if pure_var {
+            if skippable && self.keyed_by_own_variable(&f) {
                 let q = p + (self.me + self.n - p % self.n) % self.n;
                 let q = q.min(f.ext);
                 self.skip_positions(p, q)?;
@@ -157,16 +164,17 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         }
         if let Some((k, advance)) = self.kept_next() {
             if advance {
-                // What `close` and `next_iteration` do at the end of an iteration of a loop
-                // that does not decide ownership per iteration.
+                // What `close` and `next_iteration` do at the end of an owned iteration: on
+                // to the next position this AICPU owns (`leaf_stride`), past the others.
                 let f = self.frames[self.sp];
-                let p = f.pos + 1;
+                let p = f.pos + f.step;
+                self.skip_leaf(&f, f.step - 1)?;
                 self.bind(f.depth, p, f.ext, f.base, f.indices);
                 self.frames[self.sp].pos = p;
                 self.stats.visits += 1;
             }
             let f = &self.frames[self.sp];
-            let iter = iter_flags(f.pos, f.ext);
+            let iter = f.leaf_iter(f.pos);
             let id = self.next_id;
             self.next_id = id.checked_add(1).ok_or(RunError::TooManyTasks)?;
             self.stats.instructions += 1;
@@ -184,8 +192,8 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     /// The kept record of the next site when `run` would go on in a loop whose body is only
     /// tasks (`leaf_loop` has run it): inside an iteration where `leaf_loop` paused
     /// (`leaf_rest`), or at the end of one with another to go (then `true`: the loop advances
-    /// first, as `close` would advance it; only for a loop that does not decide ownership per
-    /// iteration, whose next iteration has the same owner). Only a site this instance owns
+    /// first, as `close` would advance it, to the next position this instance owns:
+    /// `leaf_stride`). Only a site this instance owns
     /// (in a loop it owns, or by round robin) whose record is kept.
     #[inline]
     pub(super) fn kept_next(&self) -> Option<(usize, bool)> {
@@ -195,7 +203,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         let f = &self.frames[self.sp];
         // (Only `leaf_loop` sets `kept_loop`, to a loop's header: a frame there is that loop,
         // and `enter_loop` empties `kept` when it starts a run of it.)
-        if f.deciding || self.kept_loop != f.at {
+        if self.kept_loop != f.at {
             return None;
         }
         let (k, advance) = if self.pc == f.end {
@@ -204,7 +212,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             (self.resume.1 as usize, false)
         };
         let at = if advance {
-            f.pos + 1 < f.ext
+            f.pos.saturating_add(f.step) < f.stop
         } else {
             self.pc < f.end && self.pc != f.at + 1 && self.resume.0 == self.pc
         };
@@ -286,9 +294,9 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         }
     }
 
-    /// The fast path for an innermost loop whose body is only TASK statements and whose
-    /// ownership does not change per iteration: runs its iterations without dispatching
-    /// instructions one by one. Applies at the start of an iteration.
+    /// The fast path for an innermost loop whose iterations run the same TASK statements
+    /// (`leaf_body`) and whose ownership does not change per iteration: runs its iterations
+    /// without dispatching instructions one by one. Applies at the start of an iteration.
     #[inline]
     pub(super) fn leaf_loop<S: Sink + ?Sized>(
         &mut self,
@@ -300,7 +308,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             return Ok(Leaf::NotApplicable);
         }
         let f = &self.frames[self.sp];
-        if f.deciding || Opcode::from_u8(f.op).map(|o| o.class()) != Some(OpClass::Loop) {
+        if Opcode::from_u8(f.op).map(|o| o.class()) != Some(OpClass::Loop) {
             return Ok(Leaf::NotApplicable);
         }
         if self.pc != f.at + 1 {
@@ -312,56 +320,41 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             return Ok(Leaf::NotApplicable);
         }
         if f.simple == UNKNOWN_SIMPLE {
-            let (start, end) = (f.at + 1, f.end);
-            let mut q = start;
-            let mut n = 0u32;
-            while q < end {
-                let r = self.rec(q);
-                if r.opcode != Opcode::TASK as u8 {
-                    n = NOT_SIMPLE;
-                    break;
-                }
-                n += 1;
-                q += 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
-            }
-            self.frames[self.sp].simple = n;
+            let stride = self.leaf_stride(f);
+            let body = match stride {
+                Some(_) => self.leaf_body(f.at + 1, f.end, f.depth)?,
+                None => None,
+            };
+            let f = &mut self.frames[self.sp];
+            (f.simple, f.leaf) = match body {
+                Some((start, end, n)) => (n, (start, end)),
+                None => (NOT_SIMPLE, (0, 0)),
+            };
+            (f.step, f.stop) = stride.unwrap_or((1, 0));
         }
-        let f = self.frames[self.sp];
-        if f.simple == NOT_SIMPLE {
+        if self.frames[self.sp].simple == NOT_SIMPLE {
             return Ok(Leaf::NotApplicable);
         }
-        if f.own == Own::NotMine {
-            // Not ours: the remaining iterations' tasks are counted, not generated.
+        let f = self.frames[self.sp];
+        if f.own == Own::NotMine || f.simple == 0 {
+            // Not ours, or none: the remaining iterations' tasks are counted, not generated.
             let n = (f.simple as u64)
                 .checked_mul(f.ext - f.pos)
                 .ok_or(RunError::TooManyTasks)?;
             self.next_id = self.next_id.checked_add(n).ok_or(RunError::TooManyTasks)?;
             self.stats.skipped += n;
         } else {
-            let mut pos = f.pos;
             // Bit `k`: `templates[k]` holds the `k`-th site's record from this run of the
             // loop (kept across pauses: only entering a loop clears it).
-            let mut kept = if self.kept_loop == f.at { self.kept } else { 0 };
+            let kept = if self.kept_loop == f.at { self.kept } else { 0 };
             self.kept_loop = f.at;
-            loop {
-                let mut q = f.at + 1;
-                let mut k = 0usize;
-                let iter = iter_flags(pos, f.ext);
-                while q < f.end {
-                    let (next, paused) =
-                        self.leaf_site(sink, budget, emitted, &f, (q, k, pos, iter), &mut kept)?;
-                    if paused {
-                        return Ok(Leaf::Paused);
-                    }
-                    q = next;
-                    k += 1;
-                }
-                pos += 1;
-                if pos >= f.ext {
-                    break;
-                }
-                self.bind(f.depth, pos, f.ext, f.base, f.indices);
-                self.stats.visits += 1;
+            let ran = if f.step == 1 && f.stop == f.ext {
+                self.leaf_runs::<false, S>(sink, budget, emitted, f, kept)?
+            } else {
+                self.leaf_runs::<true, S>(sink, budget, emitted, f, kept)?
+            };
+            if !ran {
+                return Ok(Leaf::Paused);
             }
         }
         self.kept = 0;
@@ -369,6 +362,55 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         self.loops -= 1;
         self.pc = f.after;
         Ok(Leaf::Ran)
+    }
+
+    /// The iterations of the leaf loop `f` from its current one on (`kept`: the records kept
+    /// so far): every position when not `STRIDED` (the common case, kept apart so its loop
+    /// stays as tight as it was), else every `f.step`-th before `f.stop`, counting the tasks
+    /// of the positions between. False if emission paused.
+    #[inline(always)]
+    fn leaf_runs<const STRIDED: bool, S: Sink + ?Sized>(
+        &mut self,
+        sink: &mut S,
+        budget: u64,
+        emitted: &mut u64,
+        f: Frame,
+        mut kept: u32,
+    ) -> R<bool> {
+        let f = &f;
+        let mut pos = f.pos;
+        loop {
+            let mut q = f.leaf.0;
+            let mut k = 0usize;
+            let iter = f.leaf_iter(pos);
+            while q < f.leaf.1 {
+                let (next, paused) =
+                    self.leaf_site(sink, budget, emitted, f, (q, k, pos, iter), &mut kept)?;
+                if paused {
+                    return Ok(false);
+                }
+                q = next;
+                k += 1;
+            }
+            if STRIDED {
+                // The next position this AICPU owns, past those it does not (their tasks
+                // are counted), or the loop's end.
+                let next = pos.saturating_add(f.step);
+                if next >= f.stop {
+                    self.skip_leaf(f, f.ext - pos - 1)?;
+                    return Ok(true);
+                }
+                self.skip_leaf(f, next - pos - 1)?;
+                pos = next;
+            } else {
+                pos += 1;
+                if pos >= f.ext {
+                    return Ok(true);
+                }
+            }
+            self.bind(f.depth, pos, f.ext, f.base, f.indices);
+            self.stats.visits += 1;
+        }
     }
 
     /// `leaf_loop` from inside an iteration where it paused: the rest of the iteration's
@@ -383,8 +425,8 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         let f = self.frames[self.sp];
         let (mut q, mut k) = (self.pc, self.resume.1 as usize);
         let mut kept = self.kept;
-        let iter = iter_flags(f.pos, f.ext);
-        while q < f.end {
+        let iter = f.leaf_iter(f.pos);
+        while q < f.leaf.1 {
             let (next, paused) =
                 self.leaf_site(sink, budget, emitted, &f, (q, k, f.pos, iter), &mut kept)?;
             if paused {
@@ -430,7 +472,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 return Ok((next, false));
             }
             self.fill_task(q, r, id)?;
-            if f.simple as usize <= TEMPLATES && self.keep_template(q, next, k, f.depth) {
+            // A kept record's next site: past the last one, the body's end (`next_task`
+            // goes on from there).
+            let after = if next >= f.leaf.1 { f.end } else { next };
+            if f.simple as usize <= TEMPLATES && self.keep_template(q, after, k, f.depth) {
                 *kept |= 1 << k;
                 (next, k + 1)
             } else {
@@ -446,13 +491,121 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         self.stats.emitted += 1;
         *emitted += 1;
         if !sink.task(task) || *emitted >= budget {
+            // After the last site the iteration is over: its end is the body's (past a
+            // cond chain's other branches).
+            let at = if next >= f.leaf.1 { f.end } else { next };
             self.kept = *kept;
-            self.resume = (next, k as u32 + 1);
+            self.resume = (at, k as u32 + 1);
             self.frames[self.sp].pos = pos;
-            self.pc = next;
+            self.pc = at;
             return Ok((next, true));
         }
         Ok((next, false))
+    }
+
+    /// Which positions of the loop `f` (at the start of an owned iteration) this AICPU owns,
+    /// when the leaf path can step from one to the next without deciding each: every `step`-th
+    /// position before `stop`. All of them for a loop that does not decide ownership; under
+    /// `static(v)` decided at this loop, its block (positions up to `stop`); under an
+    /// `affinity(v)` decided at this loop by its bare variable, every `n`-th. `None` for
+    /// other deciding loops, or one with a dispatch block inside.
+    fn leaf_stride(&self, f: &Frame) -> Option<(u64, u64)> {
+        if !f.deciding {
+            return Some((1, f.ext));
+        }
+        if f.filter != 0 {
+            return None;
+        }
+        match Policy::from_u8(f.policy.kind) {
+            Some(Policy::StaticPartition) if f.policy.depth == f.depth => {
+                Some((1, block_end(self.me, self.n, f.ext)))
+            }
+            Some(Policy::Affinity) if self.keyed_by_own_variable(f) => Some((self.n, f.ext)),
+            _ => None,
+        }
+    }
+
+    /// Whether the loop `f` decides ownership by `affinity(v)` of its own variable `v` over
+    /// positions that are its values (not a sparse axis): it owns every `n`-th position.
+    pub(super) fn keyed_by_own_variable(&self, f: &Frame) -> bool {
+        let key = f.policy.key.get() as u32;
+        f.indices == NONE16
+            && Policy::from_u8(f.policy.kind) == Some(Policy::Affinity)
+            && self.expr_at(key).opcode == ExprOp::VAR as u8
+            && self.expr_at(key).op1() == f.depth as u16
+            && self.expr_at(key + 1).opcode == ExprOp::END as u8
+    }
+
+    /// Counts the tasks of `positions` positions of the leaf loop `f` that this AICPU does not
+    /// own (each runs `f.simple` tasks).
+    #[inline]
+    pub(super) fn skip_leaf(&mut self, f: &Frame, positions: u64) -> R<()> {
+        if positions == 0 {
+            return Ok(());
+        }
+        let n = (f.simple as u64)
+            .checked_mul(positions)
+            .ok_or(RunError::TooManyTasks)?;
+        self.next_id = self.next_id.checked_add(n).ok_or(RunError::TooManyTasks)?;
+        self.stats.skipped += n;
+        Ok(())
+    }
+
+    /// The TASK statements every iteration of the innermost loop at `depth` (body `start ..
+    /// end`) runs in this run of the loop, as `(first, end, count)`: the body itself when it
+    /// is only TASK statements; for a body that is one `cond` / `else cond` chain whose
+    /// conditions read no variable of this loop (only runtime parameters and the variables
+    /// of the loops around it, which keep their values for the whole run), the branch the
+    /// chain takes, if that is only TASK statements (none if no branch is taken). `None`
+    /// otherwise. Evaluates the conditions it passes, as the iteration would, in order.
+    pub(super) fn leaf_body(&self, start: u32, end: u32, depth: u8) -> R<Option<(u32, u32, u32)>> {
+        let (mut start, mut end) = (start, end);
+        loop {
+            if let Some(n) = self.tasks_only(start, end) {
+                return Ok(Some((start, end, n)));
+            }
+            let r = self.rec(start);
+            if r.opcode != Opcode::COND as u8
+                || expr::loops_read(self.v.exprs(), r.op1() as u32) > depth as u32
+            {
+                return Ok(None);
+            }
+            let then_end = r.op2();
+            let has_else = r.flags & COND_HAS_ELSE != 0;
+            let after = if has_else {
+                self.rec(then_end).op2()
+            } else {
+                then_end
+            };
+            if after != end {
+                // Something follows the chain in the body.
+                return Ok(None);
+            }
+            if self.eval(r.op1() as u32, start)? != 0 {
+                return Ok(self
+                    .tasks_only(start + 1, then_end)
+                    .map(|n| (start + 1, then_end, n)));
+            }
+            if !has_else {
+                return Ok(Some((end, end, 0)));
+            }
+            // The else block: a SEQUENTIAL whose body is the rest of the chain.
+            (start, end) = (then_end + 1, after);
+        }
+    }
+
+    /// The number of statements of `start .. end` if they are all TASK statements.
+    fn tasks_only(&self, start: u32, end: u32) -> Option<u32> {
+        let (mut q, mut n) = (start, 0u32);
+        while q < end {
+            let r = self.rec(q);
+            if r.opcode != Opcode::TASK as u8 {
+                return None;
+            }
+            n += 1;
+            q += 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
+        }
+        Some(n)
     }
 
     pub(super) fn push(&mut self, mut f: Frame) {
