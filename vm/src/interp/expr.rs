@@ -49,22 +49,45 @@ pub(crate) fn eval_expr(
         x if x == ExprOp::PARAM as u8 => Some(p.scalar(r.op1() as usize) as i64),
         _ => None,
     };
-    if let (Some(first), Some(next)) = (exprs.get(start as usize), exprs.get(start as usize + 1)) {
-        if next.opcode == ExprOp::END as u8 {
-            if let Some(x) = leaf(first) {
+    let nodes = exprs.get(start as usize..).unwrap_or(&[]);
+    match nodes {
+        [x, end, ..] if end.opcode == ExprOp::END as u8 => {
+            if let Some(x) = leaf(x) {
                 return Ok(x);
             }
-        } else if let (Some(op), Some(end)) =
-            (exprs.get(start as usize + 2), exprs.get(start as usize + 3))
-        {
-            if end.opcode == ExprOp::END as u8 {
-                if let (Some(a), Some(b)) = (leaf(first), leaf(next)) {
-                    if let Some(x) = binary(op.opcode, a, b, pc) {
-                        return x;
-                    }
+        }
+        [a, b, op, end, ..] if end.opcode == ExprOp::END as u8 => {
+            if let (Some(a), Some(b)) = (leaf(a), leaf(b)) {
+                if let Some(x) = binary(op.opcode, a, b, pc) {
+                    return x;
                 }
             }
         }
+        // Three leaves and two operators, `a op (b op c)` (`max(0, i - 1)`) or `(a op b) op
+        // c` (`min(i + 2, W)`), evaluated in the postfix order, so an error is the one the
+        // general evaluator gives (division, remainder and `ceil_div` go to it).
+        [n0, n1, n2, n3, n4, end, ..] if end.opcode == ExprOp::END as u8 => {
+            if let (Some(a), Some(b)) = (leaf(n0), leaf(n1)) {
+                // The inner operation: `b op c` or `a op b`, and what the outer one takes.
+                let (inner, outer) = match (leaf(n2), leaf(n3)) {
+                    (Some(c), None) => (binary(n3.opcode, b, c, pc), (a, true)),
+                    (None, Some(c)) => (binary(n2.opcode, a, b, pc), (c, false)),
+                    _ => (None, (0, false)),
+                };
+                match inner {
+                    Some(Err(e)) => return Err(e),
+                    Some(Ok(x)) => {
+                        let (other, left) = outer;
+                        let (l, r) = if left { (other, x) } else { (x, other) };
+                        if let Some(v) = binary(n4.opcode, l, r, pc) {
+                            return v;
+                        }
+                    }
+                    None => {}
+                }
+            }
+        }
+        _ => {}
     }
     eval_postfix(exprs, p, vars, start, pc)
 }
@@ -107,7 +130,9 @@ pub(crate) fn loops_read(exprs: &[Record], start: u32) -> u32 {
 }
 
 /// Evaluates the postfix expression at node `start` of `exprs` with a fixed stack; `pc` locates
-/// errors.
+/// errors. One dispatch on each node's opcode byte. A node that is no operator, or one that
+/// finds too few operands, ends the evaluation, and a leaf beyond the stack is dropped (the
+/// verifier rejects all three, spec/bytecode.md §6).
 #[inline(never)]
 pub(crate) fn eval_postfix(
     exprs: &[Record],
@@ -116,35 +141,32 @@ pub(crate) fn eval_postfix(
     start: u32,
     pc: u32,
 ) -> R<i64> {
+    const END: u8 = ExprOp::END as u8;
+    const CONST: u8 = ExprOp::CONST as u8;
+    const VAR: u8 = ExprOp::VAR as u8;
+    const PARAM: u8 = ExprOp::PARAM as u8;
+    const ELEM: u8 = ExprOp::ELEM as u8;
+    const NEG: u8 = ExprOp::NEG as u8;
+    const NOT: u8 = ExprOp::NOT as u8;
+    const DIV: u8 = ExprOp::DIV as u8;
+    const MOD: u8 = ExprOp::MOD as u8;
+    const CEILDIV: u8 = ExprOp::CEILDIV as u8;
     let mut st = [0i64; limits::MAX_EXPR_STACK];
     let mut sp = 0usize;
     let ovf = RunError::Overflow { pc };
-    for i in start..start + limits::MAX_EXPR_LEN as u32 {
-        let r = exprs.get(i as usize).copied().unwrap_or_default();
-        let Some(op) = ExprOp::from_u8(r.opcode) else {
-            break;
-        };
-        match op.kind() {
-            ExprKind::End => return Ok(if sp > 0 { st[sp - 1] } else { 0 }),
-            ExprKind::Leaf => {
-                let x = match op {
-                    ExprOp::CONST => r.op2() as i32 as i64,
-                    ExprOp::VAR => vars[r.op1() as usize % limits::MAX_LOOP_DEPTH],
-                    _ => p.scalar(r.op1() as usize) as i64,
-                };
-                if sp < st.len() {
-                    st[sp] = x;
-                    sp += 1;
-                }
-            }
-            ExprKind::Unary => {
-                if sp == 0 {
-                    break;
-                }
-                let a = st[sp - 1];
-                st[sp - 1] = match op {
-                    ExprOp::NEG => a.checked_neg().ok_or(ovf)?,
-                    ExprOp::NOT => (a == 0) as i64,
+    let nodes = exprs.get(start as usize..).unwrap_or(&[]);
+    for r in nodes.iter().take(limits::MAX_EXPR_LEN) {
+        let leaf = match r.opcode {
+            END => break,
+            CONST => r.op2() as i32 as i64,
+            VAR => vars[r.op1() as usize % limits::MAX_LOOP_DEPTH],
+            PARAM => p.scalar(r.op1() as usize) as i64,
+            NEG | NOT | ELEM => {
+                let Some(top) = sp.checked_sub(1) else { break };
+                let a = st[top];
+                st[top] = match r.opcode {
+                    NEG => a.checked_neg().ok_or(ovf)?,
+                    NOT => (a == 0) as i64,
                     _ => {
                         let slot = r.op1();
                         let arr = p.array(slot as usize);
@@ -161,34 +183,41 @@ pub(crate) fn eval_postfix(
                         }
                     }
                 };
+                continue;
             }
-            ExprKind::Binary => {
+            op => {
                 if sp < 2 {
                     break;
                 }
                 let (a, b) = (st[sp - 2], st[sp - 1]);
-                sp -= 1;
-                st[sp - 1] = match binary(r.opcode, a, b, pc) {
+                let x = match binary(op, a, b, pc) {
                     Some(x) => x?,
-                    // Division, remainder and `ceil_div`.
-                    None => {
+                    None if matches!(op, DIV | MOD | CEILDIV) => {
                         if b == 0 {
                             return Err(RunError::DivByZero { pc });
                         }
                         let q = a.checked_div(b).ok_or(ovf)?;
                         let m = a.checked_rem(b).ok_or(ovf)?;
                         match op {
-                            ExprOp::DIV => q,
-                            ExprOp::MOD => m,
+                            DIV => q,
+                            MOD => m,
                             _ if m != 0 && ((m > 0) == (b > 0)) => q + 1,
                             _ => q,
                         }
                     }
+                    // Not an operator.
+                    None => break,
                 };
+                sp -= 1;
+                st[sp - 1] = x;
+                continue;
             }
+        };
+        if sp < st.len() {
+            st[sp] = leaf;
+            sp += 1;
         }
     }
-    // Unreachable for verified expressions.
     Ok(if sp > 0 { st[sp - 1] } else { 0 })
 }
 
@@ -225,6 +254,7 @@ pub(super) fn region_error(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::opcodes::ExprKind;
 
     /// The two-leaf fast path computes what the general evaluator does, errors included, for
     /// every binary operator it takes, and leaves the others (those that can divide by zero) to
@@ -277,6 +307,48 @@ mod tests {
                                 _ => Ok(a / b + (a % b != 0 && (a % b > 0) == (b > 0)) as i64),
                             };
                             assert_eq!(general, want, "{op:?} {a} {b}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Three leaves and two operators, in both shapes (`a op (b op c)`, `(a op b) op c`):
+    /// [`eval_expr`]'s fast path gives what the general evaluator does, errors included, for
+    /// every pair of binary operators (those that divide go to the general evaluator).
+    #[test]
+    fn three_leaves_agree_with_the_general_evaluator() {
+        let values = [0, 1, -1, 3, -7, i64::MAX, i64::MIN];
+        let p = RuntimeParams::empty();
+        let binary = || {
+            ExprOp::ALL
+                .iter()
+                .filter(|o| o.kind() == ExprKind::Binary)
+                .map(|&o| o as u8)
+        };
+        let var = |d: u16| Record::new(ExprOp::VAR as u8, 0, d, 0);
+        let end = Record::new(ExprOp::END as u8, 0, 0, 0);
+        let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
+        for op1 in binary() {
+            for op2 in binary() {
+                let (o1, o2) = (Record::new(op1, 0, 0, 0), Record::new(op2, 0, 0, 0));
+                let shapes = [
+                    [var(0), var(1), var(2), o1, o2, end],
+                    [var(0), var(1), o1, var(2), o2, end],
+                ];
+                for exprs in &shapes {
+                    for a in values {
+                        for b in values {
+                            for c in values {
+                                vars[..3].copy_from_slice(&[a, b, c]);
+                                assert_eq!(
+                                    eval_expr(exprs, &p, &vars, 0, 9),
+                                    eval_postfix(exprs, &p, &vars, 0, 9),
+                                    "{op1:#x} {op2:#x} {a} {b} {c} {:?}",
+                                    exprs[2].opcode
+                                );
+                            }
                         }
                     }
                 }

@@ -26,7 +26,7 @@ pub(crate) use expr::{eval_expr, eval_postfix, loops_read};
 use plan::*;
 
 use crate::format::{limits, PolicySpec, Record, COND_HAS_ELSE, NONE16, TENSOR_IMPLICIT};
-use crate::opcodes::{Dir, ExprKind, ExprOp, OpClass, Opcode};
+use crate::opcodes::{Dir, ExprOp, OpClass, Opcode};
 use crate::params::{ParamError, RuntimeParams};
 use crate::{Policy, Pool, Verified};
 
