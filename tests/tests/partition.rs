@@ -190,26 +190,41 @@ fn leaf_loops_over_a_cond_chain_partition_the_reference() {
     }
 }
 
-/// A condition the leaf loop evaluates once per run fails as the iteration would: at the run
-/// whose outer value divides by zero, with the same error on every path.
+/// What a leaf loop evaluates fails as the iteration would, with the same error on every path
+/// and AICPU count (on the AICPU that owns the failing task): a condition it evaluates once per run (dividing by zero at one outer
+/// value), a region bound it recomputes in a kept record (past the tensor at the last point),
+/// a parameter it recomputes (overflowing at the fourth point).
 #[test]
-fn a_leaf_loop_condition_fails_where_the_iteration_would() {
-    let src = "@tensor A: f16[4, 6]\n@kernel k(a, b): vector(inout x)\n\
-        @workload w() { for_each i in dense[4] { parallel_for j in dense[6] {\n\
-        cond 6 / (i - 2) > 0 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(A[i, j]) }\n\
-        } } }";
-    let out = assemble("w.pto", src, &Options::default()).unwrap();
-    let v = verify(&out.bytes).unwrap();
-    let p = RuntimeParams::new(&v, &[]).unwrap();
-    let reference = reference_expand(&v, &p, 1, 1000).unwrap_err();
-    for aicpus in 1..=3 {
-        for step in [NEXT_TASK, 1, 4, u64::MAX] {
-            for i in 0..aicpus {
-                let e = match expand_aicpu(v, p, i, aicpus, usize::MAX, step) {
-                    Err(LaunchError::Run(e)) => e,
-                    other => panic!("{aicpus} AICPUs, step {step}: {other:?}"),
-                };
-                assert_eq!(e, reference, "{aicpus} AICPUs, step {step}");
+fn leaf_loops_fail_where_the_iteration_would() {
+    for body in [
+        "cond 6 / (i - 2) > 0 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(A[i, j]) }",
+        "cond i == 0 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(A[i, j + 1]) }",
+        "task @k(i, j * 2147483647 * 2147483647) resources(A[i, j])",
+    ] {
+        let src = format!(
+            "@tensor A: f16[4, 6]\n@kernel k(a, b): vector(inout x)\n\
+             @workload w() {{ for_each i in dense[4] {{ parallel_for j in dense[6] {{\n{body}\n}} }} }}"
+        );
+        let out = assemble("w.pto", &src, &Options::default()).unwrap();
+        let v = verify(&out.bytes).unwrap();
+        let p = RuntimeParams::new(&v, &[]).unwrap();
+        let reference = reference_expand(&v, &p, 1, 1000).unwrap_err();
+        // An AICPU evaluates only what it emits: the one that owns the failing task fails
+        // (all of them, for a condition every one evaluates); the others may finish.
+        for aicpus in 1..=3 {
+            for step in [NEXT_TASK, 1, 4, u64::MAX] {
+                let mut failed = 0;
+                for i in 0..aicpus {
+                    match expand_aicpu(v, p, i, aicpus, usize::MAX, step) {
+                        Err(LaunchError::Run(e)) => {
+                            assert_eq!(e, reference, "{body}: {aicpus} AICPUs, step {step}");
+                            failed += 1;
+                        }
+                        Ok(_) => {}
+                        Err(e) => panic!("{body}: {e}"),
+                    }
+                }
+                assert!(failed >= 1, "{body}: {aicpus} AICPUs, step {step}: none failed");
             }
         }
     }

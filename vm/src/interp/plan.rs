@@ -83,6 +83,13 @@ pub(super) const EMPTY_OPERAND: Operand = Operand {
     a: 0,
     c: 0,
 };
+pub(super) const EMPTY_DIM: PlanDim = PlanDim {
+    start: EMPTY_OPERAND,
+    end: EMPTY_OPERAND,
+    extent: 0,
+    io: 0,
+    dim: 0,
+};
 pub(super) const EMPTY_PLAN: Plan = Plan {
     site: u32::MAX,
     kernel: 0,
@@ -96,13 +103,7 @@ pub(super) const EMPTY_PLAN: Plan = Plan {
         dir: 0,
         ndims: 0,
     }; limits::MAX_TASK_IO],
-    dims: [PlanDim {
-        start: EMPTY_OPERAND,
-        end: EMPTY_OPERAND,
-        extent: 0,
-        io: 0,
-        dim: 0,
-    }; PLAN_DIMS],
+    dims: [EMPTY_DIM; PLAN_DIMS],
     vars_only: false,
     param_depths: [0; limits::MAX_TASK_PARAMS],
     index_only: false,
@@ -134,32 +135,85 @@ fn reads_loop(exprs: &[Record], o: &Operand, depth: u8) -> bool {
     }
 }
 
-/// What changes in `plan`'s record from one iteration of its innermost loop (at `depth`) to
-/// the next, if only the loop's variable as a parameter and its index as a region dimension
-/// do (`Interpreter::keep_template`).
-fn template_of(exprs: &[Record], plan: &Plan, depth: u8) -> Option<Template> {
+/// What changes in `plan`'s record (site `pc`) from one iteration of its innermost loop (at
+/// `depth`) to the next (`Interpreter::keep_template`): the loop's variable as a parameter and
+/// its index as a region dimension, written directly; up to [`SLOW_FIELDS`] parameters and
+/// as many dimensions that read it otherwise, recomputed. `None` for a site with more.
+fn template_of(exprs: &[Record], plan: &Plan, pc: u32, depth: u8) -> Option<Template> {
     let mut t = EMPTY_TEMPLATE;
     t.depth = depth;
+    t.site = pc;
+    t.nparams = plan.nparams;
     for (i, o) in plan.params[..plan.nparams as usize].iter().enumerate() {
         if !reads_loop(exprs, o, depth) {
             continue;
         }
-        if o.kind != OPERAND_VAR || o.a != depth as u32 {
-            return None;
+        if o.kind == OPERAND_VAR && o.a == depth as u32 {
+            t.params |= 1 << i;
+        } else {
+            *t.slow_params.get_mut(t.nslow_params as usize)? = (i as u8, *o);
+            t.nslow_params += 1;
         }
-        t.params |= 1 << i;
     }
     for d in &plan.dims[..plan.ndims as usize] {
         if !reads_loop(exprs, &d.start, depth) && !reads_loop(exprs, &d.end, depth) {
             continue;
         }
-        if d.start.kind != OPERAND_INDEX || d.start.a != depth as u32 {
-            return None;
+        if d.start.kind == OPERAND_INDEX && d.start.a == depth as u32 {
+            t.dims[t.ndims as usize] = [d.io, d.dim];
+            t.ndims += 1;
+        } else {
+            *t.slow_dims.get_mut(t.nslow_dims as usize)? = *d;
+            t.nslow_dims += 1;
         }
-        t.dims[t.ndims as usize] = [d.io, d.dim];
-        t.ndims += 1;
     }
+    t.slow = t.nslow_params + t.nslow_dims > 0;
     Some(t)
+}
+
+/// The fields of a kept record (`t`) that read its loop's variable otherwise than as itself
+/// or its index, evaluated and checked as `fill_task` evaluates and checks them, in its order.
+#[inline(never)]
+fn recompute(
+    task: &mut Task,
+    t: &Template,
+    exprs: &[Record],
+    p: &RuntimeParams<'_>,
+    vars: &[i64; limits::MAX_LOOP_DEPTH],
+) -> R<()> {
+    for &(i, o) in &t.slow_params[..t.nslow_params as usize % (SLOW_FIELDS + 1)] {
+        task.params[i as usize % limits::MAX_TASK_PARAMS] =
+            operand(&o, exprs, p, vars, t.site + 1 + i as u32)?;
+    }
+    for pd in &t.slow_dims[..t.nslow_dims as usize % (SLOW_FIELDS + 1)] {
+        let opc = t.site + 1 + t.nparams as u32 + pd.io as u32;
+        let (start, end) = dim_range(pd, exprs, p, vars, opc)?;
+        let io = &mut task.io[pd.io as usize % limits::MAX_TASK_IO];
+        if start < 0 || end < start || end > pd.extent {
+            return Err(region_error(opc, io.tensor, pd.dim, start, end, pd.extent));
+        }
+        io.ranges[pd.dim as usize % limits::MAX_RANK] = (start, end);
+    }
+    Ok(())
+}
+
+/// The range of a region dimension that is not an unchecked index, before its checks (`opc`:
+/// its IO record, which places an error).
+#[inline(always)]
+fn dim_range(
+    pd: &PlanDim,
+    exprs: &[Record],
+    p: &RuntimeParams<'_>,
+    vars: &[i64; limits::MAX_LOOP_DEPTH],
+    opc: u32,
+) -> R<(i64, i64)> {
+    let start = operand(&pd.start, exprs, p, vars, opc)?;
+    let end = if pd.end.kind == OPERAND_NEXT {
+        start.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
+    } else {
+        operand(&pd.end, exprs, p, vars, opc)?
+    };
+    Ok((start, end))
 }
 
 /// Body sites of an innermost loop whose task records `leaf_loop` keeps from one iteration
@@ -181,7 +235,21 @@ pub(super) struct Template {
     dims: [[u8; 2]; PLAN_DIMS],
     /// The instruction after the site (the next site of the loop's body, or its end).
     next: u32,
+    /// The fields that read the loop's variable otherwise (`i * 2`, `max(0, i - 1)`):
+    /// evaluated and checked again at every iteration, as `fill_task` does, in its order
+    /// (parameters, then dimensions). Its site and parameter count place their errors.
+    site: u32,
+    nparams: u8,
+    /// Whether there are any (`nslow_params + nslow_dims > 0`).
+    slow: bool,
+    nslow_params: u8,
+    slow_params: [(u8, Operand); SLOW_FIELDS],
+    nslow_dims: u8,
+    slow_dims: [PlanDim; SLOW_FIELDS],
 }
+
+/// The most fields of each kind a kept record recomputes (a site with more is filled in full).
+pub(super) const SLOW_FIELDS: usize = 4;
 
 pub(super) const EMPTY_TEMPLATE: Template = Template {
     depth: 0,
@@ -189,6 +257,13 @@ pub(super) const EMPTY_TEMPLATE: Template = Template {
     ndims: 0,
     dims: [[0; 2]; PLAN_DIMS],
     next: 0,
+    site: 0,
+    nparams: 0,
+    slow: false,
+    nslow_params: 0,
+    slow_params: [(0, EMPTY_OPERAND); SLOW_FIELDS],
+    nslow_dims: 0,
+    slow_dims: [EMPTY_DIM; SLOW_FIELDS],
 };
 
 impl<'a, 'p> Interpreter<'a, 'p> {
@@ -353,12 +428,14 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     /// After `fill_task` for the site at `pc` (followed by the instruction at `next`), the
-    /// `k`-th of the innermost loop at `depth`: if every parameter and region dimension that
-    /// reads the loop's variable is the variable itself (a parameter) or its index (a
-    /// dimension, [`OPERAND_INDEX`]), copies the record to `templates[k]` and notes those
-    /// fields. The others read only runtime parameters and the variables of the loops around
-    /// this one, which keep their values for the whole run of the loop: their values, and the
-    /// outcome of their bounds checks, are the same at every iteration.
+    /// `k`-th of the innermost loop at `depth`: copies the record to `templates[k]` and notes
+    /// the fields that read the loop's variable — the variable itself as a parameter and its
+    /// index as a dimension ([`OPERAND_INDEX`]), written at each iteration, and up to
+    /// [`SLOW_FIELDS`] of each kind that read it otherwise, recomputed and checked at each
+    /// iteration (`template_of`; false, and nothing kept, for a site with more). The other
+    /// fields read only runtime parameters and the variables of the loops around this one,
+    /// which keep their values for the whole run of the loop: their values, and the outcome
+    /// of their bounds checks, are the same at every iteration.
     pub(super) fn keep_template(&mut self, pc: u32, next: u32, k: usize, depth: u8) -> bool {
         let Some(slot) = self.plan_slot(pc) else {
             return false;
@@ -367,7 +444,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         if k >= TEMPLATES || plan.site != pc || plan.no_template == depth + 1 {
             return false;
         }
-        let Some(mut t) = template_of(self.v.exprs(), plan, depth) else {
+        let Some(mut t) = template_of(self.v.exprs(), plan, pc, depth) else {
             self.plans[slot].no_template = depth + 1;
             return false;
         };
@@ -378,9 +455,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     /// Task `id` of the site whose record `templates[k]` keeps: only the fields that depend
-    /// on the loop's variable change. Gives the instruction after the site.
+    /// on the loop's variable change. Gives the instruction after the site, or the error
+    /// `fill_task` would give.
     #[inline(always)]
-    pub(super) fn refill(&mut self, k: usize, id: u64) -> u32 {
+    pub(super) fn refill(&mut self, k: usize, id: u64) -> R<u32> {
         let k = k % TEMPLATES;
         let (task, t) = (&mut self.templates[k], &self.template_of[k]);
         let v = self.vars[t.depth as usize % limits::MAX_LOOP_DEPTH];
@@ -394,7 +472,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             task.io[io as usize % limits::MAX_TASK_IO].ranges[dim as usize % limits::MAX_RANK] =
                 (v, v + 1);
         }
-        t.next
+        if t.slow {
+            recompute(task, t, self.v.exprs(), &self.p, &self.vars)?;
+        }
+        Ok(t.next)
     }
 
     /// The plan slot holding the site at `pc`, if one does: its own slot first.
@@ -479,12 +560,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 continue;
             }
             let opc = pc + 1 + np as u32 + pd.io as u32;
-            let start = operand(&pd.start, exprs, p, vars, opc)?;
-            let end = if pd.end.kind == OPERAND_NEXT {
-                start.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
-            } else {
-                operand(&pd.end, exprs, p, vars, opc)?
-            };
+            let (start, end) = dim_range(pd, exprs, p, vars, opc)?;
             if start < 0 || end < start || end > pd.extent {
                 let tensor = task.io[pd.io as usize % limits::MAX_TASK_IO].tensor;
                 return Err(region_error(opc, tensor, pd.dim, start, end, pd.extent));

@@ -178,7 +178,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             let id = self.next_id;
             self.next_id = id.checked_add(1).ok_or(RunError::TooManyTasks)?;
             self.stats.instructions += 1;
-            let next = self.refill(k, id);
+            let next = self.refill(k, id)?;
             self.current = k as u8 + 1;
             self.templates[k % TEMPLATES].iter = iter;
             self.stats.emitted += 1;
@@ -463,7 +463,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             _ => self.owner(&f.policy, q)? == self.me,
         };
         let (next, t) = if mine && k < TEMPLATES && *kept & 1 << k != 0 {
-            (self.refill(k, id), k + 1)
+            (self.refill(k, id)?, k + 1)
         } else {
             let r = self.rec(q);
             let next = q + 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
