@@ -295,8 +295,9 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     /// The fast path for an innermost loop whose iterations run the same TASK statements
-    /// (`leaf_body`) and whose ownership does not change per iteration: runs its iterations
-    /// without dispatching instructions one by one. Applies at the start of an iteration.
+    /// (`leaf_body`) and whose owned positions are known without deciding each one
+    /// (`leaf_stride`): runs its iterations without dispatching instructions one by one.
+    /// Applies at the start of an iteration.
     #[inline]
     pub(super) fn leaf_loop<S: Sink + ?Sized>(
         &mut self,
