@@ -319,7 +319,14 @@ mod tests {
     /// every pair of binary operators (those that divide go to the general evaluator).
     #[test]
     fn three_leaves_agree_with_the_general_evaluator() {
-        let values = [0, 1, -1, 3, -7, i64::MAX, i64::MIN];
+        // Under Miri (`scripts/miri.sh`), which runs this a thousand times slower, fewer values
+        // and one operator pair in seven.
+        let values: &[i64] = if cfg!(miri) {
+            &[-1, 3, i64::MAX]
+        } else {
+            &[0, 1, -1, 3, -7, i64::MAX, i64::MIN]
+        };
+        let sampled = |op1: u8, op2: u8| !cfg!(miri) || (op1 as u32 + op2 as u32).is_multiple_of(7);
         let p = RuntimeParams::empty();
         let binary = || {
             ExprOp::ALL
@@ -331,16 +338,16 @@ mod tests {
         let end = Record::new(ExprOp::END as u8, 0, 0, 0);
         let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
         for op1 in binary() {
-            for op2 in binary() {
+            for op2 in binary().filter(|&op2| sampled(op1, op2)) {
                 let (o1, o2) = (Record::new(op1, 0, 0, 0), Record::new(op2, 0, 0, 0));
                 let shapes = [
                     [var(0), var(1), var(2), o1, o2, end],
                     [var(0), var(1), o1, var(2), o2, end],
                 ];
                 for exprs in &shapes {
-                    for a in values {
-                        for b in values {
-                            for c in values {
+                    for &a in values {
+                        for &b in values {
+                            for &c in values {
                                 vars[..3].copy_from_slice(&[a, b, c]);
                                 assert_eq!(
                                     eval_expr(exprs, &p, &vars, 0, 9),
