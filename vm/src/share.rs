@@ -77,6 +77,12 @@ pub struct Sharing {
     /// it, and those before `L` name at least as many dimensions. Only `L`'s first iteration
     /// looks it up and its last records it; the rest follows from [`chain`].
     pub carried: bool,
+    /// Whether it is **stepped** by an outermost loop `L` (spec/runtime.md §3.5): every site
+    /// that accesses it is inside `L`, a loop over a dense or dynamic axis outside every
+    /// other loop (so it runs once, its iterations in id order); every write names dimension
+    /// 0 by exactly `L`'s variable `t`, every read by the single index `t − c`, `c ≥ 1`. A
+    /// later write then writes a row no earlier read reads: reads are only looked up.
+    pub stepped: bool,
     /// For a chained tensor: the instruction index of the loop whose body holds every site
     /// that accesses it. For a carried one: its loop `L`.
     pub body: u32,
@@ -94,6 +100,10 @@ pub struct Sharing {
     /// During the walk: the innermost loop of the first site that names it by the variables
     /// of all but that loop (the candidate `L` of a carried tensor), or `u32::MAX`.
     carry: u32,
+    /// During the walk: the outermost loop of its first site (the candidate `L` of a stepped
+    /// tensor), and whether an access broke the stepped rule.
+    step_loop: u32,
+    unstepped: bool,
 }
 
 /// The most `TASK` statements a loop body holding a chained tensor may have (§3.6): distances
@@ -130,6 +140,17 @@ fn is_var(v: &crate::Verified<'_>, e: u16, depth: u8) -> bool {
     let (a, b) = (x.get(e as usize), x.get(e as usize + 1));
     a.is_some_and(|r| r.opcode == crate::ExprOp::VAR as u8 && r.op1() == depth as u16)
         && b.is_some_and(|r| r.opcode == crate::ExprOp::END as u8)
+}
+
+/// Whether expression `e` is exactly the loop variable at `depth` minus a constant `c ≥ 1`
+/// (`t - 1`).
+fn is_var_before(v: &crate::Verified<'_>, e: u16, depth: u8) -> bool {
+    let x = v.exprs();
+    let node = |k: usize| x.get(e as usize + k);
+    node(0).is_some_and(|r| r.opcode == crate::ExprOp::VAR as u8 && r.op1() == depth as u16)
+        && node(1).is_some_and(|r| r.opcode == crate::ExprOp::CONST as u8 && r.op2() as i32 >= 1)
+        && node(2).is_some_and(|r| r.opcode == crate::ExprOp::SUB as u8)
+        && node(3).is_some_and(|r| r.opcode == crate::ExprOp::END as u8)
 }
 
 /// Whether a loop over `axis` gives its variable the iteration indices 0, 1, … (dense,
@@ -289,15 +310,32 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
             }
             // The loop whose body holds the site directly.
             let body = if nl > 0 { loops[nl - 1].2 } else { u32::MAX };
+            let outermost = if nl > 0 { loops[0].2 } else { u32::MAX };
             if !s.seen {
                 s.first_site = pc;
                 s.body = body;
                 s.carry = u32::MAX;
+                s.step_loop = outermost;
                 s.seen = true;
             }
             if s.carry == u32::MAX && nl > 0 && io.flags as usize + 1 == nl {
                 s.carry = body;
             }
+            // Stepped by the outermost loop `L` around its first site? Every access inside
+            // `L` (a loop over a dense or dynamic axis), its dimension 0 a single index:
+            // `L`'s variable for a write, that variable minus a constant `c ≥ 1` for a read.
+            let dim0 = regions.get(io.op2() as usize).filter(|_| io.flags >= 1);
+            s.unstepped |= nl == 0
+                || outermost != s.step_loop
+                || dense_axis(&v, loops[0].1).is_none()
+                || !dim0.is_some_and(|d| {
+                    d.end.get() == NONE16
+                        && if dir == Dir::In {
+                            is_var_before(&v, d.start.get(), 0)
+                        } else {
+                            is_var(&v, d.start.get(), 0)
+                        }
+                });
             s.scattered |= body != s.body || body == u32::MAX;
             // Named by the variables of the loops around the site, outermost first?
             s.unindexed |= io.flags as usize != nl
@@ -335,6 +373,7 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
     let one = interp.aicpus() == 1;
     for s in out.iter_mut() {
         s.loop_indexed = s.seen && !s.unindexed;
+        s.stepped = s.seen && !s.unstepped;
         // `writes_end == 0`: no task writes it (not even a site whose statement runs no task).
         s.class = if s.writes_end == 0 {
             Class::ReadOnly
@@ -652,8 +691,8 @@ pub fn chain(v: &crate::Verified<'_>, shares: &[Sharing], site: u32) -> Chain {
 /// (§3.5), and in which map (true: the global one): not at all for a read-only tensor. Of
 /// any other, it is looked up unless its tensor is loop-indexed and no earlier site may
 /// conflict (for a read, write it; for a write, access it), and recorded if it is a write,
-/// or a read that a later write may follow (a task below `writes_end`, and for a
-/// loop-indexed tensor a site before its last writing site). A tensor past `shares` is
+/// or a read that a later write may follow (a task below `writes_end`, for a loop-indexed
+/// tensor a site before its last writing site, and not of a stepped tensor). A tensor past `shares` is
 /// treated as shared and always recorded.
 pub fn use_of(shares: &[Sharing], id: u64, site: u32, io: &crate::Io) -> (Use, bool) {
     let Some(s) = shares.get(io.tensor as usize) else {
@@ -675,8 +714,8 @@ pub fn use_of(shares: &[Sharing], id: u64, site: u32, io: &crate::Io) -> (Use, b
         s.first_write_site
     };
     let lookup = !s.loop_indexed || site > earliest;
-    let record =
-        io.writes() || (id < s.writes_end && (!s.loop_indexed || site < s.last_write_site));
+    let record = io.writes()
+        || (id < s.writes_end && (!s.loop_indexed || site < s.last_write_site) && !s.stepped);
     match (lookup, record) {
         (true, true) => (Use::Record, global),
         (true, false) => (Use::Lookup, global),
