@@ -2,8 +2,8 @@
 //! module, a window completing in order, recording what the scheduler records (spec/runtime.md
 //! §3.5); for profiling and work counts:
 //! `cargo run --release -p ptovm-host-sim --example deps -- FILE.pto WINDOW REPEAT [NAME=VALUE…]`
-//! (scalar parameters; the others take the module's defaults). WINDOW 0 generates the tasks
-//! into a sink that only counts them (generation alone, as `ptovm bench`'s `generate`).
+//! (scalar parameters; the others take the module's defaults). WINDOW 0 measures generation
+//! alone, with `ptovm bench`'s `generate`.
 //! `deps_llama` is the same for the LLaMA layer with its tile count as the first argument.
 use ptovm_assembler::{assemble, Options};
 use ptovm_host_sim::{DepMode, InOrderWindow};
@@ -59,23 +59,15 @@ fn main() {
     );
 }
 
-/// Counts tasks and does nothing else.
-struct Count;
-impl ptovm_vm::Sink for Count {
-    fn task(&mut self, _: &ptovm_vm::Task) -> bool {
-        true
-    }
-}
-
+/// Generation alone, `repeat` times, as `ptovm bench` measures it (`measure::generate`: each
+/// timed expansion after an untimed one).
 fn generate_only(v: ptovm_vm::Verified<'_>, rp: RuntimeParams<'_>, repeat: u32) {
-    let mut total = 0;
-    let t0 = std::time::Instant::now();
+    let (mut total, mut dt) = (0, std::time::Duration::ZERO);
     for _ in 0..repeat {
-        let mut it = Interpreter::new(v, rp, 0, 1).unwrap();
-        it.run(&mut Count, u64::MAX).unwrap();
-        total += it.stats().emitted;
+        let m = ptovm_host_sim::measure::generate(v, rp).unwrap_or_else(|e| panic!("{e}"));
+        total += m.tasks;
+        dt += m.wall;
     }
-    let dt = t0.elapsed();
     println!(
         "{total} tasks generated in {dt:?}: {:.1} ns/task",
         dt.as_nanos() as f64 / total as f64
