@@ -5,6 +5,22 @@
 //! which [`random_nearest_keep`] computes (`cargo run -p ptovm-tests --example
 //! random_nearest_keep -- W [P]` prints it for `--param keep=…`).
 
+/// Task Bench's dependence patterns that have a module in `examples/taskbench/` (besides
+/// `chain.pto`, one dependency chain).
+pub const PATTERNS: [&str; 11] = [
+    "trivial",
+    "no_comm",
+    "stencil_1d",
+    "stencil_1d_periodic",
+    "dom",
+    "tree",
+    "fft",
+    "all_to_all",
+    "nearest",
+    "spread",
+    "random_nearest",
+];
+
 /// Task Bench's `random_uniform` of five `long`s: MurmurHash3 x64-128 of their 40
 /// little-endian bytes with seed 1234567, the first 64-bit word of the hash over 2⁶⁴.
 pub fn random_uniform(values: [i64; 5]) -> f64 {

@@ -476,20 +476,7 @@ fn task_benchs_tensor_is_local_exactly_when_every_access_is_keyed() {
 /// access outside the loop, the loop inside another loop, a sparse outermost loop.
 #[test]
 fn stepped_tensors_are_read_without_being_recorded() {
-    for pattern in [
-        "trivial",
-        "no_comm",
-        "stencil_1d",
-        "stencil_1d_periodic",
-        "dom",
-        "tree",
-        "fft",
-        "all_to_all",
-        "nearest",
-        "spread",
-        "random_nearest",
-        "chain",
-    ] {
+    for pattern in ptovm_tests::taskbench::PATTERNS.iter().chain(&["chain"]) {
         let (bytes, params) = ptovm_tests::example(&format!("taskbench/{pattern}.pto"), &[]);
         let v = verify(&bytes).unwrap();
         let vals = values(&params);

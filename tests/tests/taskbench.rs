@@ -10,24 +10,9 @@ use std::collections::BTreeSet;
 
 use ptovm_host_sim::sim;
 use ptovm_host_sim::{edges, reference_expand, DepMode};
-use ptovm_tests::taskbench::{random_nearest_includes, random_nearest_keep, FRACTION};
+use ptovm_tests::taskbench::{random_nearest_includes, random_nearest_keep, FRACTION, PATTERNS};
 use ptovm_tests::{example, values};
 use ptovm_vm::{verify, RuntimeParams};
-
-/// The patterns with modules.
-const PATTERNS: [&str; 11] = [
-    "trivial",
-    "no_comm",
-    "stencil_1d",
-    "stencil_1d_periodic",
-    "dom",
-    "tree",
-    "fft",
-    "all_to_all",
-    "nearest",
-    "spread",
-    "random_nearest",
-];
 
 /// Task Bench's number of dependence sets of `pattern` for width `w` and period `period`
 /// (`max_dependence_sets`), and the set timestep `t` uses (`dependence_set_at_timestep`).
