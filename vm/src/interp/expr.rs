@@ -67,24 +67,24 @@ pub(crate) fn eval_expr(
         // c` (`min(i + 2, W)`), evaluated in the postfix order, so an error is the one the
         // general evaluator gives (division, remainder and `ceil_div` go to it).
         [n0, n1, n2, n3, n4, end, ..] if end.opcode == ExprOp::END as u8 => {
-            if let (Some(a), Some(b)) = (leaf(n0), leaf(n1)) {
-                // The inner operation: `b op c` or `a op b`, and what the outer one takes.
-                let (inner, outer) = match (leaf(n2), leaf(n3)) {
-                    (Some(c), None) => (binary(n3.opcode, b, c, pc), (a, true)),
-                    (None, Some(c)) => (binary(n2.opcode, a, b, pc), (c, false)),
-                    _ => (None, (0, false)),
-                };
-                match inner {
-                    Some(Err(e)) => return Err(e),
-                    Some(Ok(x)) => {
-                        let (other, left) = outer;
-                        let (l, r) = if left { (other, x) } else { (x, other) };
-                        if let Some(v) = binary(n4.opcode, l, r, pc) {
-                            return v;
-                        }
-                    }
-                    None => {}
+            // The inner operation first, then the outer one's operands.
+            let inner = match (leaf(n0), leaf(n1), leaf(n2), leaf(n3)) {
+                (Some(a), Some(b), Some(c), None) => {
+                    binary(n3.opcode, b, c, pc).map(|bc| bc.map(|bc| (a, bc)))
                 }
+                (Some(a), Some(b), None, Some(c)) => {
+                    binary(n2.opcode, a, b, pc).map(|ab| ab.map(|ab| (ab, c)))
+                }
+                _ => None,
+            };
+            match inner {
+                Some(Err(e)) => return Err(e),
+                Some(Ok((l, r))) => {
+                    if let Some(x) = binary(n4.opcode, l, r, pc) {
+                        return x;
+                    }
+                }
+                None => {}
             }
         }
         _ => {}
