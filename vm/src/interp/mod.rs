@@ -10,11 +10,12 @@
 //! The rooms: `task` (what the interpreter emits and its errors), `plan` (task sites decoded
 //! once, and the records `leaf_loop` keeps), `expr` (expression evaluation), `count` (task
 //! counts of skipped subtrees and the work bound), `walk` (the walk itself: loops, blocks,
-//! ownership decisions, the leaf-loop fast path). This file holds the interpreter's state,
-//! its ownership rules and the facts it reads from the code.
+//! ownership decisions), `leaf` (the fast path of innermost loops of tasks). This file holds
+//! the interpreter's state, its ownership rules and the facts it reads from the code.
 
 mod count;
 mod expr;
+mod leaf;
 mod plan;
 mod task;
 mod walk;

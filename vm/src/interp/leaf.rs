@@ -1,0 +1,361 @@
+//! The leaf-loop fast path (spec/bytecode.md §5.8): an innermost loop whose iterations run
+//! only TASK statements — its body, or the branch a `cond` chain takes — runs them without
+//! dispatching instructions one by one, stepping from one owned position to the next, and keeps
+//! each site's task record from one iteration to the next (`plan::Template`).
+
+use super::walk::block_end;
+use super::*;
+
+impl<'a, 'p> Interpreter<'a, 'p> {
+    /// The kept record of the next site when `run` would go on in a loop whose body is only
+    /// tasks (`leaf_loop` has run it): inside an iteration where `leaf_loop` paused
+    /// (`leaf_rest`), or at the end of one with another to go (then `true`: the loop advances
+    /// first, as `close` would advance it, to the next position this instance owns:
+    /// `leaf_stride`). Only a site this instance owns
+    /// (in a loop it owns, or by round robin) whose record is kept.
+    #[inline]
+    pub(super) fn kept_next(&self) -> Option<(usize, bool)> {
+        if self.done || self.sp == 0 {
+            return None;
+        }
+        let f = &self.frames[self.sp];
+        // (Only `leaf_loop` sets `kept_loop`, to a loop's header: a frame there is that loop,
+        // and `enter_loop` empties `kept` when it starts a run of it.)
+        if self.kept_loop != f.at {
+            return None;
+        }
+        let (k, advance) = if self.pc == f.end {
+            (0, true)
+        } else {
+            (self.resume.1 as usize, false)
+        };
+        let at = if advance {
+            f.pos.saturating_add(f.step) < f.stop
+        } else {
+            self.pc < f.end && self.pc != f.at + 1 && self.resume.0 == self.pc
+        };
+        let mine = match f.own {
+            Own::Mine => true,
+            Own::Undecided if f.policy.kind == Policy::RoundRobin as u8 => {
+                self.next_id % self.n == self.me
+            }
+            _ => false,
+        };
+        (at && mine && k < TEMPLATES && self.kept & 1 << k != 0).then_some((k, advance))
+    }
+
+    /// The fast path for an innermost loop whose iterations run the same TASK statements
+    /// (`leaf_body`) and whose owned positions are known without deciding each one
+    /// (`leaf_stride`): runs its iterations without dispatching instructions one by one.
+    /// Applies at the start of an iteration.
+    #[inline]
+    pub(super) fn leaf_loop<S: Sink + ?Sized>(
+        &mut self,
+        sink: &mut S,
+        budget: u64,
+        emitted: &mut u64,
+    ) -> R<Leaf> {
+        if self.sp == 0 {
+            return Ok(Leaf::NotApplicable);
+        }
+        let f = &self.frames[self.sp];
+        if Opcode::from_u8(f.op).map(|o| o.class()) != Some(OpClass::Loop) {
+            return Ok(Leaf::NotApplicable);
+        }
+        if self.pc != f.at + 1 {
+            // Inside an iteration: where this path paused (the scheduler stages one task at
+            // a time), it runs the rest of the iteration.
+            if self.kept_loop == f.at && self.resume.0 == self.pc && f.own != Own::NotMine {
+                return self.leaf_rest(sink, budget, emitted);
+            }
+            return Ok(Leaf::NotApplicable);
+        }
+        if f.simple == UNKNOWN_SIMPLE {
+            let stride = self.leaf_stride(f);
+            let body = match stride {
+                Some(_) => self.leaf_body(f.at + 1, f.end, f.depth)?,
+                None => None,
+            };
+            let f = &mut self.frames[self.sp];
+            (f.simple, f.leaf) = match body {
+                Some((start, end, n)) => (n, (start, end)),
+                None => (NOT_SIMPLE, (0, 0)),
+            };
+            (f.step, f.stop) = stride.unwrap_or((1, 0));
+        }
+        if self.frames[self.sp].simple == NOT_SIMPLE {
+            return Ok(Leaf::NotApplicable);
+        }
+        let f = self.frames[self.sp];
+        if f.own == Own::NotMine || f.simple == 0 {
+            // Not ours, or none: the remaining iterations' tasks are counted, not generated.
+            let n = (f.simple as u64)
+                .checked_mul(f.ext - f.pos)
+                .ok_or(RunError::TooManyTasks)?;
+            self.next_id = self.next_id.checked_add(n).ok_or(RunError::TooManyTasks)?;
+            self.stats.skipped += n;
+        } else {
+            // Bit `k`: `templates[k]` holds the `k`-th site's record from this run of the
+            // loop (kept across pauses: only entering a loop clears it).
+            let kept = if self.kept_loop == f.at { self.kept } else { 0 };
+            self.kept_loop = f.at;
+            let ran = if f.step == 1 && f.stop == f.ext {
+                self.leaf_runs::<false, S>(sink, budget, emitted, f, kept)?
+            } else {
+                self.leaf_runs::<true, S>(sink, budget, emitted, f, kept)?
+            };
+            if !ran {
+                return Ok(Leaf::Paused);
+            }
+        }
+        self.kept = 0;
+        self.sp -= 1;
+        self.loops -= 1;
+        self.pc = f.after;
+        Ok(Leaf::Ran)
+    }
+
+    /// The iterations of the leaf loop `f` from its current one on (`kept`: the records kept
+    /// so far): every position when not `STRIDED` (the common case, kept apart so its loop
+    /// stays as tight as it was), else every `f.step`-th before `f.stop`, counting the tasks
+    /// of the positions between. False if emission paused.
+    #[inline(always)]
+    fn leaf_runs<const STRIDED: bool, S: Sink + ?Sized>(
+        &mut self,
+        sink: &mut S,
+        budget: u64,
+        emitted: &mut u64,
+        f: Frame,
+        mut kept: u32,
+    ) -> R<bool> {
+        let f = &f;
+        let mut pos = f.pos;
+        loop {
+            let mut q = f.leaf.0;
+            let mut k = 0usize;
+            let iter = f.leaf_iter(pos);
+            while q < f.leaf.1 {
+                let (next, paused) =
+                    self.leaf_site(sink, budget, emitted, f, (q, k, pos, iter), &mut kept)?;
+                if paused {
+                    return Ok(false);
+                }
+                q = next;
+                k += 1;
+            }
+            if STRIDED {
+                // The next position this AICPU owns, past those it does not (their tasks
+                // are counted), or the loop's end.
+                let next = pos.saturating_add(f.step);
+                if next >= f.stop {
+                    self.skip_leaf(f, f.ext - pos - 1)?;
+                    return Ok(true);
+                }
+                self.skip_leaf(f, next - pos - 1)?;
+                pos = next;
+            } else {
+                pos += 1;
+                if pos >= f.ext {
+                    return Ok(true);
+                }
+            }
+            self.bind(f.depth, pos, f.ext, f.base, f.indices);
+            self.stats.visits += 1;
+        }
+    }
+
+    /// `leaf_loop` from inside an iteration where it paused: the rest of the iteration's
+    /// sites, then back to the loop's usual end-of-body step.
+    #[inline(never)]
+    pub(super) fn leaf_rest<S: Sink + ?Sized>(
+        &mut self,
+        sink: &mut S,
+        budget: u64,
+        emitted: &mut u64,
+    ) -> R<Leaf> {
+        let f = self.frames[self.sp];
+        let (mut q, mut k) = (self.pc, self.resume.1 as usize);
+        let mut kept = self.kept;
+        let iter = f.leaf_iter(f.pos);
+        while q < f.leaf.1 {
+            let (next, paused) =
+                self.leaf_site(sink, budget, emitted, &f, (q, k, f.pos, iter), &mut kept)?;
+            if paused {
+                return Ok(Leaf::Paused);
+            }
+            q = next;
+            k += 1;
+        }
+        self.kept = kept;
+        self.pc = f.end;
+        Ok(Leaf::Rest)
+    }
+
+    /// One task site of a `leaf_loop` body, the `k`-th, at `q`, in iteration `pos` of the
+    /// loop `f` (its flags `iter`): emits its task if this instance owns it, in the record
+    /// kept for the site where it can. Gives the next site's index and whether emission
+    /// paused (then the interpreter's state is saved to resume at the next site).
+    #[inline(always)]
+    pub(super) fn leaf_site<S: Sink + ?Sized>(
+        &mut self,
+        sink: &mut S,
+        budget: u64,
+        emitted: &mut u64,
+        f: &Frame,
+        (q, k, pos, iter): (u32, usize, u64, u8),
+        kept: &mut u32,
+    ) -> R<(u32, bool)> {
+        let id = self.next_id;
+        self.next_id = id.checked_add(1).ok_or(RunError::TooManyTasks)?;
+        self.stats.instructions += 1;
+        let mine = match f.own {
+            Own::Mine => true,
+            Own::Undecided if f.policy.kind == Policy::RoundRobin as u8 => id % self.n == self.me,
+            _ => self.owner(&f.policy, q)? == self.me,
+        };
+        let (next, t) = if mine && k < TEMPLATES && *kept & 1 << k != 0 {
+            (self.refill(k, id)?, k + 1)
+        } else {
+            let r = self.rec(q);
+            let next = q + 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
+            if !mine {
+                self.stats.skipped += 1;
+                return Ok((next, false));
+            }
+            self.fill_task(q, r, id)?;
+            // A kept record's next site: past the last one, the body's end (`next_task`
+            // goes on from there).
+            let after = if next >= f.leaf.1 { f.end } else { next };
+            if f.simple as usize <= TEMPLATES && self.keep_template(q, after, k, f.depth) {
+                *kept |= 1 << k;
+                (next, k + 1)
+            } else {
+                (next, 0)
+            }
+        };
+        self.current = t as u8;
+        let task = match t {
+            0 => &mut self.task,
+            t => &mut self.templates[(t - 1) % TEMPLATES],
+        };
+        task.iter = iter;
+        self.stats.emitted += 1;
+        *emitted += 1;
+        if !sink.task(task) || *emitted >= budget {
+            // After the last site the iteration is over: its end is the body's (past a
+            // cond chain's other branches).
+            let at = if next >= f.leaf.1 { f.end } else { next };
+            self.kept = *kept;
+            self.resume = (at, k as u32 + 1);
+            self.frames[self.sp].pos = pos;
+            self.pc = at;
+            return Ok((next, true));
+        }
+        Ok((next, false))
+    }
+
+    /// Which positions of the loop `f` (at the start of an owned iteration) this AICPU owns,
+    /// when the leaf path can step from one to the next without deciding each: every `step`-th
+    /// position before `stop`. All of them for a loop that does not decide ownership; under
+    /// `static(v)` decided at this loop, its block (positions up to `stop`); under an
+    /// `affinity(v)` decided at this loop by its bare variable, every `n`-th. `None` for
+    /// other deciding loops, or one with a dispatch block inside.
+    fn leaf_stride(&self, f: &Frame) -> Option<(u64, u64)> {
+        if !f.deciding {
+            return Some((1, f.ext));
+        }
+        if f.filter != 0 {
+            return None;
+        }
+        match Policy::from_u8(f.policy.kind) {
+            Some(Policy::StaticPartition) if f.policy.depth == f.depth => {
+                Some((1, block_end(self.me, self.n, f.ext)))
+            }
+            Some(Policy::Affinity) if self.keyed_by_own_variable(f) => Some((self.n, f.ext)),
+            _ => None,
+        }
+    }
+
+    /// Whether the loop `f` decides ownership by `affinity(v)` of its own variable `v` over
+    /// positions that are its values (not a sparse axis): it owns every `n`-th position.
+    pub(super) fn keyed_by_own_variable(&self, f: &Frame) -> bool {
+        let key = f.policy.key.get() as u32;
+        f.indices == NONE16
+            && Policy::from_u8(f.policy.kind) == Some(Policy::Affinity)
+            && self.expr_at(key).opcode == ExprOp::VAR as u8
+            && self.expr_at(key).op1() == f.depth as u16
+            && self.expr_at(key + 1).opcode == ExprOp::END as u8
+    }
+
+    /// Counts the tasks of `positions` positions of the leaf loop `f` that this AICPU does not
+    /// own (each runs `f.simple` tasks).
+    #[inline]
+    pub(super) fn skip_leaf(&mut self, f: &Frame, positions: u64) -> R<()> {
+        if positions == 0 {
+            return Ok(());
+        }
+        let n = (f.simple as u64)
+            .checked_mul(positions)
+            .ok_or(RunError::TooManyTasks)?;
+        self.next_id = self.next_id.checked_add(n).ok_or(RunError::TooManyTasks)?;
+        self.stats.skipped += n;
+        Ok(())
+    }
+
+    /// The TASK statements every iteration of the innermost loop at `depth` (body `start ..
+    /// end`) runs in this run of the loop, as `(first, end, count)`: the body itself when it
+    /// is only TASK statements; for a body that is one `cond` / `else cond` chain whose
+    /// conditions read no variable of this loop (only runtime parameters and the variables
+    /// of the loops around it, which keep their values for the whole run), the branch the
+    /// chain takes, if that is only TASK statements (none if no branch is taken). `None`
+    /// otherwise. Evaluates the conditions it passes, as the iteration would, in order.
+    pub(super) fn leaf_body(&self, start: u32, end: u32, depth: u8) -> R<Option<(u32, u32, u32)>> {
+        let (mut start, mut end) = (start, end);
+        loop {
+            if let Some(n) = self.tasks_only(start, end) {
+                return Ok(Some((start, end, n)));
+            }
+            let r = self.rec(start);
+            if r.opcode != Opcode::COND as u8
+                || expr::loops_read(self.v.exprs(), r.op1() as u32) > depth as u32
+            {
+                return Ok(None);
+            }
+            let then_end = r.op2();
+            let has_else = r.flags & COND_HAS_ELSE != 0;
+            let after = if has_else {
+                self.rec(then_end).op2()
+            } else {
+                then_end
+            };
+            if after != end {
+                // Something follows the chain in the body.
+                return Ok(None);
+            }
+            if self.eval(r.op1() as u32, start)? != 0 {
+                return Ok(self
+                    .tasks_only(start + 1, then_end)
+                    .map(|n| (start + 1, then_end, n)));
+            }
+            if !has_else {
+                return Ok(Some((end, end, 0)));
+            }
+            // The else block: a SEQUENTIAL whose body is the rest of the chain.
+            (start, end) = (then_end + 1, after);
+        }
+    }
+
+    /// The number of statements of `start .. end` if they are all TASK statements.
+    fn tasks_only(&self, start: u32, end: u32) -> Option<u32> {
+        let (mut q, mut n) = (start, 0u32);
+        while q < end {
+            let r = self.rec(q);
+            if r.opcode != Opcode::TASK as u8 {
+                return None;
+            }
+            n += 1;
+            q += 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
+        }
+        Some(n)
+    }
+}
