@@ -545,6 +545,59 @@ fn skipped_subtrees_cost_no_visits() {
     assert_eq!(e.stats.visits, 2 * n + n * n);
 }
 
+/// A `cond` chain on a loop's variable whose branches hold the same number of tasks (Task
+/// Bench's `cond i == 0 { … } else cond i == W - 1 { … } else { … }`) does not make the loop's
+/// task count depend on the variable: an AICPU counts the positions other AICPUs own by
+/// multiplying, without evaluating the chain at each (spec/bytecode.md §5.8). A chain whose
+/// branches differ is evaluated at every such position: the contrast.
+#[test]
+fn chains_of_equal_branches_are_counted_without_evaluating() {
+    let (steps, points) = (4u64, 600u64);
+    for (chain, fixed) in [
+        (
+            "cond j == 0 { task @a(j) } else cond j == W - 1 { task @b(j) } else { task @c(j) }",
+            true,
+        ),
+        (
+            "cond i < 9 { cond j % 2 == 0 { task @a(j) } else { task @b(j) } }",
+            true,
+        ),
+        (
+            "cond j % 2 == 0 { task @a(j) task @b(j) } else { task @c(j) }",
+            false,
+        ),
+        ("cond j < 100 { task @a(j) }", false),
+    ] {
+        for policy in ["static(j)", "affinity(j)"] {
+            let src = format!(
+                "@param W = {points}\n@kernel a(x): vector()\n@kernel b(x): vector()\n@kernel c(x): vector()\n\
+                 @workload w() {{ for_each i in dense[{steps}] {{ parallel_for j in dense_dyn(W) {{\n{chain}\n}} }} }}\n\
+                 @schedule s for w {{ dispatch = {policy} }}"
+            );
+            let q = prog(&src);
+            let v = verify(&q.bytes).unwrap();
+            let vals = q.values(&[]);
+            let rp = RuntimeParams::new(&v, &vals).unwrap();
+            let total = reference_expand(&v, &rp, 1, u64::MAX).unwrap().len() as u64;
+            let mut sum = 0;
+            for i in 0..6 {
+                let s = expand_aicpu(v, rp, i, 6, 0, u64::MAX).unwrap().stats;
+                assert_eq!(s.emitted + s.skipped, total, "{chain} {policy}");
+                sum += s.emitted;
+                // The chain's count known once, or one count for every position another
+                // AICPU owns.
+                let counted = if fixed {
+                    0
+                } else {
+                    steps * (points - points / 6)
+                };
+                assert_eq!(s.count_visits, counted, "{chain} {policy} {i}/6: {s:?}");
+            }
+            assert_eq!(sum, total);
+        }
+    }
+}
+
 fn launch(src: &str, given: &[(&str, P)]) -> Result<u64, LaunchError> {
     let p = prog(src);
     let v = verify(&p.bytes).unwrap();

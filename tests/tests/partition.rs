@@ -163,6 +163,16 @@ fn leaf_loops_over_a_cond_chain_partition_the_reference() {
         "cond j % 2 == 0 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(B[j, i]) }",
         "cond i == 1 { task @k(i, j) resources(A[i, j]) }\n task @k(j, i) resources(B[j, i])",
         "cond i != 2 { for_each u in dense[2] { task @m(i, j, u) resources(B[j, i], A[i, j]) } } else { task @k(i, j) resources(A[i, j]) }",
+        // Chains on the loop's own variable. One task whatever they decide (counted without
+        // being evaluated at positions another AICPU owns), inside a guard on the outer
+        // variable (fft's shape):
+        "cond 6 / (i + 1) > 0 { cond j == 0 { task @k(i, j) resources(A[i, j]) }\n\
+         else cond j == 5 { task @k(j, i) resources(B[j, i]) }\n\
+         else { task @m(i, j, j - 1) resources(A[i, j - 1 : j + 1], A[i, j]) } }",
+        // a guard on the loop's variable without an else block (tree's and dom's shape: one
+        // task or none), and branches of two tasks and one:
+        "cond j >= i { cond j % 2 == 0 { task @k(i, j) resources(A[i, j]) } else { task @m(j, i, 1) resources(B[j, i], A[i, j]) } }",
+        "cond j == 0 { task @k(i, j) resources(A[i, j])\n task @k(j, i) resources(B[j, i]) } else { task @m(i, j, 0) resources(A[i, j], B[j, i]) }",
     ];
     for body in bodies {
         // Ownership decided by the outer loop, per task, or by the leaf loop itself (its

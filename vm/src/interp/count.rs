@@ -132,6 +132,82 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         }
     }
 
+    /// The number of tasks the statements `[start, end)` generate if it is the same whatever
+    /// their CONDs decide, known from the code alone: TASK statements, blocks, and CONDs
+    /// whose branches hold equal counts (a COND without an else block: none in its own
+    /// block). `None` if a COND's branches differ, or for a loop or a DISPATCH_FILTER.
+    pub(super) fn fixed_count(&self, start: u32, end: u32) -> Option<u64> {
+        #[derive(Clone, Copy)]
+        enum Part {
+            /// A block's body, or the whole range.
+            Body,
+            /// A COND's then block; its else block (a SEQUENTIAL) follows at the frame's
+            /// end when there is one, and the statement ends at `after`.
+            Then { after: u32, has_else: bool },
+            /// An else block, which must hold `then` tasks.
+            Else { then: u64 },
+        }
+        let mut st = [(end, Part::Body, 0u64); limits::MAX_NESTING + 1];
+        let mut sp = 0usize;
+        let mut pc = start;
+        loop {
+            let (frame_end, part, sum) = st[sp];
+            if pc >= frame_end {
+                let (add, next) = match part {
+                    Part::Body if sp == 0 => return Some(sum),
+                    Part::Body => (sum, frame_end),
+                    Part::Then { after, has_else } => {
+                        if has_else {
+                            st[sp] = (after, Part::Else { then: sum }, 0);
+                            continue;
+                        }
+                        if sum != 0 {
+                            return None;
+                        }
+                        (0, frame_end)
+                    }
+                    Part::Else { then } if then == sum => (sum, frame_end),
+                    Part::Else { .. } => return None,
+                };
+                sp -= 1;
+                st[sp].2 = st[sp].2.checked_add(add)?;
+                pc = next;
+                continue;
+            }
+            let r = self.rec(pc);
+            let part = match Opcode::from_u8(r.opcode) {
+                Some(Opcode::TASK) => {
+                    st[sp].2 = st[sp].2.checked_add(1)?;
+                    pc += 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
+                    continue;
+                }
+                Some(Opcode::COND) => {
+                    let has_else = r.flags & COND_HAS_ELSE != 0;
+                    let after = if has_else {
+                        self.rec(r.op2()).op2()
+                    } else {
+                        r.op2()
+                    };
+                    Part::Then { after, has_else }
+                }
+                Some(Opcode::SEQUENTIAL | Opcode::COMBINE) => Part::Body,
+                Some(o) if o.class() == OpClass::Loop || o == Opcode::DISPATCH_FILTER => {
+                    return None
+                }
+                _ => {
+                    pc += 1;
+                    continue;
+                }
+            };
+            if sp + 1 >= st.len() {
+                return None;
+            }
+            sp += 1;
+            st[sp] = (r.op2(), part, 0);
+            pc += 1;
+        }
+    }
+
     /// An upper bound on the walk, from the code and the runtime parameters alone, in one pass
     /// over the code (no loop is entered): the loop iterations a walk of the whole program can
     /// start (an instance, which skips what it does not own, starts no more, counting included),

@@ -358,13 +358,28 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     /// Whether the task count of `[start, end)` depends on the loop variable at `depth`: a
-    /// COND predicate or a ragged/sparse axis's `outer` or `row` reads it.
+    /// COND predicate or a ragged/sparse axis's `outer` or `row` reads it. A COND whose
+    /// statements hold the same number of tasks whatever it and the CONDs inside it decide
+    /// (`fixed_count`) does not count as reading it: Task Bench's `cond i == 0 { … } else
+    /// { … }`, one task a branch.
     fn count_depends(&self, start: u32, end: u32, depth: u8) -> bool {
         let d = depth as u16;
-        (start..end).any(|pc| {
+        let mut pc = start;
+        while pc < end {
             let r = self.rec(pc);
-            match Opcode::from_u8(r.opcode) {
-                Some(Opcode::COND) => self.expr_reads(r.op1() as u32, d),
+            let reads = match Opcode::from_u8(r.opcode) {
+                Some(Opcode::COND) if self.expr_reads(r.op1() as u32, d) => {
+                    let after = if r.flags & COND_HAS_ELSE != 0 {
+                        self.rec(r.op2()).op2()
+                    } else {
+                        r.op2()
+                    };
+                    if self.fixed_count(pc, after).is_some() {
+                        pc = after;
+                        continue;
+                    }
+                    true
+                }
                 Some(Opcode::PARALLEL_FOR | Opcode::FOR_EACH | Opcode::SELECT) => {
                     let a = self.axis_rec(r.op1());
                     Opcode::from_u8(a.opcode)
@@ -372,8 +387,13 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                         .is_some_and(|e| self.expr_reads(e, d))
                 }
                 _ => false,
+            };
+            if reads {
+                return true;
             }
-        })
+            pc += 1;
+        }
+        false
     }
 
     fn has_filter(&self, start: u32, end: u32) -> bool {

@@ -50,6 +50,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             let mut res = Ok(0);
             while p < to {
                 self.bind(f.depth, p, f.ext, f.base, f.indices);
+                self.stats.count_visits += 1;
                 match self.count_range(start, end) {
                     Ok(c) => match total.checked_add(c) {
                         Some(t) => total = t,
