@@ -548,8 +548,9 @@ fn skipped_subtrees_cost_no_visits() {
 /// A `cond` chain on a loop's variable whose branches hold the same number of tasks (Task
 /// Bench's `cond i == 0 { … } else cond i == W - 1 { … } else { … }`) does not make the loop's
 /// task count depend on the variable: an AICPU counts the positions other AICPUs own by
-/// multiplying, without evaluating the chain at each (spec/bytecode.md §5.8). A chain whose
-/// branches differ is evaluated at every such position: the contrast.
+/// multiplying, without evaluating the chain at each (spec/bytecode.md §5.8); nor does one on
+/// an interval of it, counted from its bounds. Other chains are evaluated at every such
+/// position: the contrast.
 #[test]
 fn chains_of_equal_branches_are_counted_without_evaluating() {
     let (steps, points) = (4u64, 600u64);
@@ -566,7 +567,14 @@ fn chains_of_equal_branches_are_counted_without_evaluating() {
             "cond j % 2 == 0 { task @a(j) task @b(j) } else { task @c(j) }",
             false,
         ),
-        ("cond j < 100 { task @a(j) }", false),
+        ("cond j % 3 == 0 { task @a(j) }", false),
+        // One condition on an interval of the variable, branches of fixed counts: counted
+        // from its bounds (Task Bench's tree and dom).
+        ("cond j < 100 { task @a(j) }", true),
+        (
+            "cond j >= i * 100 && j < i * 100 + 250 { task @a(j) } else { task @b(j) task @c(j) }",
+            true,
+        ),
     ] {
         for policy in ["static(j)", "affinity(j)"] {
             let src = format!(

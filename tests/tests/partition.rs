@@ -173,6 +173,13 @@ fn leaf_loops_over_a_cond_chain_partition_the_reference() {
         // task or none), and branches of two tasks and one:
         "cond j >= i { cond j % 2 == 0 { task @k(i, j) resources(A[i, j]) } else { task @m(j, i, 1) resources(B[j, i], A[i, j]) } }",
         "cond j == 0 { task @k(i, j) resources(A[i, j])\n task @k(j, i) resources(B[j, i]) } else { task @m(i, j, 0) resources(A[i, j], B[j, i]) }",
+        // Guards on an interval of the loop's variable (counted from their bounds at
+        // positions another AICPU owns): empty, partial, past the loop's ends, one value.
+        "cond j >= i && j < i + 3 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(B[j, i])\n task @m(i, j, 1) resources(A[i, j], B[j, i]) }",
+        "cond 2 < j && j <= i + 2 { task @k(i, j) resources(A[i, j]) }",
+        "cond i - 1 == j { task @m(i, j, 2) resources(A[i, j], B[j, i]) }",
+        "cond i > 2 && j > 0 { task @k(i, j) resources(A[i, j]) }",
+        "cond j < 0 - i { task @k(i, j) resources(A[i, j]) } else cond j >= 5 { task @k(j, i) resources(B[j, i]) }",
     ];
     for body in bodies {
         // Ownership decided by the outer loop, per task, or by the leaf loop itself (its
@@ -201,19 +208,32 @@ fn leaf_loops_over_a_cond_chain_partition_the_reference() {
 }
 
 /// What a leaf loop evaluates fails as the iteration would, with the same error on every path
-/// and AICPU count (on the AICPU that owns the failing task): a condition it evaluates once per run (dividing by zero at one outer
-/// value), a region bound it recomputes in a kept record (past the tensor at the last point),
-/// a parameter it recomputes (overflowing at the fourth point).
+/// and AICPU count (on the AICPU that owns the failing task): a condition it evaluates once
+/// per run (dividing by zero at one outer value), a region bound it recomputes in a kept record
+/// (past the tensor at the last point), a parameter it recomputes (overflowing at the fourth
+/// point), the bound of an interval guard; under the default policy and under `static(j)` and
+/// `affinity(j)`, where the points' loop decides ownership itself.
 #[test]
 fn leaf_loops_fail_where_the_iteration_would() {
-    for body in [
+    for (body, policy) in [
         "cond 6 / (i - 2) > 0 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(A[i, j]) }",
         "cond i == 0 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(A[i, j + 1]) }",
         "task @k(i, j * 2147483647 * 2147483647) resources(A[i, j])",
-    ] {
+        // A bound of an interval guard (also evaluated by the AICPUs that count the
+        // positions they do not own from it).
+        "cond j < (i == 2) * 2147483647 * 2147483647 * 2147483647 { task @k(i, j) resources(A[i, j]) }",
+    ]
+    .into_iter()
+    .flat_map(|body| ["", "static(j)", "affinity(j)"].map(|policy| (body, policy)))
+    {
+        let schedule = if policy.is_empty() {
+            String::new()
+        } else {
+            format!("\n@schedule s for w {{ dispatch = {policy} }}")
+        };
         let src = format!(
             "@tensor A: f16[4, 6]\n@kernel k(a, b): vector(inout x)\n\
-             @workload w() {{ for_each i in dense[4] {{ parallel_for j in dense[6] {{\n{body}\n}} }} }}"
+             @workload w() {{ for_each i in dense[4] {{ parallel_for j in dense[6] {{\n{body}\n}} }} }}{schedule}"
         );
         let out = assemble("w.pto", &src, &Options::default()).unwrap();
         let v = verify(&out.bytes).unwrap();
@@ -227,14 +247,14 @@ fn leaf_loops_fail_where_the_iteration_would() {
                 for i in 0..aicpus {
                     match expand_aicpu(v, p, i, aicpus, usize::MAX, step) {
                         Err(LaunchError::Run(e)) => {
-                            assert_eq!(e, reference, "{body}: {aicpus} AICPUs, step {step}");
+                            assert_eq!(e, reference, "{src}: {aicpus} AICPUs, step {step}");
                             failed += 1;
                         }
                         Ok(_) => {}
-                        Err(e) => panic!("{body}: {e}"),
+                        Err(e) => panic!("{src}: {e}"),
                     }
                 }
-                assert!(failed >= 1, "{body}: {aicpus} AICPUs, step {step}: none failed");
+                assert!(failed >= 1, "{src}: {aicpus} AICPUs, step {step}: none failed");
             }
         }
     }

@@ -153,7 +153,6 @@ pub(crate) fn eval_postfix(
     const CEILDIV: u8 = ExprOp::CEILDIV as u8;
     let mut st = [0i64; limits::MAX_EXPR_STACK];
     let mut sp = 0usize;
-    let ovf = RunError::Overflow { pc };
     let nodes = exprs.get(start as usize..).unwrap_or(&[]);
     for r in nodes.iter().take(limits::MAX_EXPR_LEN) {
         let leaf = match r.opcode {
@@ -165,23 +164,9 @@ pub(crate) fn eval_postfix(
                 let Some(top) = sp.checked_sub(1) else { break };
                 let a = st[top];
                 st[top] = match r.opcode {
-                    NEG => a.checked_neg().ok_or(ovf)?,
+                    NEG => a.checked_neg().ok_or(RunError::Overflow { pc })?,
                     NOT => (a == 0) as i64,
-                    _ => {
-                        let slot = r.op1();
-                        let arr = p.array(slot as usize);
-                        match usize::try_from(a).ok().and_then(|i| arr.get(i)) {
-                            Some(x) => *x as i64,
-                            None => {
-                                return Err(RunError::Index {
-                                    pc,
-                                    slot,
-                                    index: a,
-                                    len: arr.len(),
-                                })
-                            }
-                        }
-                    }
+                    _ => elem(r.op1(), a, p, pc)?,
                 };
                 continue;
             }
@@ -196,6 +181,7 @@ pub(crate) fn eval_postfix(
                         if b == 0 {
                             return Err(RunError::DivByZero { pc });
                         }
+                        let ovf = RunError::Overflow { pc };
                         let q = a.checked_div(b).ok_or(ovf)?;
                         let m = a.checked_rem(b).ok_or(ovf)?;
                         match op {
@@ -219,6 +205,151 @@ pub(crate) fn eval_postfix(
         }
     }
     Ok(if sp > 0 { st[sp - 1] } else { 0 })
+}
+
+/// `NEG`, `NOT` or `ELEM` (node `r`) of `a`, as [`eval_postfix`] computes them.
+fn unary(r: &Record, a: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
+    Ok(match r.opcode {
+        x if x == ExprOp::NEG as u8 => a.checked_neg().ok_or(RunError::Overflow { pc })?,
+        x if x == ExprOp::NOT as u8 => (a == 0) as i64,
+        _ => elem(r.op1(), a, p, pc)?,
+    })
+}
+
+/// Element `a` of the runtime array in `slot`.
+#[inline(always)]
+fn elem(slot: u16, a: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
+    let arr = p.array(slot as usize);
+    match usize::try_from(a).ok().and_then(|i| arr.get(i)) {
+        Some(x) => Ok(*x as i64),
+        None => Err(RunError::Index {
+            pc,
+            slot,
+            index: a,
+            len: arr.len(),
+        }),
+    }
+}
+
+/// The values of the loop variable at `depth` for which the predicate at node `start` holds,
+/// as a half-open interval, when the predicate is a conjunction (`&&`) of comparisons of the
+/// bare variable with expressions that do not read it and do not divide (`i >= a && i < b`,
+/// `i < pow2[t]`, `i == 0`): `Ok(None)` otherwise. Every operation that does not involve the variable is
+/// performed as [`eval_postfix`] performs it, in its order, and the ones that do (a
+/// comparison, `&&`) cannot fail, so an error is the one evaluating the predicate at any value
+/// of the variable would raise first.
+pub(crate) fn eval_interval(
+    exprs: &[Record],
+    p: &RuntimeParams<'_>,
+    vars: &[i64; limits::MAX_LOOP_DEPTH],
+    start: u32,
+    depth: u16,
+    pc: u32,
+) -> R<Option<(i128, i128)>> {
+    #[derive(Clone, Copy)]
+    enum V {
+        /// A value that does not depend on the variable.
+        Known(i64),
+        /// The variable itself.
+        Var,
+        /// A condition that holds on an interval of the variable's values.
+        Holds(i128, i128),
+    }
+    const ALL: (i128, i128) = (i128::MIN, i128::MAX);
+    let mut st = [V::Known(0); limits::MAX_EXPR_STACK];
+    let mut sp = 0usize;
+    let nodes = exprs.get(start as usize..).unwrap_or(&[]);
+    for r in nodes.iter().take(limits::MAX_EXPR_LEN) {
+        let kind = ExprOp::from_u8(r.opcode).map(|o| o.kind());
+        let v = match kind {
+            Some(ExprKind::End) => break,
+            Some(ExprKind::Leaf) if r.opcode == ExprOp::VAR as u8 && r.op1() == depth => V::Var,
+            Some(ExprKind::Leaf) => V::Known(eval_leaf(r, p, vars)),
+            Some(ExprKind::Unary) => {
+                let Some(top) = sp.checked_sub(1) else {
+                    return Ok(None);
+                };
+                let V::Known(a) = st[top] else {
+                    return Ok(None);
+                };
+                st[top] = V::Known(unary(r, a, p, pc)?);
+                continue;
+            }
+            Some(ExprKind::Binary) => {
+                if sp < 2 {
+                    return Ok(None);
+                }
+                let (a, b) = (st[sp - 2], st[sp - 1]);
+                let op = r.opcode;
+                let x = match (a, b) {
+                    // Division, remainder and `ceil_div` are left to the general evaluator.
+                    (V::Known(a), V::Known(b)) => match binary(op, a, b, pc) {
+                        Some(x) => V::Known(x?),
+                        None => return Ok(None),
+                    },
+                    // `v op c`, or `c op v` read as `v op' c`.
+                    (V::Var, V::Known(c)) | (V::Known(c), V::Var) => {
+                        let c = c as i128;
+                        let flipped = matches!(b, V::Var);
+                        let op = match (ExprOp::from_u8(op), flipped) {
+                            (Some(ExprOp::LT), true) => ExprOp::GT,
+                            (Some(ExprOp::LE), true) => ExprOp::GE,
+                            (Some(ExprOp::GT), true) => ExprOp::LT,
+                            (Some(ExprOp::GE), true) => ExprOp::LE,
+                            (Some(o), _) => o,
+                            (None, _) => return Ok(None),
+                        };
+                        let (lo, hi) = match op {
+                            ExprOp::LT => (i128::MIN, c),
+                            ExprOp::LE => (i128::MIN, c + 1),
+                            ExprOp::GT => (c + 1, i128::MAX),
+                            ExprOp::GE => (c, i128::MAX),
+                            ExprOp::EQ => (c, c + 1),
+                            _ => return Ok(None),
+                        };
+                        V::Holds(lo, hi)
+                    }
+                    (V::Holds(..) | V::Known(_), V::Holds(..) | V::Known(_))
+                        if op == ExprOp::AND as u8 =>
+                    {
+                        let range = |x: V| match x {
+                            V::Holds(lo, hi) => (lo, hi),
+                            V::Known(0) => (0, 0),
+                            _ => ALL,
+                        };
+                        let ((a0, a1), (b0, b1)) = (range(a), range(b));
+                        V::Holds(a0.max(b0), a1.min(b1))
+                    }
+                    _ => return Ok(None),
+                };
+                sp -= 1;
+                st[sp - 1] = x;
+                continue;
+            }
+            None => return Ok(None),
+        };
+        if sp >= st.len() {
+            return Ok(None);
+        }
+        st[sp] = v;
+        sp += 1;
+    }
+    Ok(match (sp, st[0]) {
+        (1, V::Holds(lo, hi)) => Some((lo, hi)),
+        (1, V::Known(0)) => Some((0, 0)),
+        (1, V::Known(_)) => Some(ALL),
+        _ => None,
+    })
+}
+
+/// The value of a leaf node (`CONST`, `VAR`, `PARAM`).
+#[inline(always)]
+fn eval_leaf(r: &Record, p: &RuntimeParams<'_>, vars: &[i64; limits::MAX_LOOP_DEPTH]) -> i64 {
+    match r.opcode {
+        x if x == ExprOp::CONST as u8 => r.op2() as i32 as i64,
+        x if x == ExprOp::VAR as u8 => vars[r.op1() as usize % limits::MAX_LOOP_DEPTH],
+        _ => p.scalar(r.op1() as usize) as i64,
+    }
 }
 
 /// The error of a region dimension that failed its checks (kept off the hot path).
@@ -255,6 +386,85 @@ pub(super) fn region_error(
 mod tests {
     use super::*;
     use crate::opcodes::ExprKind;
+
+    /// Where `eval_interval` gives an interval, the predicate holds exactly on it (the general
+    /// evaluator says so at every value of the variable around it), it raises the error the
+    /// general evaluator raises, and it gives none for predicates that are not a conjunction
+    /// of comparisons of the bare variable (`!=`, arithmetic on the variable, `||`).
+    #[test]
+    fn intervals_agree_with_the_general_evaluator() {
+        let node = |op: ExprOp, a: u16, b: u32| Record::new(op as u8, 0, a, b);
+        let var = |d: u16| node(ExprOp::VAR, d, 0);
+        let konst = |c: i32| node(ExprOp::CONST, 0, c as u32);
+        let end = node(ExprOp::END, 0, 0);
+        let p = RuntimeParams::empty();
+        let outer = if cfg!(miri) { -1..=3 } else { -3..=8 };
+        let (mut intervals, mut none) = (0, 0);
+        // The loop's variable is depth 1; depth 0 is a variable of a loop around it.
+        let mut check = |e: &[Record]| {
+            for a in outer.clone() {
+                let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
+                vars[0] = a;
+                match eval_interval(e, &p, &vars, 0, 1, 9) {
+                    Err(err) => {
+                        assert_eq!(eval_postfix(e, &p, &vars, 0, 9), Err(err), "{e:?} at {a}")
+                    }
+                    Ok(None) => none += 1,
+                    Ok(Some((lo, hi))) => {
+                        intervals += 1;
+                        for v in -6..=12 {
+                            vars[1] = v;
+                            let holds = eval_postfix(e, &p, &vars, 0, 9).unwrap() != 0;
+                            let inside = lo <= v as i128 && (v as i128) < hi;
+                            assert_eq!(holds, inside, "{e:?} at {a}, {v}: [{lo}, {hi})");
+                        }
+                    }
+                }
+            }
+        };
+        let ops = [
+            ExprOp::EQ,
+            ExprOp::NE,
+            ExprOp::LT,
+            ExprOp::LE,
+            ExprOp::GT,
+            ExprOp::GE,
+            ExprOp::ADD,
+            ExprOp::OR,
+        ];
+        let and = node(ExprOp::AND, 0, 0);
+        for c in ops {
+            let c = node(c, 0, 0);
+            check(&[var(1), var(0), c, end]);
+            check(&[var(0), var(1), c, end]);
+            // `v c x && 3 d v`; a known condition and `v c -1`.
+            for d in &ops[..6] {
+                let d = node(*d, 0, 0);
+                check(&[var(1), var(0), c, konst(3), var(1), d, and, end]);
+            }
+            let gt = node(ExprOp::GT, 0, 0);
+            check(&[var(0), konst(2), gt, var(1), konst(-1), c, and, end]);
+        }
+        // Arithmetic on the variable; the variable alone; a division on the known side (left
+        // to the general evaluator); errors on the known side: an index past a runtime array
+        // (the empty one), an overflow (but at 0).
+        let (add, lt, div, mul) = (
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::LT, 0, 0),
+            node(ExprOp::DIV, 0, 0),
+            node(ExprOp::MUL, 0, 0),
+        );
+        check(&[var(1), konst(1), add, var(0), lt, end]);
+        check(&[var(1), end]);
+        check(&[var(1), var(0), konst(0), div, lt, end]);
+        check(&[var(1), var(0), node(ExprOp::ELEM, 0, 0), lt, end]);
+        let big = konst(i32::MAX);
+        check(&[var(1), var(0), big, mul, big, mul, big, mul, lt, end]);
+        assert!(
+            intervals > none && none > 0,
+            "{intervals} intervals, {none} not"
+        );
+    }
 
     /// The two-leaf fast path computes what the general evaluator does, errors included, for
     /// every binary operator it takes, and leaves the others (those that can divide by zero) to

@@ -27,7 +27,7 @@ pub(crate) use expr::{eval_expr, eval_postfix, loops_read};
 use plan::*;
 
 use crate::format::{limits, PolicySpec, Record, COND_HAS_ELSE, NONE16, TENSOR_IMPLICIT};
-use crate::opcodes::{Dir, ExprOp, OpClass, Opcode};
+use crate::opcodes::{Dir, ExprKind, ExprOp, OpClass, Opcode};
 use crate::params::{ParamError, RuntimeParams};
 use crate::{Policy, Pool, Verified};
 
@@ -67,6 +67,11 @@ struct Frame {
     depends: u8,
     filter: u8,
     body_count: Option<u64>,
+    /// Whether a body whose count depends on the variable is one COND on an interval of it
+    /// with branches of fixed counts (0/1/UNKNOWN; `Interpreter::count_by_interval`), and
+    /// those counts (then, else).
+    interval: u8,
+    branch_counts: (u32, u32),
     /// Whether the loop decides ownership per iteration (then each iteration goes through
     /// `next_iteration`).
     deciding: bool,
@@ -137,6 +142,8 @@ impl Frame {
             depends: UNKNOWN,
             filter: UNKNOWN,
             body_count: None,
+            interval: UNKNOWN,
+            branch_counts: (0, 0),
             deciding: false,
             simple: UNKNOWN_SIMPLE,
             leaf: (0, 0),
