@@ -606,6 +606,60 @@ fn chains_of_equal_branches_are_counted_without_evaluating() {
     }
 }
 
+/// An innermost loop whose body is a `cond` chain on its own variable runs on the leaf path
+/// (spec/bytecode.md §5.8): one instruction counted a task (the site), the chain evaluated
+/// without dispatching its records — on one AICPU, and on six under `static(j)` (equal branch
+/// counts: the positions of the others counted by them) and round robin (every position
+/// visited). The general path dispatches the COND and SEQUENTIAL records of the chain too.
+#[test]
+fn chains_on_the_loop_variable_run_on_the_leaf_path() {
+    let (steps, points) = (4u64, 300u64);
+    for chain in [
+        "cond j == 0 { task @a(j) } else cond j == W - 1 { task @b(j) } else { task @c(j) }",
+        "cond i < 9 { cond j % 2 == 0 { task @a(j) } else { task @b(j) task @c(j) } }",
+    ] {
+        for (policy, aicpus) in [("static(j)", 1), ("static(j)", 6), ("round_robin", 6)] {
+            let src = format!(
+                "@param W = {points}\n@kernel a(x): vector()\n@kernel b(x): vector()\n@kernel c(x): vector()\n\
+                 @workload w() {{ for_each i in dense[{steps}] {{ parallel_for j in dense_dyn(W) {{\n{chain}\n}} }} }}\n\
+                 @schedule s for w {{ dispatch = {policy} }}"
+            );
+            let q = prog(&src);
+            let v = verify(&q.bytes).unwrap();
+            let vals = q.values(&[]);
+            let rp = RuntimeParams::new(&v, &vals).unwrap();
+            let total = reference_expand(&v, &rp, 1, u64::MAX).unwrap().len() as u64;
+            // Branches of unequal counts need a loop that steps over no position: static(j)
+            // on 6 AICPUs takes the general path for the second chain, but on the last AICPU,
+            // whose block runs to the loop's end.
+            let mut sum = 0;
+            for i in 0..aicpus {
+                let leaf =
+                    chain.starts_with("cond j") || i + 1 == aicpus || policy == "round_robin";
+                let s = expand_aicpu(v, rp, i, aicpus, 0, u64::MAX).unwrap().stats;
+                sum += s.emitted;
+                let sites = if policy == "round_robin" {
+                    s.emitted + s.skipped
+                } else {
+                    s.emitted
+                };
+                if leaf {
+                    assert!(
+                        s.instructions <= sites + 2 * steps,
+                        "{chain} {policy} {i}/{aicpus}: {s:?}"
+                    );
+                } else {
+                    assert!(
+                        s.instructions > 2 * sites,
+                        "{chain} {policy} {i}/{aicpus}: {s:?}"
+                    );
+                }
+            }
+            assert_eq!(sum, total);
+        }
+    }
+}
+
 fn launch(src: &str, given: &[(&str, P)]) -> Result<u64, LaunchError> {
     let p = prog(src);
     let v = verify(&p.bytes).unwrap();

@@ -25,7 +25,13 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             return None;
         }
         let (k, advance) = if self.pc == f.end {
+            if f.varying {
+                // The next iteration's branch is known only by evaluating its chain: `run`.
+                return None;
+            }
             (0, true)
+        } else if f.varying {
+            (self.kept_slot(self.pc, self.kept), false)
         } else {
             (self.resume.1 as usize, false)
         };
@@ -45,9 +51,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     /// The fast path for an innermost loop whose iterations run the same TASK statements
-    /// (`leaf_body`) and whose owned positions are known without deciding each one
-    /// (`leaf_stride`): runs its iterations without dispatching instructions one by one.
-    /// Applies at the start of an iteration.
+    /// (`leaf_body`), or the branch a chain on its variable gives each (`varying_body`), and
+    /// whose owned positions are known without deciding each one (`leaf_stride`): runs its
+    /// iterations without dispatching instructions one by one. Applies at the start of an
+    /// iteration.
     #[inline]
     pub(super) fn leaf_loop<S: Sink + ?Sized>(
         &mut self,
@@ -71,22 +78,30 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             return Ok(Leaf::NotApplicable);
         }
         if f.simple == UNKNOWN_SIMPLE {
+            let (at, end, depth, ext) = (f.at, f.end, f.depth, f.ext);
             let stride = self.leaf_stride(f);
             let body = match stride {
-                Some(_) => self.leaf_body(f.at + 1, f.end, f.depth)?,
+                Some(_) => self.leaf_body(at + 1, end, depth)?,
                 None => None,
             };
+            let varying = match (body, stride) {
+                (None, Some((step, stop))) => {
+                    self.varying_body(at + 1, end, step == 1 && stop == ext)
+                }
+                _ => None,
+            };
             let f = &mut self.frames[self.sp];
-            (f.simple, f.leaf) = match body {
-                Some((start, end, n)) => (n, (start, end)),
-                None => (NOT_SIMPLE, (0, 0)),
+            (f.simple, f.leaf, f.varying) = match (body, varying) {
+                (Some((start, end, n)), _) => (n, (start, end), false),
+                (None, Some(n)) => (n, (at + 1, end), true),
+                (None, None) => (NOT_SIMPLE, (0, 0), false),
             };
             (f.step, f.stop) = stride.unwrap_or((1, 0));
         }
-        if self.frames[self.sp].simple == NOT_SIMPLE {
+        let f = self.frames[self.sp];
+        if f.simple == NOT_SIMPLE || (f.simple == VARIES && f.own == Own::NotMine) {
             return Ok(Leaf::NotApplicable);
         }
-        let f = self.frames[self.sp];
         if f.own == Own::NotMine || f.simple == 0 {
             // Not ours, or none: the remaining iterations' tasks are counted, not generated.
             let n = (f.simple as u64)
@@ -131,12 +146,19 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         let f = &f;
         let mut pos = f.pos;
         loop {
-            let mut q = f.leaf.0;
+            let (mut q, branch_end) = if f.varying {
+                self.leaf_branch(f.leaf.0, f.leaf.1)?
+            } else {
+                f.leaf
+            };
             let mut k = 0usize;
             let iter = f.leaf_iter(pos);
-            while q < f.leaf.1 {
-                let (next, paused) =
-                    self.leaf_site(sink, budget, emitted, f, (q, k, pos, iter), &mut kept)?;
+            while q < branch_end {
+                if f.varying {
+                    k = self.kept_slot(q, kept);
+                }
+                let site = (q, k, pos, iter, branch_end);
+                let (next, paused) = self.leaf_site(sink, budget, emitted, f, site, &mut kept)?;
                 if paused {
                     return Ok(false);
                 }
@@ -177,9 +199,13 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         let (mut q, mut k) = (self.pc, self.resume.1 as usize);
         let mut kept = self.kept;
         let iter = f.leaf_iter(f.pos);
-        while q < f.leaf.1 {
-            let (next, paused) =
-                self.leaf_site(sink, budget, emitted, &f, (q, k, f.pos, iter), &mut kept)?;
+        let branch_end = if f.varying { f.branch_end } else { f.leaf.1 };
+        while q < branch_end {
+            if f.varying {
+                k = self.kept_slot(q, kept);
+            }
+            let site = (q, k, f.pos, iter, branch_end);
+            let (next, paused) = self.leaf_site(sink, budget, emitted, &f, site, &mut kept)?;
             if paused {
                 return Ok(Leaf::Paused);
             }
@@ -192,9 +218,11 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     /// One task site of a `leaf_loop` body, the `k`-th, at `q`, in iteration `pos` of the
-    /// loop `f` (its flags `iter`): emits its task if this instance owns it, in the record
-    /// kept for the site where it can. Gives the next site's index and whether emission
-    /// paused (then the interpreter's state is saved to resume at the next site).
+    /// loop `f` (its flags `iter`), in the branch of the body that ends at `branch_end`: emits
+    /// its task if this instance owns it, in the record kept for the site where it can (`k`:
+    /// the record's slot; in a varying loop, `kept_slot`'s). Gives the next site's index and
+    /// whether emission paused (then the interpreter's state is saved to resume at the next
+    /// site).
     #[inline(always)]
     pub(super) fn leaf_site<S: Sink + ?Sized>(
         &mut self,
@@ -202,7 +230,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         budget: u64,
         emitted: &mut u64,
         f: &Frame,
-        (q, k, pos, iter): (u32, usize, u64, u8),
+        (q, k, pos, iter, branch_end): (u32, usize, u64, u8, u32),
         kept: &mut u32,
     ) -> R<(u32, bool)> {
         let id = self.next_id;
@@ -225,8 +253,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             self.fill_task(q, r, id)?;
             // A kept record's next site: past the last one, the body's end (`next_task`
             // goes on from there).
-            let after = if next >= f.leaf.1 { f.end } else { next };
-            if f.simple as usize <= TEMPLATES && self.keep_template(q, after, k, f.depth) {
+            let after = if next >= branch_end { f.end } else { next };
+            if (f.varying || f.simple as usize <= TEMPLATES)
+                && self.keep_template(q, after, k, f.depth)
+            {
                 *kept |= 1 << k;
                 (next, k + 1)
             } else {
@@ -244,10 +274,11 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         if !sink.task(task) || *emitted >= budget {
             // After the last site the iteration is over: its end is the body's (past a
             // cond chain's other branches).
-            let at = if next >= f.leaf.1 { f.end } else { next };
+            let at = if next >= branch_end { f.end } else { next };
             self.kept = *kept;
             self.resume = (at, k as u32 + 1);
             self.frames[self.sp].pos = pos;
+            self.frames[self.sp].branch_end = branch_end;
             self.pc = at;
             return Ok((next, true));
         }
@@ -342,6 +373,71 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             }
             // The else block: a SEQUENTIAL whose body is the rest of the chain.
             (start, end) = (then_end + 1, after);
+        }
+    }
+
+    /// A leaf body (`start .. end`, the innermost loop's) that is a `cond` chain whose
+    /// conditions may read the loop's variable, each branch of TASK statements only or one
+    /// such chain (`cond i == 0 { … } else cond i == W - 1 { … } else { … }`; fft's guard
+    /// around its chain): each iteration evaluates the chain for its branch (`leaf_branch`).
+    /// Gives the number of tasks every branch holds (`fixed_count`; the path counts the
+    /// positions it steps over by it), or `VARIES` when they differ and the loop steps over
+    /// none (`every_position`). `None` for any other body, or one of no tasks at all.
+    pub(super) fn varying_body(&self, start: u32, end: u32, every_position: bool) -> Option<u32> {
+        // Every block is TASK statements only, or one COND that fills it.
+        let mut blocks = [(0u32, 0u32); 2 * (limits::MAX_NESTING + 1)];
+        let mut n = 1usize;
+        blocks[0] = (start, end);
+        while n > 0 {
+            n -= 1;
+            let (start, end) = blocks[n];
+            if self.tasks_only(start, end).is_some() {
+                continue;
+            }
+            let r = self.rec(start);
+            if r.opcode != Opcode::COND as u8 || n + 2 > blocks.len() {
+                return None;
+            }
+            let then_end = r.op2();
+            if r.flags & COND_HAS_ELSE != 0 {
+                let after = self.rec(then_end).op2();
+                if after != end {
+                    return None;
+                }
+                blocks[n] = (then_end + 1, after);
+                n += 1;
+            } else if then_end != end {
+                return None;
+            }
+            blocks[n] = (start + 1, then_end);
+            n += 1;
+        }
+        match self.fixed_count(start, end) {
+            Some(0) => None,
+            Some(c) => u32::try_from(c).ok().filter(|&c| c < VARIES),
+            None => every_position.then_some(VARIES),
+        }
+    }
+
+    /// The branch of the varying leaf body `start .. end` (`varying_body`) the current
+    /// iteration runs, as the walk would find it: its conditions evaluated in order, each
+    /// where its COND stands (so an error is the walk's). Empty when no branch is taken.
+    #[inline]
+    pub(super) fn leaf_branch(&self, mut start: u32, mut end: u32) -> R<(u32, u32)> {
+        loop {
+            let r = self.rec(start);
+            if start >= end || r.opcode != Opcode::COND as u8 {
+                return Ok((start, end));
+            }
+            let then_end = r.op2();
+            if self.eval(r.op1() as u32, start)? != 0 {
+                (start, end) = (start + 1, then_end);
+            } else if r.flags & COND_HAS_ELSE != 0 {
+                // The else block: a SEQUENTIAL whose body is the rest of the chain.
+                (start, end) = (then_end + 1, self.rec(then_end).op2());
+            } else {
+                return Ok((end, end));
+            }
         }
     }
 

@@ -39,6 +39,8 @@ enum Own {
 }
 
 const UNKNOWN: u8 = 2;
+/// `Frame::body_count` before the body is counted.
+const NO_COUNT: u64 = u64::MAX;
 
 #[derive(Clone, Copy, Debug)]
 struct Frame {
@@ -63,15 +65,16 @@ struct Frame {
     indices: u16,
     /// Cached facts about a loop body: does its task count depend on the loop variable
     /// (0/1/UNKNOWN), does it contain a DISPATCH_FILTER (0/1/UNKNOWN), and its task count when
-    /// it does not depend on the variable.
+    /// it does not depend on the variable (`NO_COUNT` until counted; a count of `NO_COUNT`
+    /// is counted again each time: frames are kept small, `interpreter_size_is_bounded`).
     depends: u8,
     filter: u8,
-    body_count: Option<u64>,
+    body_count: u64,
     /// Whether a body whose count depends on the variable is one COND on an interval of it
     /// with branches of fixed counts (0/1/UNKNOWN; `Interpreter::count_by_interval`), and
     /// those counts (then, else).
     interval: u8,
-    branch_counts: (u32, u32),
+    branch_counts: (u16, u16),
     /// Whether the loop decides ownership per iteration (then each iteration goes through
     /// `next_iteration`).
     deciding: bool,
@@ -80,6 +83,12 @@ struct Frame {
     /// the body is looked at (once per run of the loop).
     simple: u32,
     leaf: (u32, u32),
+    /// Whether the leaf body is a `cond` chain whose conditions read the loop's variable
+    /// (`Interpreter::varying_body`): each iteration evaluates it for its branch, and
+    /// `simple` is the count every branch holds, or `VARIES`.
+    varying: bool,
+    /// The end of the branch the current iteration of a varying leaf loop runs.
+    branch_end: u32,
     /// The positions of a leaf loop this AICPU owns from the current one on: every `step`-th
     /// before `stop` (`Interpreter::leaf_stride`).
     step: u64,
@@ -111,6 +120,9 @@ fn iter_flags(pos: u64, ext: u64) -> u8 {
 
 const UNKNOWN_SIMPLE: u32 = u32::MAX;
 const NOT_SIMPLE: u32 = u32::MAX - 1;
+/// `Frame::simple` of a varying leaf loop whose branches hold different counts (only where
+/// the loop skips no position: nothing is counted by it).
+const VARIES: u32 = u32::MAX - 2;
 
 impl Frame {
     /// [`Task::iter`] of the tasks of a leaf loop's iteration `pos` (`Interpreter::leaf_body`):
@@ -118,7 +130,7 @@ impl Frame {
     /// TASK's own statement block is the cond's, not the loop's).
     #[inline(always)]
     fn leaf_iter(&self, pos: u64) -> u8 {
-        if self.leaf.0 == self.at + 1 {
+        if self.leaf.0 == self.at + 1 && !self.varying {
             iter_flags(pos, self.ext)
         } else {
             0
@@ -141,12 +153,14 @@ impl Frame {
             indices: NONE16,
             depends: UNKNOWN,
             filter: UNKNOWN,
-            body_count: None,
+            body_count: NO_COUNT,
             interval: UNKNOWN,
             branch_counts: (0, 0),
             deciding: false,
             simple: UNKNOWN_SIMPLE,
             leaf: (0, 0),
+            varying: false,
+            branch_end: 0,
             step: 1,
             stop: 0,
         }
@@ -509,7 +523,11 @@ mod tests {
     #[test]
     fn interpreter_size_is_bounded() {
         let size = core::mem::size_of::<Interpreter<'static, 'static>>();
-        assert!(size <= 32 * 1024, "Interpreter is {size} bytes");
+        assert!(
+            size <= 32 * 1024,
+            "Interpreter is {size} bytes, a frame {}",
+            core::mem::size_of::<Frame>()
+        );
         assert!(core::mem::size_of::<Plan>() <= 1024);
         assert!(core::mem::size_of::<Task>() * (1 + TEMPLATES) <= 12 * 1024);
     }

@@ -454,6 +454,21 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         true
     }
 
+    /// The slot of the kept record (`kept`: the slots in use) of the site at `q`, else the
+    /// first free slot, else `TEMPLATES` (none: the site is filled in full).
+    #[inline]
+    pub(super) fn kept_slot(&self, q: u32, kept: u32) -> usize {
+        let mut free = TEMPLATES;
+        for k in 0..TEMPLATES {
+            if kept & 1 << k == 0 {
+                free = free.min(k);
+            } else if self.template_of[k].site == q {
+                return k;
+            }
+        }
+        free
+    }
+
     /// Task `id` of the site whose record `templates[k]` keeps: only the fields that depend
     /// on the loop's variable change. Gives the instruction after the site, or the error
     /// `fill_task` would give.

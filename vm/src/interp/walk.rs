@@ -35,13 +35,13 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         self.loops = f.depth as u32 + 1;
         let res = if self.frames[self.sp].depends == 0 {
             let c = match f.body_count {
-                Some(c) => c,
-                None => {
+                NO_COUNT => {
                     self.bind(f.depth, from, f.ext, f.base, f.indices);
-                    let c = self.count_range(start, end);
-                    self.frames[self.sp].body_count = c.ok();
-                    c?
+                    let c = self.count_range(start, end)?;
+                    self.frames[self.sp].body_count = c;
+                    c
                 }
+                c => c,
             };
             c.checked_mul(to - from).ok_or(RunError::TooManyTasks)
         } else if let Some(n) = self.count_by_interval(from, to)? {
@@ -104,7 +104,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                     Some(0)
                 };
                 then.zip(other)
-                    .and_then(|(a, b)| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?)))
+                    .and_then(|(a, b)| Some((u16::try_from(a).ok()?, u16::try_from(b).ok()?)))
             };
             let f = &mut self.frames[self.sp];
             f.interval = counts.is_some() as u8;
