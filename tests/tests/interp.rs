@@ -587,6 +587,12 @@ fn chains_of_equal_branches_are_counted_without_evaluating() {
             let vals = q.values(&[]);
             let rp = RuntimeParams::new(&v, &vals).unwrap();
             let total = reference_expand(&v, &rp, 1, u64::MAX).unwrap().len() as u64;
+            // Counting the whole program (the launch's tensor analysis does, on every AICPU)
+            // enters the points' loop only where its count depends on its variable.
+            let mut whole = Interpreter::new(v, rp, 0, 1).unwrap();
+            assert_eq!(whole.count_tasks(), Ok(total), "{chain}");
+            let visits = whole.stats().count_visits;
+            assert_eq!(visits <= 1 + 2 * steps, fixed, "{chain}: {visits}");
             let mut sum = 0;
             for i in 0..6 {
                 let s = expand_aicpu(v, rp, i, 6, 0, u64::MAX).unwrap().stats;
@@ -608,15 +614,19 @@ fn chains_of_equal_branches_are_counted_without_evaluating() {
 
 /// An innermost loop whose body is a `cond` chain on its own variable runs on the leaf path
 /// (spec/bytecode.md §5.8): one instruction counted a task (the site), the chain evaluated
-/// without dispatching its records — on one AICPU, and on six under `static(j)` (equal branch
-/// counts: the positions of the others counted by them) and round robin (every position
-/// visited). The general path dispatches the COND and SEQUENTIAL records of the chain too.
+/// without dispatching its records — on one AICPU, and on six under `static(j)` (the positions
+/// of the others counted by the branches' common count, from an interval guard's bounds, or
+/// by evaluating the chain at each) and round robin (every position visited). The general
+/// path (a task after the chain) dispatches the COND and SEQUENTIAL records too: the contrast.
 #[test]
 fn chains_on_the_loop_variable_run_on_the_leaf_path() {
     let (steps, points) = (4u64, 300u64);
     for chain in [
         "cond j == 0 { task @a(j) } else cond j == W - 1 { task @b(j) } else { task @c(j) }",
         "cond i < 9 { cond j % 2 == 0 { task @a(j) } else { task @b(j) task @c(j) } }",
+        "cond j < 200 { cond j % 2 == 0 { task @a(j) } else { task @b(j) } }",
+        "cond j % 3 == 0 { task @a(j) } else { task @b(j) task @c(j) }",
+        "cond j == 0 { task @a(j) } else { task @b(j) }\n task @c(j)",
     ] {
         for (policy, aicpus) in [("static(j)", 1), ("static(j)", 6), ("round_robin", 6)] {
             let src = format!(
@@ -629,13 +639,9 @@ fn chains_on_the_loop_variable_run_on_the_leaf_path() {
             let vals = q.values(&[]);
             let rp = RuntimeParams::new(&v, &vals).unwrap();
             let total = reference_expand(&v, &rp, 1, u64::MAX).unwrap().len() as u64;
-            // Branches of unequal counts need a loop that steps over no position: static(j)
-            // on 6 AICPUs takes the general path for the second chain, but on the last AICPU,
-            // whose block runs to the loop's end.
+            let leaf = !chain.ends_with("task @c(j)");
             let mut sum = 0;
             for i in 0..aicpus {
-                let leaf =
-                    chain.starts_with("cond j") || i + 1 == aicpus || policy == "round_robin";
                 let s = expand_aicpu(v, rp, i, aicpus, 0, u64::MAX).unwrap().stats;
                 sum += s.emitted;
                 let sites = if policy == "round_robin" {
@@ -648,6 +654,11 @@ fn chains_on_the_loop_variable_run_on_the_leaf_path() {
                         s.instructions <= sites + 2 * steps,
                         "{chain} {policy} {i}/{aicpus}: {s:?}"
                     );
+                    // Counted without evaluating the chain at each position: equal
+                    // branches, or an interval guard around them.
+                    if chain.starts_with("cond j == 0") || chain.starts_with("cond j < 200") {
+                        assert_eq!(s.count_visits, 0, "{chain} {policy} {i}/{aicpus}: {s:?}");
+                    }
                 } else {
                     assert!(
                         s.instructions > 2 * sites,

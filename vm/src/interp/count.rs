@@ -79,6 +79,18 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                         continue;
                     }
                     let dependent = self.count_depends(pc + 1, r.op2(), depth);
+                    if dependent && indices == NONE16 {
+                        // One COND on an interval of the variable: counted from its bounds.
+                        let n = match self.interval_shape(pc, r.op2()) {
+                            Some(counts) => self.interval_count(pc, depth, counts, 0, ext)?,
+                            None => None,
+                        };
+                        if let Some(n) = n {
+                            st[sp].sum = st[sp].sum.checked_add(n).ok_or(RunError::TooManyTasks)?;
+                            pc = r.op2();
+                            continue;
+                        }
+                    }
                     self.bind(depth, 0, ext, base, indices);
                     self.stats.count_visits += 1;
                     sp += 1;
@@ -130,6 +142,86 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 _ => pc += 1,
             }
         }
+    }
+
+    /// The tasks of positions `[from, to)` of the loop in frame `sp` when its body is one COND
+    /// on an interval of the loop's values with branches of fixed counts (`interval_shape`,
+    /// looked for once per run of the loop), from one evaluation of the interval's bounds
+    /// (`interval_count`). `None` for any other body.
+    pub(super) fn count_by_interval(&mut self, from: u64, to: u64) -> R<Option<u64>> {
+        let f = self.frames[self.sp];
+        if f.interval == UNKNOWN {
+            let shape = self.interval_shape(f.at, f.end);
+            let f = &mut self.frames[self.sp];
+            f.interval = shape.is_some() as u8;
+            f.branch_counts = shape.unwrap_or((0, 0));
+        }
+        let f = self.frames[self.sp];
+        if f.interval != 1 || f.indices != NONE16 {
+            return Ok(None);
+        }
+        let n = self.interval_count(f.at, f.depth, f.branch_counts, from, to)?;
+        if n.is_none() {
+            self.frames[self.sp].interval = 0;
+        }
+        Ok(n)
+    }
+
+    /// The task counts (then, else) of the body of the loop at `at` (ending at `end`) when it
+    /// is one COND whose blocks hold fixed counts (`fixed_count`; no else block: 0).
+    pub(super) fn interval_shape(&self, at: u32, end: u32) -> Option<(u16, u16)> {
+        let r = self.rec(at + 1);
+        let has_else = r.flags & COND_HAS_ELSE != 0;
+        let after = if has_else {
+            self.rec(r.op2()).op2()
+        } else {
+            r.op2()
+        };
+        if r.opcode != Opcode::COND as u8 || after != end {
+            return None;
+        }
+        let then = self.fixed_count(at + 2, r.op2())?;
+        let other = if has_else {
+            self.fixed_count(r.op2(), after)?
+        } else {
+            0
+        };
+        Some((u16::try_from(then).ok()?, u16::try_from(other).ok()?))
+    }
+
+    /// The tasks of positions `[from, to)` of the loop at `at` (its variable at `depth`, its
+    /// values its positions: not a sparse axis) whose body is a COND of the branch counts
+    /// `(then, other)` (`interval_shape`), when the COND's predicate holds on an interval of
+    /// the variable (`eval_interval`: Task Bench's `cond i < pow2[t] { … }`, `cond i >= a &&
+    /// i < b { … }`): the positions inside times the then block's count, the others times the
+    /// else block's. `None` when the predicate is not of that form.
+    pub(super) fn interval_count(
+        &self,
+        at: u32,
+        depth: u8,
+        (then, other): (u16, u16),
+        from: u64,
+        to: u64,
+    ) -> R<Option<u64>> {
+        let pred = self.rec(at + 1).op1() as u32;
+        let holds = eval_interval(
+            self.v.exprs(),
+            &self.p,
+            &self.vars,
+            pred,
+            depth as u16,
+            at + 1,
+        )?;
+        let Some((lo, hi)) = holds else {
+            return Ok(None);
+        };
+        let inside = (hi.min(to as i128) - lo.max(from as i128)).max(0) as u64;
+        let n = (then as u64)
+            .checked_mul(inside)
+            .zip((other as u64).checked_mul(to - from - inside))
+            .and_then(|(a, b)| a.checked_add(b))
+            .ok_or(RunError::TooManyTasks)?;
+        Ok(Some(n))
     }
 
     /// The number of tasks the statements `[start, end)` generate if it is the same whatever

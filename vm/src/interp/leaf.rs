@@ -78,16 +78,14 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             return Ok(Leaf::NotApplicable);
         }
         if f.simple == UNKNOWN_SIMPLE {
-            let (at, end, depth, ext) = (f.at, f.end, f.depth, f.ext);
+            let (at, end, depth) = (f.at, f.end, f.depth);
             let stride = self.leaf_stride(f);
             let body = match stride {
                 Some(_) => self.leaf_body(at + 1, end, depth)?,
                 None => None,
             };
             let varying = match (body, stride) {
-                (None, Some((step, stop))) => {
-                    self.varying_body(at + 1, end, step == 1 && stop == ext)
-                }
+                (None, Some(_)) => self.varying_body(at + 1, end),
                 _ => None,
             };
             let f = &mut self.frames[self.sp];
@@ -170,10 +168,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 // are counted), or the loop's end.
                 let next = pos.saturating_add(f.step);
                 if next >= f.stop {
-                    self.skip_leaf(f, f.ext - pos - 1)?;
+                    self.skip_leaf(f, pos + 1, f.ext)?;
                     return Ok(true);
                 }
-                self.skip_leaf(f, next - pos - 1)?;
+                self.skip_leaf(f, pos + 1, next)?;
                 pos = next;
             } else {
                 pos += 1;
@@ -318,16 +316,21 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             && self.expr_at(key + 1).opcode == ExprOp::END as u8
     }
 
-    /// Counts the tasks of `positions` positions of the leaf loop `f` that this AICPU does not
-    /// own (each runs `f.simple` tasks).
+    /// Counts the tasks of positions `from .. to` of the leaf loop `f`, which this AICPU does
+    /// not own: each runs `f.simple` tasks, or, in a varying loop whose branches differ
+    /// (`VARIES`), what `count_varying` finds.
     #[inline]
-    pub(super) fn skip_leaf(&mut self, f: &Frame, positions: u64) -> R<()> {
-        if positions == 0 {
+    pub(super) fn skip_leaf(&mut self, f: &Frame, from: u64, to: u64) -> R<()> {
+        if from >= to {
             return Ok(());
         }
-        let n = (f.simple as u64)
-            .checked_mul(positions)
-            .ok_or(RunError::TooManyTasks)?;
+        let n = if f.simple == VARIES {
+            self.count_varying(f, from, to)?
+        } else {
+            (f.simple as u64)
+                .checked_mul(to - from)
+                .ok_or(RunError::TooManyTasks)?
+        };
         self.next_id = self.next_id.checked_add(n).ok_or(RunError::TooManyTasks)?;
         self.stats.skipped += n;
         Ok(())
@@ -381,9 +384,9 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     /// such chain (`cond i == 0 { … } else cond i == W - 1 { … } else { … }`; fft's guard
     /// around its chain): each iteration evaluates the chain for its branch (`leaf_branch`).
     /// Gives the number of tasks every branch holds (`fixed_count`; the path counts the
-    /// positions it steps over by it), or `VARIES` when they differ and the loop steps over
-    /// none (`every_position`). `None` for any other body, or one of no tasks at all.
-    pub(super) fn varying_body(&self, start: u32, end: u32, every_position: bool) -> Option<u32> {
+    /// positions it steps over by it), or `VARIES` when they differ (`count_varying` counts
+    /// them). `None` for any other body, or one of no tasks at all.
+    pub(super) fn varying_body(&self, start: u32, end: u32) -> Option<u32> {
         // Every block is TASK statements only, or one COND that fills it.
         let mut blocks = [(0u32, 0u32); 2 * (limits::MAX_NESTING + 1)];
         let mut n = 1usize;
@@ -415,8 +418,29 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         match self.fixed_count(start, end) {
             Some(0) => None,
             Some(c) => u32::try_from(c).ok().filter(|&c| c < VARIES),
-            None => every_position.then_some(VARIES),
+            None => Some(VARIES),
         }
+    }
+
+    /// The tasks of positions `from .. to` of the varying leaf loop `f` whose branches hold
+    /// different counts: from the bounds of its guard when it is one COND on an interval of
+    /// the variable (`count_by_interval`: tree's `cond i < pow2[t]`), else by evaluating the
+    /// chain at each position, as counting the subtree would (`Stats::count_visits`).
+    #[inline(never)]
+    fn count_varying(&mut self, f: &Frame, from: u64, to: u64) -> R<u64> {
+        if let Some(n) = self.count_by_interval(from, to)? {
+            return Ok(n);
+        }
+        let mut n = 0u64;
+        for p in from..to {
+            self.bind(f.depth, p, f.ext, f.base, f.indices);
+            self.stats.count_visits += 1;
+            let (start, end) = self.leaf_branch(f.leaf.0, f.leaf.1)?;
+            // (A branch of TASK statements only: `varying_body` checked every block.)
+            let c = self.tasks_only(start, end).unwrap_or(0);
+            n = n.checked_add(c as u64).ok_or(RunError::TooManyTasks)?;
+        }
+        Ok(n)
     }
 
     /// The branch of the varying leaf body `start .. end` (`varying_body`) the current

@@ -120,8 +120,8 @@ fn iter_flags(pos: u64, ext: u64) -> u8 {
 
 const UNKNOWN_SIMPLE: u32 = u32::MAX;
 const NOT_SIMPLE: u32 = u32::MAX - 1;
-/// `Frame::simple` of a varying leaf loop whose branches hold different counts (only where
-/// the loop skips no position: nothing is counted by it).
+/// `Frame::simple` of a varying leaf loop whose branches hold different counts (the
+/// positions it steps over are counted by `Interpreter::count_varying`).
 const VARIES: u32 = u32::MAX - 2;
 
 impl Frame {

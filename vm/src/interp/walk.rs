@@ -77,66 +77,6 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         Ok(())
     }
 
-    /// The tasks of positions `[from, to)` of the loop in frame `sp` when its body is one COND
-    /// whose predicate holds on an interval of the loop's values (`eval_interval`: Task
-    /// Bench's `cond i < pow2[t] { … }`, `cond i >= a && i < b { … }`) and whose branches
-    /// hold fixed counts (`fixed_count`): the positions inside the interval times the then
-    /// block's count, the others times the else block's, from one evaluation of the bounds.
-    /// `None` for any other body, or a loop over a sparse axis (its values are not its
-    /// positions).
-    fn count_by_interval(&mut self, from: u64, to: u64) -> R<Option<u64>> {
-        let f = self.frames[self.sp];
-        if f.interval == UNKNOWN {
-            let r = self.rec(f.at + 1);
-            let has_else = r.flags & COND_HAS_ELSE != 0;
-            let after = if has_else {
-                self.rec(r.op2()).op2()
-            } else {
-                r.op2()
-            };
-            let counts = if r.opcode != Opcode::COND as u8 || after != f.end {
-                None
-            } else {
-                let then = self.fixed_count(f.at + 2, r.op2());
-                let other = if has_else {
-                    self.fixed_count(r.op2(), after)
-                } else {
-                    Some(0)
-                };
-                then.zip(other)
-                    .and_then(|(a, b)| Some((u16::try_from(a).ok()?, u16::try_from(b).ok()?)))
-            };
-            let f = &mut self.frames[self.sp];
-            f.interval = counts.is_some() as u8;
-            f.branch_counts = counts.unwrap_or((0, 0));
-        }
-        let f = self.frames[self.sp];
-        if f.interval != 1 || f.indices != NONE16 {
-            return Ok(None);
-        }
-        let pred = self.rec(f.at + 1).op1() as u32;
-        let holds = eval_interval(
-            self.v.exprs(),
-            &self.p,
-            &self.vars,
-            pred,
-            f.depth as u16,
-            f.at + 1,
-        )?;
-        let Some((lo, hi)) = holds else {
-            self.frames[self.sp].interval = 0;
-            return Ok(None);
-        };
-        let inside = (hi.min(to as i128) - lo.max(from as i128)).max(0) as u64;
-        let (then, other) = f.branch_counts;
-        let n = (then as u64)
-            .checked_mul(inside)
-            .zip((other as u64).checked_mul(to - from - inside))
-            .and_then(|(a, b)| a.checked_add(b))
-            .ok_or(RunError::TooManyTasks)?;
-        Ok(Some(n))
-    }
-
     /// Starts the next iteration of the loop in frame `sp` at position `from` or later, binding
     /// its variable and deciding ownership; skips positions owned elsewhere. Returns false when
     /// the loop has no more iterations.
@@ -231,7 +171,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 // to the next position this AICPU owns (`leaf_stride`), past the others.
                 let f = self.frames[self.sp];
                 let p = f.pos + f.step;
-                self.skip_leaf(&f, f.step - 1)?;
+                self.skip_leaf(&f, f.pos + 1, p)?;
                 self.bind(f.depth, p, f.ext, f.base, f.indices);
                 self.frames[self.sp].pos = p;
                 self.stats.visits += 1;
