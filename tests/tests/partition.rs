@@ -159,6 +159,8 @@ fn leaf_loops_over_a_cond_chain_partition_the_reference() {
          else cond i % 3 == 1 { task @m(i * 2, j, 5) resources(A[i - 1, j], A[i, j]) }",
         // A condition on a runtime parameter and the outer variable.
         "cond i < P { task @m(j, i, P) resources(B[j, i], A[i, j]) } else { task @k(i, j) resources(A[i, 0 : 6]) }",
+        // Chains inside a branch, on the outer variable too (decided once per run).
+        "cond i != 1 { cond i % 2 == 0 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(B[j, i])\n task @m(i, j, 3) resources(A[i, j], B[j, i]) } } else { task @k(i, j) resources(A[i, j]) }",
         // Near misses: the loop's own variable, a task after the chain, a loop in a branch.
         "cond j % 2 == 0 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(B[j, i]) }",
         "cond i == 1 { task @k(i, j) resources(A[i, j]) }\n task @k(j, i) resources(B[j, i])",
@@ -219,6 +221,8 @@ fn leaf_loops_fail_where_the_iteration_would() {
         "cond 6 / (i - 2) > 0 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(A[i, j]) }",
         "cond i == 0 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(A[i, j + 1]) }",
         "task @k(i, j * 2147483647 * 2147483647) resources(A[i, j])",
+        // A condition inside a guard, evaluated once per run.
+        "cond i < 9 { cond 6 / (i - 2) > 0 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(A[i, j]) } }",
         // A bound of an interval guard (also evaluated by the AICPUs that count the
         // positions they do not own from it).
         "cond j < (i == 2) * 2147483647 * 2147483647 * 2147483647 { task @k(i, j) resources(A[i, j]) }",

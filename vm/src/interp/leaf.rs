@@ -6,6 +6,17 @@
 use super::walk::block_end;
 use super::*;
 
+/// What `Interpreter::leaf_body` finds every iteration of a loop runs in a run of it.
+#[derive(Clone, Copy)]
+pub(super) enum LeafBody {
+    /// The TASK statements `.0 .. .1`, `.2` of them.
+    Tasks(u32, u32, u32),
+    /// The chain `.0 .. .1`, whose first condition reads the loop's variable.
+    Chain(u32, u32),
+    /// Anything else: the general walk.
+    Neither,
+}
+
 impl<'a, 'p> Interpreter<'a, 'p> {
     /// The kept record of the next site when `run` would go on in a loop whose body is only
     /// tasks (`leaf_loop` has run it): inside an iteration where `leaf_loop` paused
@@ -82,18 +93,18 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             let stride = self.leaf_stride(f);
             let body = match stride {
                 Some(_) => self.leaf_body(at + 1, end, depth)?,
-                None => None,
+                None => LeafBody::Neither,
             };
-            let varying = match (body, stride) {
-                (None, Some(_)) => self.varying_body(at + 1, end),
-                _ => None,
+            let leaf = match body {
+                LeafBody::Tasks(start, end, n) => (n, (start, end), false),
+                LeafBody::Chain(start, end) => match self.varying_body(start, end) {
+                    Some(n) => (n, (start, end), true),
+                    None => (NOT_SIMPLE, (0, 0), false),
+                },
+                LeafBody::Neither => (NOT_SIMPLE, (0, 0), false),
             };
             let f = &mut self.frames[self.sp];
-            (f.simple, f.leaf, f.varying) = match (body, varying) {
-                (Some((start, end, n)), _) => (n, (start, end), false),
-                (None, Some(n)) => (n, (at + 1, end), true),
-                (None, None) => (NOT_SIMPLE, (0, 0), false),
-            };
+            (f.simple, f.leaf, f.varying) = leaf;
             (f.step, f.stop) = stride.unwrap_or((1, 0));
         }
         let f = self.frames[self.sp];
@@ -336,24 +347,26 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         Ok(())
     }
 
-    /// The TASK statements every iteration of the innermost loop at `depth` (body `start ..
-    /// end`) runs in this run of the loop, as `(first, end, count)`: the body itself when it
-    /// is only TASK statements; for a body that is one `cond` / `else cond` chain whose
-    /// conditions read no variable of this loop (only runtime parameters and the variables
-    /// of the loops around it, which keep their values for the whole run), the branch the
-    /// chain takes, if that is only TASK statements (none if no branch is taken). `None`
-    /// otherwise. Evaluates the conditions it passes, as the iteration would, in order.
-    pub(super) fn leaf_body(&self, start: u32, end: u32, depth: u8) -> R<Option<(u32, u32, u32)>> {
+    /// What every iteration of the innermost loop at `depth` (body `start .. end`) runs in
+    /// this run of the loop: the body itself when it is only TASK statements; for a body that
+    /// is one `cond` / `else cond` chain, the conditions that read no variable of this loop
+    /// (only runtime parameters and the variables of the loops around it, which keep their
+    /// values for the whole run) are decided here, and the block they lead to is either TASK
+    /// statements only (`Tasks`; none if no branch is taken) or a chain whose first
+    /// condition reads the loop's variable (`Chain`: `varying_body` looks at it). Evaluates
+    /// the conditions it passes, as the iteration would, in order.
+    pub(super) fn leaf_body(&self, start: u32, end: u32, depth: u8) -> R<LeafBody> {
         let (mut start, mut end) = (start, end);
         loop {
             if let Some(n) = self.tasks_only(start, end) {
-                return Ok(Some((start, end, n)));
+                return Ok(LeafBody::Tasks(start, end, n));
             }
             let r = self.rec(start);
-            if r.opcode != Opcode::COND as u8
-                || expr::loops_read(self.v.exprs(), r.op1() as u32) > depth as u32
-            {
-                return Ok(None);
+            if r.opcode != Opcode::COND as u8 {
+                return Ok(LeafBody::Neither);
+            }
+            if expr::loops_read(self.v.exprs(), r.op1() as u32) > depth as u32 {
+                return Ok(LeafBody::Chain(start, end));
             }
             let then_end = r.op2();
             let has_else = r.flags & COND_HAS_ELSE != 0;
@@ -364,25 +377,26 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             };
             if after != end {
                 // Something follows the chain in the body.
-                return Ok(None);
+                return Ok(LeafBody::Neither);
             }
             if self.eval(r.op1() as u32, start)? != 0 {
-                return Ok(self
-                    .tasks_only(start + 1, then_end)
-                    .map(|n| (start + 1, then_end, n)));
+                // The then block: TASK statements, or a chain inside (fft's guard).
+                (start, end) = (start + 1, then_end);
+                continue;
             }
             if !has_else {
-                return Ok(Some((end, end, 0)));
+                return Ok(LeafBody::Tasks(end, end, 0));
             }
             // The else block: a SEQUENTIAL whose body is the rest of the chain.
             (start, end) = (then_end + 1, after);
         }
     }
 
-    /// A leaf body (`start .. end`, the innermost loop's) that is a `cond` chain whose
-    /// conditions may read the loop's variable, each branch of TASK statements only or one
-    /// such chain (`cond i == 0 { … } else cond i == W - 1 { … } else { … }`; fft's guard
-    /// around its chain): each iteration evaluates the chain for its branch (`leaf_branch`).
+    /// A leaf body (`start .. end`, the innermost loop's, or the block `leaf_body` decided it
+    /// runs) that is a `cond` chain whose conditions may read the loop's variable, each
+    /// branch of TASK statements only or one such chain (Task Bench's `cond i == 0 { … }
+    /// else cond i == W - 1 { … } else { … }`): each iteration evaluates the chain for its
+    /// branch (`leaf_branch`).
     /// Gives the number of tasks every branch holds (`fixed_count`; the path counts the
     /// positions it steps over by it), or `VARIES` when they differ (`count_varying` counts
     /// them). `None` for any other body, or one of no tasks at all.
