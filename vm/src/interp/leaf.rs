@@ -123,10 +123,12 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             // loop (kept across pauses: only entering a loop clears it).
             let kept = if self.kept_loop == f.at { self.kept } else { 0 };
             self.kept_loop = f.at;
-            let ran = if f.step == 1 && f.stop == f.ext {
-                self.leaf_runs::<false, S>(sink, budget, emitted, f, kept)?
+            let ran = if f.varying {
+                self.leaf_runs::<true, true, S>(sink, budget, emitted, f, kept)?
+            } else if f.step == 1 && f.stop == f.ext {
+                self.leaf_runs::<false, false, S>(sink, budget, emitted, f, kept)?
             } else {
-                self.leaf_runs::<true, S>(sink, budget, emitted, f, kept)?
+                self.leaf_runs::<true, false, S>(sink, budget, emitted, f, kept)?
             };
             if !ran {
                 return Ok(Leaf::Paused);
@@ -142,9 +144,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     /// The iterations of the leaf loop `f` from its current one on (`kept`: the records kept
     /// so far): every position when not `STRIDED` (the common case, kept apart so its loop
     /// stays as tight as it was), else every `f.step`-th before `f.stop`, counting the tasks
-    /// of the positions between. False if emission paused.
+    /// of the positions between; `VARYING` (`f.varying`, always `STRIDED`: a step of 1 is
+    /// one) evaluates the body's chain at each for its branch. False if emission paused.
     #[inline(always)]
-    fn leaf_runs<const STRIDED: bool, S: Sink + ?Sized>(
+    fn leaf_runs<const STRIDED: bool, const VARYING: bool, S: Sink + ?Sized>(
         &mut self,
         sink: &mut S,
         budget: u64,
@@ -155,15 +158,15 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         let f = &f;
         let mut pos = f.pos;
         loop {
-            let (mut q, branch_end) = if f.varying {
+            let (mut q, branch_end) = if VARYING {
                 self.leaf_branch(f.leaf.0, f.leaf.1)?
             } else {
                 f.leaf
             };
             let mut k = 0usize;
-            let iter = f.leaf_iter(pos);
+            let iter = if VARYING { 0 } else { f.leaf_iter(pos) };
             while q < branch_end {
-                if f.varying {
+                if VARYING {
                     k = self.kept_slot(q, kept);
                 }
                 let site = (q, k, pos, iter, branch_end);
@@ -207,7 +210,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         let f = self.frames[self.sp];
         let (mut q, mut k) = (self.pc, self.resume.1 as usize);
         let mut kept = self.kept;
-        let iter = f.leaf_iter(f.pos);
+        let iter = if f.varying { 0 } else { f.leaf_iter(f.pos) };
         let branch_end = if f.varying { f.branch_end } else { f.leaf.1 };
         while q < branch_end {
             if f.varying {

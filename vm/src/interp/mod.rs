@@ -127,10 +127,11 @@ const VARIES: u32 = u32::MAX - 2;
 impl Frame {
     /// [`Task::iter`] of the tasks of a leaf loop's iteration `pos` (`Interpreter::leaf_body`):
     /// its iteration's flags for a body of TASK statements, 0 for a branch of a cond chain (the
-    /// TASK's own statement block is the cond's, not the loop's).
+    /// TASK's own statement block is the cond's, not the loop's). Not for a varying loop, whose
+    /// tasks are all in a chain's branches (0).
     #[inline(always)]
     fn leaf_iter(&self, pos: u64) -> u8 {
-        if self.leaf.0 == self.at + 1 && !self.varying {
+        if self.leaf.0 == self.at + 1 {
             iter_flags(pos, self.ext)
         } else {
             0
@@ -496,7 +497,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     /// Binds the loop variable at `depth` to position `pos` of a loop.
-    #[inline]
+    #[inline(always)]
     fn bind(&mut self, depth: u8, pos: u64, ext: u64, base: u32, indices: u16) {
         let d = depth as usize % limits::MAX_LOOP_DEPTH;
         self.pos[d] = pos;

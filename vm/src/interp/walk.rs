@@ -177,7 +177,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 self.stats.visits += 1;
             }
             let f = &self.frames[self.sp];
-            let iter = f.leaf_iter(f.pos);
+            let iter = if f.varying { 0 } else { f.leaf_iter(f.pos) };
             let id = self.next_id;
             self.next_id = id.checked_add(1).ok_or(RunError::TooManyTasks)?;
             self.stats.instructions += 1;
