@@ -182,10 +182,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 // are counted), or the loop's end.
                 let next = pos.saturating_add(f.step);
                 if next >= f.stop {
-                    self.skip_leaf(f, pos + 1, f.ext)?;
+                    self.skip_leaf(pos + 1, f.ext)?;
                     return Ok(true);
                 }
-                self.skip_leaf(f, pos + 1, next)?;
+                self.skip_leaf(pos + 1, next)?;
                 pos = next;
             } else {
                 pos += 1;
@@ -330,18 +330,19 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             && self.expr_at(key + 1).opcode == ExprOp::END as u8
     }
 
-    /// Counts the tasks of positions `from .. to` of the leaf loop `f`, which this AICPU does
-    /// not own: each runs `f.simple` tasks, or, in a varying loop whose branches differ
-    /// (`VARIES`), what `count_varying` finds.
+    /// Counts the tasks of positions `from .. to` of the leaf loop in frame `sp`, which this
+    /// AICPU does not own: each runs `simple` tasks, or, in a varying loop whose branches
+    /// differ (`VARIES`), what `count_varying` finds.
     #[inline]
-    pub(super) fn skip_leaf(&mut self, f: &Frame, from: u64, to: u64) -> R<()> {
+    pub(super) fn skip_leaf(&mut self, from: u64, to: u64) -> R<()> {
         if from >= to {
             return Ok(());
         }
-        let n = if f.simple == VARIES {
-            self.count_varying(f, from, to)?
+        let simple = self.frames[self.sp].simple;
+        let n = if simple == VARIES {
+            self.count_varying(from, to)?
         } else {
-            (f.simple as u64)
+            (simple as u64)
                 .checked_mul(to - from)
                 .ok_or(RunError::TooManyTasks)?
         };
@@ -439,15 +440,17 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         }
     }
 
-    /// The tasks of positions `from .. to` of the varying leaf loop `f` whose branches hold
-    /// different counts: from the bounds of its guard when it is one COND on an interval of
-    /// the variable (`count_by_interval`: tree's `cond i < pow2[t]`), else by evaluating the
-    /// chain at each position, as counting the subtree would (`Stats::count_visits`).
+    /// The tasks of positions `from .. to` of the varying leaf loop in frame `sp` whose
+    /// branches hold different counts: from the bounds of its guard when it is one COND on an
+    /// interval of the variable (`count_by_interval`: tree's `cond i < pow2[t]`), else by
+    /// evaluating the chain at each position, as counting the subtree would
+    /// (`Stats::count_visits`).
     #[inline(never)]
-    fn count_varying(&mut self, f: &Frame, from: u64, to: u64) -> R<u64> {
+    fn count_varying(&mut self, from: u64, to: u64) -> R<u64> {
         if let Some(n) = self.count_by_interval(from, to)? {
             return Ok(n);
         }
+        let f = self.frames[self.sp];
         let mut n = 0u64;
         for p in from..to {
             self.bind(f.depth, p, f.ext, f.base, f.indices);

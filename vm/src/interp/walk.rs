@@ -169,10 +169,12 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             if advance {
                 // What `close` and `next_iteration` do at the end of an owned iteration: on
                 // to the next position this AICPU owns (`leaf_stride`), past the others.
-                let f = self.frames[self.sp];
-                let p = f.pos + f.step;
-                self.skip_leaf(&f, f.pos + 1, p)?;
-                self.bind(f.depth, p, f.ext, f.base, f.indices);
+                let pos = self.frames[self.sp].pos;
+                let p = pos + self.frames[self.sp].step;
+                self.skip_leaf(pos + 1, p)?;
+                let f = &self.frames[self.sp];
+                let (depth, ext, base, indices) = (f.depth, f.ext, f.base, f.indices);
+                self.bind(depth, p, ext, base, indices);
                 self.frames[self.sp].pos = p;
                 self.stats.visits += 1;
             }
