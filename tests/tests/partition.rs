@@ -182,6 +182,10 @@ fn leaf_loops_over_a_cond_chain_partition_the_reference() {
         "cond i - 1 == j { task @m(i, j, 2) resources(A[i, j], B[j, i]) }",
         "cond i > 2 && j > 0 { task @k(i, j) resources(A[i, j]) }",
         "cond j < 0 - i { task @k(i, j) resources(A[i, j]) } else cond j >= 5 { task @k(j, i) resources(B[j, i]) }",
+        // The variable plus or minus the outer one (fft's `i + 2^d < W`), decided once a run;
+        // a condition no iteration reaches (its division by zero never raised).
+        "cond j + i < 5 && j >= i { task @k(i, j) resources(A[i, j]) } else cond j - 1 == i { task @k(j, i) resources(B[j, i]) } else { task @m(i, j, 1) resources(A[i, j], B[j, i]) }",
+        "cond j >= 0 { task @k(i, j) resources(A[i, j]) } else cond 1 / (i - i) == 1 { task @k(j, i) resources(B[j, i]) }",
     ];
     for body in bodies {
         // Ownership decided by the outer loop, per task, or by the leaf loop itself (its
@@ -221,6 +225,9 @@ fn leaf_loops_fail_where_the_iteration_would() {
         "cond 6 / (i - 2) > 0 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(A[i, j]) }",
         "cond i == 0 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(A[i, j + 1]) }",
         "task @k(i, j * 2147483647 * 2147483647) resources(A[i, j])",
+        // A condition of a chain on the loop's variable that fails where an iteration first
+        // reaches it (past the first point).
+        "cond j == 0 { task @k(i, j) resources(A[i, j]) } else cond j < 6 / (i - 2) { task @k(j, i) resources(A[i, j]) } else { task @k(i, j) resources(A[i, j + 0]) }",
         // A condition inside a guard, evaluated once per run.
         "cond i < 9 { cond 6 / (i - 2) > 0 { task @k(i, j) resources(A[i, j]) } else { task @k(j, i) resources(A[i, j]) } }",
         // A bound of an interval guard (also evaluated by the AICPUs that count the

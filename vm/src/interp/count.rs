@@ -82,7 +82,9 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                     if dependent && indices == NONE16 {
                         // One COND on an interval of the variable: counted from its bounds.
                         let n = match self.interval_shape(pc, r.op2()) {
-                            Some(counts) => self.interval_count(pc, depth, counts, 0, ext)?,
+                            Some(counts) => {
+                                self.interval_count((pc, depth, ext), counts, 0, ext)?
+                            }
                             None => None,
                         };
                         if let Some(n) = n {
@@ -160,7 +162,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         if f.interval != 1 || f.indices != NONE16 {
             return Ok(None);
         }
-        let n = self.interval_count(f.at, f.depth, f.branch_counts, from, to)?;
+        let n = self.interval_count((f.at, f.depth, f.ext), f.branch_counts, from, to)?;
         if n.is_none() {
             self.frames[self.sp].interval = 0;
         }
@@ -190,15 +192,14 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     /// The tasks of positions `[from, to)` of the loop at `at` (its variable at `depth`, its
-    /// values its positions: not a sparse axis) whose body is a COND of the branch counts
+    /// values its positions `0 .. ext`: not a sparse axis) whose body is a COND of the branch counts
     /// `(then, other)` (`interval_shape`), when the COND's predicate holds on an interval of
     /// the variable (`eval_interval`: Task Bench's `cond i < pow2[t] { … }`, `cond i >= a &&
     /// i < b { … }`): the positions inside times the then block's count, the others times the
     /// else block's. `None` when the predicate is not of that form.
     pub(super) fn interval_count(
         &self,
-        at: u32,
-        depth: u8,
+        (at, depth, ext): (u32, u8, u64),
         (then, other): (u16, u16),
         from: u64,
         to: u64,
@@ -208,8 +209,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             self.v.exprs(),
             &self.p,
             &self.vars,
-            pred,
-            depth as u16,
+            (pred, depth as u16, ext),
             at + 1,
         )?;
         let Some((lo, hi)) = holds else {

@@ -231,30 +231,36 @@ fn elem(slot: u16, a: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
     }
 }
 
-/// The values of the loop variable at `depth` for which the predicate at node `start` holds,
-/// as a half-open interval, when the predicate is a conjunction (`&&`) of comparisons of the
-/// bare variable with expressions that do not read it and do not divide (`i >= a && i < b`,
-/// `i < pow2[t]`, `i == 0`): `Ok(None)` otherwise. Every operation that does not involve the variable is
-/// performed as [`eval_postfix`] performs it, in its order, and the ones that do (a
-/// comparison, `&&`) cannot fail, so an error is the one evaluating the predicate at any value
-/// of the variable would raise first.
+/// The values of the loop variable at `depth` (which takes the values `0 .. ext`) for which
+/// the predicate at node `start` holds, as a half-open interval, when the predicate is a
+/// conjunction (`&&`) of comparisons of the variable plus or minus expressions that do not
+/// read it with expressions that do not read it (`i >= a && i < b`, `i < pow2[t]`, `i == 0`,
+/// `i + pow2[d] < W`): `Ok(None)` otherwise. Every operation that does not involve the
+/// variable is performed as [`eval_postfix`] performs it, in its order; those that do cannot
+/// fail (comparisons, `&&`, and sums that stay within 64 bits for every value `0 .. ext`, or
+/// the predicate is not taken), so an error is the one evaluating the predicate at any value of
+/// the variable would raise first.
 pub(crate) fn eval_interval(
     exprs: &[Record],
     p: &RuntimeParams<'_>,
     vars: &[i64; limits::MAX_LOOP_DEPTH],
-    start: u32,
-    depth: u16,
+    (start, depth, ext): (u32, u16, u64),
     pc: u32,
 ) -> R<Option<(i128, i128)>> {
     #[derive(Clone, Copy)]
     enum V {
         /// A value that does not depend on the variable.
         Known(i64),
-        /// The variable itself.
-        Var,
+        /// The variable plus an offset.
+        Var(i128),
         /// A condition that holds on an interval of the variable's values.
         Holds(i128, i128),
     }
+    // `v + off` stays within 64 bits for every value `v` of `0 .. ext`.
+    let fits = |off: i128| {
+        let top = (ext.max(1) - 1) as i128 + off;
+        off >= i64::MIN as i128 && top <= i64::MAX as i128
+    };
     const ALL: (i128, i128) = (i128::MIN, i128::MAX);
     let mut st = [V::Known(0); limits::MAX_EXPR_STACK];
     let mut sp = 0usize;
@@ -263,7 +269,7 @@ pub(crate) fn eval_interval(
         let kind = ExprOp::from_u8(r.opcode).map(|o| o.kind());
         let v = match kind {
             Some(ExprKind::End) => break,
-            Some(ExprKind::Leaf) if r.opcode == ExprOp::VAR as u8 && r.op1() == depth => V::Var,
+            Some(ExprKind::Leaf) if r.opcode == ExprOp::VAR as u8 && r.op1() == depth => V::Var(0),
             Some(ExprKind::Leaf) => V::Known(eval_leaf(r, p, vars)),
             Some(ExprKind::Unary) => {
                 let Some(top) = sp.checked_sub(1) else {
@@ -282,15 +288,30 @@ pub(crate) fn eval_interval(
                 let (a, b) = (st[sp - 2], st[sp - 1]);
                 let op = r.opcode;
                 let x = match (a, b) {
-                    // Division, remainder and `ceil_div` are left to the general evaluator.
-                    (V::Known(a), V::Known(b)) => match binary(op, a, b, pc) {
-                        Some(x) => V::Known(x?),
-                        None => return Ok(None),
-                    },
-                    // `v op c`, or `c op v` read as `v op' c`.
-                    (V::Var, V::Known(c)) | (V::Known(c), V::Var) => {
-                        let c = c as i128;
-                        let flipped = matches!(b, V::Var);
+                    (V::Known(a), V::Known(b)) => V::Known(match binary(op, a, b, pc) {
+                        Some(x) => x?,
+                        // Division, remainder, `ceil_div`: as the general evaluator divides.
+                        None => divide_as_eval(op, a, b, p, pc)?,
+                    }),
+                    // `v + c`, `c + v`, `v - c`.
+                    (V::Var(o), V::Known(c)) | (V::Known(c), V::Var(o))
+                        if op == ExprOp::ADD as u8
+                            || (op == ExprOp::SUB as u8 && matches!(a, V::Var(_))) =>
+                    {
+                        let off = if op == ExprOp::ADD as u8 {
+                            o + c as i128
+                        } else {
+                            o - c as i128
+                        };
+                        if !fits(off) {
+                            return Ok(None);
+                        }
+                        V::Var(off)
+                    }
+                    // `v + o op c`, or `c op v + o` read as `v op' c - o`.
+                    (V::Var(o), V::Known(c)) | (V::Known(c), V::Var(o)) => {
+                        let c = c as i128 - o;
+                        let flipped = matches!(b, V::Var(_));
                         let op = match (ExprOp::from_u8(op), flipped) {
                             (Some(ExprOp::LT), true) => ExprOp::GT,
                             (Some(ExprOp::LE), true) => ExprOp::GE,
@@ -340,6 +361,21 @@ pub(crate) fn eval_interval(
         (1, V::Known(_)) => Some(ALL),
         _ => None,
     })
+}
+
+/// `a op b` for division, remainder and `ceil_div`, by the general evaluator itself (on two
+/// leaves holding the operands), so there is one definition of what they compute and raise.
+#[cold]
+fn divide_as_eval(op: u8, a: i64, b: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
+    let exprs = [
+        Record::new(ExprOp::VAR as u8, 0, 0, 0),
+        Record::new(ExprOp::VAR as u8, 0, 1, 0),
+        Record::new(op, 0, 0, 0),
+        Record::new(ExprOp::END as u8, 0, 0, 0),
+    ];
+    let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
+    (vars[0], vars[1]) = (a, b);
+    eval_postfix(&exprs, p, &vars, 0, pc)
 }
 
 /// The value of a leaf node (`CONST`, `VAR`, `PARAM`).
@@ -405,14 +441,15 @@ mod tests {
             for a in outer.clone() {
                 let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
                 vars[0] = a;
-                match eval_interval(e, &p, &vars, 0, 1, 9) {
+                match eval_interval(e, &p, &vars, (0, 1, 20), 9) {
                     Err(err) => {
                         assert_eq!(eval_postfix(e, &p, &vars, 0, 9), Err(err), "{e:?} at {a}")
                     }
                     Ok(None) => none += 1,
                     Ok(Some((lo, hi))) => {
                         intervals += 1;
-                        for v in -6..=12 {
+                        // The variable's values: 0 .. 20.
+                        for v in 0..20 {
                             vars[1] = v;
                             let holds = eval_postfix(e, &p, &vars, 0, 9).unwrap() != 0;
                             let inside = lo <= v as i128 && (v as i128) < hi;
@@ -445,21 +482,58 @@ mod tests {
             let gt = node(ExprOp::GT, 0, 0);
             check(&[var(0), konst(2), gt, var(1), konst(-1), c, and, end]);
         }
-        // Arithmetic on the variable; the variable alone; a division on the known side (left
-        // to the general evaluator); errors on the known side: an index past a runtime array
-        // (the empty one), an overflow (but at 0).
-        let (add, lt, div, mul) = (
+        // The variable plus or minus a known value (`x - v` and `v * x` are not taken); the
+        // variable alone; divisions on the known side (by zero at 0); errors on the known
+        // side: an index past a runtime array (the empty one), an overflow (but at 0); an
+        // offset that overflows at some value of the variable (not taken: the general
+        // evaluator raises it there).
+        let (add, sub, lt, ge, eq, div, rem, mul) = (
             node(ExprOp::ADD, 0, 0),
+            node(ExprOp::SUB, 0, 0),
             node(ExprOp::LT, 0, 0),
+            node(ExprOp::GE, 0, 0),
+            node(ExprOp::EQ, 0, 0),
             node(ExprOp::DIV, 0, 0),
+            node(ExprOp::MOD, 0, 0),
             node(ExprOp::MUL, 0, 0),
         );
         check(&[var(1), konst(1), add, var(0), lt, end]);
+        check(&[var(1), var(0), add, konst(3), lt, end]);
+        check(&[var(0), var(1), add, konst(3), ge, end]);
+        check(&[var(1), var(0), sub, konst(2), eq, end]);
+        check(&[konst(9), var(1), konst(4), add, var(0), sub, ge, end]);
+        check(&[var(0), var(1), sub, konst(2), lt, end]);
+        check(&[var(1), var(0), mul, konst(2), lt, end]);
         check(&[var(1), end]);
-        check(&[var(1), var(0), konst(0), div, lt, end]);
+        check(&[var(1), konst(12), var(0), div, lt, end]);
+        check(&[var(1), var(0), konst(3), rem, add, konst(5), lt, end]);
         check(&[var(1), var(0), node(ExprOp::ELEM, 0, 0), lt, end]);
         let big = konst(i32::MAX);
         check(&[var(1), var(0), big, mul, big, mul, big, mul, lt, end]);
+        // v + x·big² + x·big² + 4·big > 0: at x = 1 the last sum overflows from v = 2 on.
+        let gt = node(ExprOp::GT, 0, 0);
+        check(&[
+            var(1),
+            var(0),
+            big,
+            mul,
+            big,
+            mul,
+            add,
+            var(0),
+            big,
+            mul,
+            big,
+            mul,
+            add,
+            big,
+            konst(4),
+            mul,
+            add,
+            konst(0),
+            gt,
+            end,
+        ]);
         assert!(
             intervals > none && none > 0,
             "{intervals} intervals, {none} not"

@@ -103,6 +103,8 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 },
                 LeafBody::Neither => (NOT_SIMPLE, (0, 0), false),
             };
+            // A new run: the conditions of its chain are decided again.
+            self.nconds = 0;
             let f = &mut self.frames[self.sp];
             (f.simple, f.leaf, f.varying) = leaf;
             (f.step, f.stop) = stride.unwrap_or((1, 0));
@@ -464,17 +466,18 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     /// The branch of the varying leaf body `start .. end` (`varying_body`) the current
-    /// iteration runs, as the walk would find it: its conditions evaluated in order, each
-    /// where its COND stands (so an error is the walk's). Empty when no branch is taken.
+    /// iteration runs, as the walk would find it: its conditions decided in order
+    /// (`cond_holds`), each where its COND stands (so an error is the walk's). Empty when no
+    /// branch is taken.
     #[inline]
-    pub(super) fn leaf_branch(&self, mut start: u32, mut end: u32) -> R<(u32, u32)> {
+    pub(super) fn leaf_branch(&mut self, mut start: u32, mut end: u32) -> R<(u32, u32)> {
         loop {
             let r = self.rec(start);
             if start >= end || r.opcode != Opcode::COND as u8 {
                 return Ok((start, end));
             }
             let then_end = r.op2();
-            if self.eval(r.op1() as u32, start)? != 0 {
+            if self.cond_holds(start, r.op1() as u32)? {
                 (start, end) = (start + 1, then_end);
             } else if r.flags & COND_HAS_ELSE != 0 {
                 // The else block: a SEQUENTIAL whose body is the rest of the chain.
@@ -483,6 +486,47 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 return Ok((end, end));
             }
         }
+    }
+
+    /// Whether the COND at `pc` (predicate `pred`) of the chain of the varying leaf loop in
+    /// frame `sp` holds in the current iteration. The first time in a run of the loop its
+    /// predicate is looked at as an interval of the loop's values (`eval_interval`: `i == 0`,
+    /// `i + d < W`), kept (`conds`), and every later iteration compares the variable with it;
+    /// a predicate of another form is evaluated at every iteration. The interval's bounds are
+    /// evaluated where the walk would first evaluate the predicate, and no operation on the
+    /// variable can fail, so an error is the walk's.
+    #[inline]
+    fn cond_holds(&mut self, pc: u32, pred: u32) -> R<bool> {
+        let f = &self.frames[self.sp];
+        let (depth, ext, sparse) = (f.depth as usize, f.ext, f.indices != NONE16);
+        let v = self.vars[depth % limits::MAX_LOOP_DEPTH];
+        let n = self.nconds as usize % (COND_MEMO + 1);
+        if let Some(&(_, lo, hi)) = self.conds[..n].iter().find(|c| c.0 == pc) {
+            return Ok(if lo <= hi {
+                lo <= v && v < hi
+            } else {
+                self.eval(pred, pc)? != 0
+            });
+        }
+        let holds = if sparse {
+            None
+        } else {
+            let at = (pred, depth as u16, ext);
+            eval_interval(self.v.exprs(), &self.p, &self.vars, at, pc)?
+        };
+        let clamp = |x: i128| x.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+        if n < COND_MEMO {
+            self.conds[n] = match holds {
+                // (The loop's values are below i64::MAX: an interval up to it is unbounded.)
+                Some((lo, hi)) => (pc, clamp(lo), clamp(hi).max(clamp(lo))),
+                None => (pc, 1, 0),
+            };
+            self.nconds += 1;
+        }
+        Ok(match holds {
+            Some((lo, hi)) => lo <= v as i128 && (v as i128) < hi,
+            None => self.eval(pred, pc)? != 0,
+        })
     }
 
     /// The number of statements of `start .. end` if they are all TASK statements.

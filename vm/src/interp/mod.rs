@@ -222,8 +222,16 @@ pub struct Interpreter<'a, 'p> {
     /// Where `leaf_loop` last paused inside an iteration of the loop at `kept_loop`: the
     /// next site's instruction index and its position in the body.
     resume: (u32, u32),
+    /// The conditions of the current run of a varying leaf loop's chain, decided once each
+    /// (`Interpreter::cond_holds`): `(pc, lo, hi)`, the COND at `pc` holds for the loop's
+    /// values `lo .. hi`; `lo > hi` for one that is evaluated at every iteration.
+    conds: [(u32, i64, i64); COND_MEMO],
+    nconds: u8,
     stats: Stats,
 }
+
+/// The conditions of a varying chain whose intervals an interpreter keeps for a run.
+const COND_MEMO: usize = 8;
 
 type R<T> = Result<T, RunError>;
 
@@ -266,6 +274,8 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             kept: 0,
             kept_loop: u32::MAX,
             resume: (u32::MAX, 0),
+            conds: [(0, 0, 0); COND_MEMO],
+            nconds: 0,
             stats: Stats::default(),
         };
         let c = v.config();
