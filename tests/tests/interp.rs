@@ -545,6 +545,16 @@ fn skipped_subtrees_cost_no_visits() {
     assert_eq!(e.stats.visits, 2 * n + n * n);
 }
 
+/// A module of `steps` × `points` iterations (`i`, then `j` over `dense_dyn(W)`, `W = points`)
+/// whose points' loop runs `body` (kernels `a`, `b`, `c` of one parameter), under `policy`.
+fn points_loop(steps: u64, points: u64, body: &str, policy: &str) -> String {
+    format!(
+        "@param W = {points}\n@kernel a(x): vector()\n@kernel b(x): vector()\n@kernel c(x): vector()\n\
+         @workload w() {{ for_each i in dense[{steps}] {{ parallel_for j in dense_dyn(W) {{\n{body}\n}} }} }}\n\
+         @schedule s for w {{ dispatch = {policy} }}"
+    )
+}
+
 /// A `cond` chain on a loop's variable whose branches hold the same number of tasks (Task
 /// Bench's `cond i == 0 { … } else cond i == W - 1 { … } else { … }`) does not make the loop's
 /// task count depend on the variable: an AICPU counts the positions other AICPUs own by
@@ -577,11 +587,7 @@ fn chains_of_equal_branches_are_counted_without_evaluating() {
         ),
     ] {
         for policy in ["static(j)", "affinity(j)"] {
-            let src = format!(
-                "@param W = {points}\n@kernel a(x): vector()\n@kernel b(x): vector()\n@kernel c(x): vector()\n\
-                 @workload w() {{ for_each i in dense[{steps}] {{ parallel_for j in dense_dyn(W) {{\n{chain}\n}} }} }}\n\
-                 @schedule s for w {{ dispatch = {policy} }}"
-            );
+            let src = points_loop(steps, points, chain, policy);
             let q = prog(&src);
             let v = verify(&q.bytes).unwrap();
             let vals = q.values(&[]);
@@ -629,11 +635,7 @@ fn chains_on_the_loop_variable_run_on_the_leaf_path() {
         "cond j == 0 { task @a(j) } else { task @b(j) }\n task @c(j)",
     ] {
         for (policy, aicpus) in [("static(j)", 1), ("static(j)", 6), ("round_robin", 6)] {
-            let src = format!(
-                "@param W = {points}\n@kernel a(x): vector()\n@kernel b(x): vector()\n@kernel c(x): vector()\n\
-                 @workload w() {{ for_each i in dense[{steps}] {{ parallel_for j in dense_dyn(W) {{\n{chain}\n}} }} }}\n\
-                 @schedule s for w {{ dispatch = {policy} }}"
-            );
+            let src = points_loop(steps, points, chain, policy);
             let q = prog(&src);
             let v = verify(&q.bytes).unwrap();
             let vals = q.values(&[]);

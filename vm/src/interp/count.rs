@@ -192,11 +192,11 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     /// The tasks of positions `[from, to)` of the loop at `at` (its variable at `depth`, its
-    /// values its positions `0 .. ext`: not a sparse axis) whose body is a COND of the branch counts
-    /// `(then, other)` (`interval_shape`), when the COND's predicate holds on an interval of
-    /// the variable (`eval_interval`: Task Bench's `cond i < pow2[t] { … }`, `cond i >= a &&
-    /// i < b { … }`): the positions inside times the then block's count, the others times the
-    /// else block's. `None` when the predicate is not of that form.
+    /// values its positions `0 .. ext`: not a sparse axis) whose body is a COND of the branch
+    /// counts `(then, other)` (`interval_shape`), when the COND's predicate holds on an
+    /// interval of the variable (`eval_interval`: Task Bench's `cond i < pow2[t] { … }`, `cond
+    /// i >= a && i < b { … }`): the positions inside times the then block's count, the others
+    /// times the else block's. `None` when the predicate is not of that form.
     pub(super) fn interval_count(
         &self,
         (at, depth, ext): (u32, u8, u64),
