@@ -116,14 +116,11 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 Some(OpClass::Block) => {
                     let mut after = r.op2();
                     if r.opcode == Opcode::COND as u8 {
-                        let has_else = r.flags & COND_HAS_ELSE != 0;
                         if self.eval(r.op1() as u32, pc)? == 0 {
                             pc = r.op2(); // the else block, if any, runs as a SEQUENTIAL
                             continue;
                         }
-                        if has_else {
-                            after = self.rec(r.op2()).op2();
-                        }
+                        after = self.cond_end(r);
                     }
                     if sp + 1 >= st.len() {
                         pc = after;
@@ -173,17 +170,12 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     /// is one COND whose blocks hold fixed counts (`fixed_count`; no else block: 0).
     pub(super) fn interval_shape(&self, at: u32, end: u32) -> Option<(u16, u16)> {
         let r = self.rec(at + 1);
-        let has_else = r.flags & COND_HAS_ELSE != 0;
-        let after = if has_else {
-            self.rec(r.op2()).op2()
-        } else {
-            r.op2()
-        };
+        let after = self.cond_end(r);
         if r.opcode != Opcode::COND as u8 || after != end {
             return None;
         }
         let then = self.fixed_count(at + 2, r.op2())?;
-        let other = if has_else {
+        let other = if r.flags & COND_HAS_ELSE != 0 {
             self.fixed_count(r.op2(), after)?
         } else {
             0
@@ -273,15 +265,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                     pc += 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);
                     continue;
                 }
-                Some(Opcode::COND) => {
-                    let has_else = r.flags & COND_HAS_ELSE != 0;
-                    let after = if has_else {
-                        self.rec(r.op2()).op2()
-                    } else {
-                        r.op2()
-                    };
-                    Part::Then { after, has_else }
-                }
+                Some(Opcode::COND) => Part::Then {
+                    after: self.cond_end(r),
+                    has_else: r.flags & COND_HAS_ELSE != 0,
+                },
                 Some(Opcode::SEQUENTIAL | Opcode::COMBINE) => Part::Body,
                 Some(o) if o.class() == OpClass::Loop || o == Opcode::DISPATCH_FILTER => {
                     return None

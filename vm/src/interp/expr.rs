@@ -367,15 +367,19 @@ pub(crate) fn eval_interval(
 /// leaves holding the operands), so there is one definition of what they compute and raise.
 #[cold]
 fn divide_as_eval(op: u8, a: i64, b: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
-    let exprs = [
+    let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
+    (vars[0], vars[1]) = (a, b);
+    eval_postfix(&vars_op(op), p, &vars, 0, pc)
+}
+
+/// The expression `op` applied to the loop variables at depths 0 and 1 (`v0 op v1`).
+fn vars_op(op: u8) -> [Record; 4] {
+    [
         Record::new(ExprOp::VAR as u8, 0, 0, 0),
         Record::new(ExprOp::VAR as u8, 0, 1, 0),
         Record::new(op, 0, 0, 0),
         Record::new(ExprOp::END as u8, 0, 0, 0),
-    ];
-    let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
-    (vars[0], vars[1]) = (a, b);
-    eval_postfix(&exprs, p, &vars, 0, pc)
+    ]
 }
 
 /// The value of a leaf node (`CONST`, `VAR`, `PARAM`).
@@ -565,12 +569,7 @@ mod tests {
             if op.kind() != ExprKind::Binary {
                 continue;
             }
-            let exprs = [
-                Record::new(ExprOp::VAR as u8, 0, 0, 0),
-                Record::new(ExprOp::VAR as u8, 0, 1, 0),
-                Record::new(code, 0, 0, 0),
-                Record::new(ExprOp::END as u8, 0, 0, 0),
-            ];
+            let exprs = vars_op(code);
             let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
             for a in values {
                 for b in values {

@@ -374,13 +374,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             if expr::loops_read(self.v.exprs(), r.op1() as u32) > depth as u32 {
                 return Ok(LeafBody::Chain(start, end));
             }
-            let then_end = r.op2();
-            let has_else = r.flags & COND_HAS_ELSE != 0;
-            let after = if has_else {
-                self.rec(then_end).op2()
-            } else {
-                then_end
-            };
+            let (then_end, after) = (r.op2(), self.cond_end(r));
             if after != end {
                 // Something follows the chain in the body.
                 return Ok(LeafBody::Neither);
@@ -390,7 +384,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 (start, end) = (start + 1, then_end);
                 continue;
             }
-            if !has_else {
+            if r.flags & COND_HAS_ELSE == 0 {
                 return Ok(LeafBody::Tasks(end, end, 0));
             }
             // The else block: a SEQUENTIAL whose body is the rest of the chain.
@@ -422,15 +416,12 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 return None;
             }
             let then_end = r.op2();
-            if r.flags & COND_HAS_ELSE != 0 {
-                let after = self.rec(then_end).op2();
-                if after != end {
-                    return None;
-                }
-                blocks[n] = (then_end + 1, after);
-                n += 1;
-            } else if then_end != end {
+            if self.cond_end(r) != end {
                 return None;
+            }
+            if r.flags & COND_HAS_ELSE != 0 {
+                blocks[n] = (then_end + 1, end);
+                n += 1;
             }
             blocks[n] = (start + 1, then_end);
             n += 1;

@@ -401,11 +401,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             let r = self.rec(pc);
             let reads = match Opcode::from_u8(r.opcode) {
                 Some(Opcode::COND) if self.expr_reads(r.op1() as u32, d) => {
-                    let after = if r.flags & COND_HAS_ELSE != 0 {
-                        self.rec(r.op2()).op2()
-                    } else {
-                        r.op2()
-                    };
+                    let after = self.cond_end(r);
                     if self.fixed_count(pc, after).is_some() {
                         pc = after;
                         continue;
@@ -426,6 +422,17 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             pc += 1;
         }
         false
+    }
+
+    /// Where the statement of the COND `r` ends: past its else block (the SEQUENTIAL at the
+    /// end of its then block) when it has one, else at the end of its then block.
+    #[inline]
+    fn cond_end(&self, r: Record) -> u32 {
+        if r.flags & COND_HAS_ELSE != 0 {
+            self.rec(r.op2()).op2()
+        } else {
+            r.op2()
+        }
     }
 
     fn has_filter(&self, start: u32, end: u32) -> bool {

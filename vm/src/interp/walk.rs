@@ -333,9 +333,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 self.pc = end; // runs the else block (a SEQUENTIAL) if there is one
                 return Ok(());
             }
-            if r.flags & COND_HAS_ELSE != 0 {
-                after = self.rec(end).op2();
-            }
+            after = self.cond_end(r);
         }
         let mut f = Frame {
             op: r.opcode,
