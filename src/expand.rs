@@ -37,6 +37,11 @@ pub fn parse_params(
         let Some((name, value)) = g.split_once('=') else {
             return Err(format!("--param {g:?}: expected NAME=VALUE"));
         };
+        if m.plans.iter().any(|p| p.name == name) {
+            return Err(format!(
+                "--param {name}: `{name}` is a planned value (`@plan`), computed at launch from the runtime parameters; it cannot be given"
+            ));
+        }
         let Some(slot) = m.params.iter().position(|p| p.name == name) else {
             let names: Vec<&str> = m.params.iter().map(|p| p.name.as_str()).collect();
             return Err(format!(

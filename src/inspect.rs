@@ -148,6 +148,16 @@ pub fn text(v: &Verified<'_>) -> String {
             None => o += &format!("  {i:>3}  {} ({}) no default\n", p.name, p.kind.name()),
         }
     }
+    if !m.plans.is_empty() {
+        o += &format!(
+            "\nplanned values ({}, computed at launch):\n",
+            m.plans.len()
+        );
+        for (i, p) in m.plans.iter().enumerate() {
+            let slot = m.params.len() + i;
+            o += &format!("  {slot:>3}  {} = {}\n", p.name, render_expr(&m, p.expr));
+        }
+    }
     o += &format!("\ntensors ({}):\n", m.tensors.len());
     for (i, t) in m.tensors.iter().enumerate() {
         let layout = match layout_text(t.entry.layout.get()) {
@@ -254,6 +264,10 @@ pub fn json(v: &Verified<'_>) -> String {
                 ptovm_vm::ParamKind::Scalar => json!(d.first()),
                 ptovm_vm::ParamKind::Array => json!(d),
             }),
+        })).collect::<Vec<_>>(),
+        "plans": m.plans.iter().map(|p| json!({
+            "name": p.name,
+            "expr": render_expr(&m, p.expr),
         })).collect::<Vec<_>>(),
         "tensors": m.tensors.iter().map(|t| {
             let implicit = t.entry.flags.get() & TENSOR_IMPLICIT != 0;

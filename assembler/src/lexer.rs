@@ -71,6 +71,8 @@ fn punct(i: &str) -> IResult<&str, &str> {
     alt((
         alt((
             tag("->"),
+            tag("..="),
+            tag(".."),
             tag("<="),
             tag(">="),
             tag("=="),

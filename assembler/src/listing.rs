@@ -1,6 +1,6 @@
 //! The listing format: the disassembler's output, a line-per-record text form of a PTOW file
 //! that the assembler turns back into identical bytes (spec/bytecode.md §9). The assembler
-//! recognises it by its first directive, `.ptow 4`.
+//! recognises it by its first directive, `.ptow 5`.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -154,6 +154,9 @@ pub fn print(m: &Module) -> String {
                 let _ = writeln!(o, ".param {} {} {}", i, p.name, p.kind.name());
             }
         }
+    }
+    for (i, p) in m.plans.iter().enumerate() {
+        let _ = writeln!(o, ".plan {} {} expr={}", i, p.name, p.expr);
     }
     for (i, t) in m.tensors.iter().enumerate() {
         let e = &t.entry;
@@ -680,6 +683,7 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
         let rest = &ws[1..];
         let sec = match first.text {
             ".param" => Some((Section::Params, m.params.len())),
+            ".plan" => Some((Section::Plans, m.plans.len())),
             ".tensor" => Some((Section::Tensors, m.tensors.len())),
             ".kernel" => Some((Section::Kernels, m.kernels.len())),
             ".axis" => Some((Section::Axes, m.axes.len())),
@@ -808,6 +812,15 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
                     kind,
                     default,
                 });
+            }
+            ".plan" => {
+                p.index(rest.first(), m.plans.len(), "plan", line_span)?;
+                let name = p.name(rest.get(1), line_span)?;
+                let kv = p.kv(&rest[2..])?;
+                let (v, w) = kv.get(&p, "expr", line_span)?;
+                let expr = p.num(w, v, 0xFFFE)? as u16;
+                kv.no_extra(&p, ["expr"].into_iter())?;
+                m.plans.push(crate::model::Plan { name, expr });
             }
             ".tensor" => {
                 p.index(rest.first(), m.tensors.len(), "tensor", line_span)?;
@@ -988,10 +1001,21 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
 /// `v1`, ... by depth; runtime parameters by name). For verified modules; malformed nodes are
 /// shown as `?`.
 pub fn render_expr(m: &Module, start: u16) -> String {
+    render_expr_in(m, start, 0)
+}
+
+/// [`render_expr`] of a reduction body nested `nesting` deep (bodies of deeper ones past the
+/// limit render as `?`).
+fn render_expr_in(m: &Module, start: u16, nesting: usize) -> String {
     let pname = |s: u16| {
+        let planned = (s as usize)
+            .checked_sub(m.params.len())
+            .and_then(|i| m.plans.get(i));
         m.params
             .get(s as usize)
-            .map_or_else(|| format!("${s}"), |p| p.name.clone())
+            .map(|p| p.name.clone())
+            .or_else(|| planned.map(|p| p.name.clone()))
+            .unwrap_or_else(|| format!("${s}"))
     };
     let mut st: Vec<(String, u8)> = Vec::new(); // (text, precedence: 9 = atom)
     for r in m
@@ -1035,6 +1059,23 @@ pub fn render_expr(m: &Module, start: u16) -> String {
                     return "?".into();
                 };
                 st.push((format!("{}({a}, {b})", op.symbol()), 9));
+            }
+            ExprOp::SUM | ExprOp::MAXOF | ExprOp::MINOF | ExprOp::SEARCH => {
+                let (Some((hi, _)), Some((lo, _))) = (st.pop(), st.pop()) else {
+                    return "?".into();
+                };
+                // A verified body comes before the node: no cycle; the nesting is bounded.
+                let body = if nesting < ptovm_vm::limits::MAX_PLAN_NESTING
+                    && (r.op2() as usize) < start as usize
+                {
+                    render_expr_in(m, r.op2() as u16, nesting + 1)
+                } else {
+                    "?".into()
+                };
+                st.push((
+                    format!("{}(v{} in {lo} .. {hi}: {body})", op.symbol(), r.op1()),
+                    9,
+                ));
             }
             _ => {
                 let (Some((b, pb)), Some((a, pa))) = (st.pop(), st.pop()) else {

@@ -4,7 +4,7 @@
 
 use ptovm_vm::format::{
     padded_strtab, seal, sizes, Config, Header, KernelEntry, ModuleInfoEntry, ParamEntry,
-    PolicySpec, RegionDim, TensorEntry, MAGIC, NONE16, PARAM_HAS_DEFAULT, VERSION,
+    PlanEntry, PolicySpec, RegionDim, TensorEntry, MAGIC, NONE16, PARAM_HAS_DEFAULT, VERSION,
 };
 use ptovm_vm::{InfoKind, ParamDefault, ParamKind, Policy, Record, Verified};
 use zerocopy::little_endian::{U16, U32};
@@ -39,6 +39,15 @@ pub struct Param {
     pub default: Option<Vec<u32>>,
 }
 
+/// A planned value (`@plan`): runtime slot `params.len() + i` for plan `i`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// Name (read in expressions like a runtime scalar).
+    pub name: String,
+    /// The expression pool index of its expression.
+    pub expr: u16,
+}
+
 /// A whole program.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Module {
@@ -60,6 +69,8 @@ pub struct Module {
     pub tensors: Vec<Tensor>,
     /// Runtime-parameter slots.
     pub params: Vec<Param>,
+    /// Planned values, computed at launch in this order.
+    pub plans: Vec<Plan>,
     /// Expression pool.
     pub exprs: Vec<Record>,
     /// Region table.
@@ -97,6 +108,7 @@ impl Module {
             kernels: vec![],
             tensors: vec![],
             params: vec![],
+            plans: vec![],
             exprs: vec![],
             regions: vec![],
         }
@@ -155,6 +167,18 @@ impl Module {
                 }
             })
             .collect();
+        let plans: Vec<PlanEntry> = self
+            .plans
+            .iter()
+            .map(|p| {
+                let (o, l) = name(&p.name);
+                PlanEntry {
+                    name_off: U32::new(o),
+                    name_len: U16::new(l),
+                    expr: U16::new(p.expr),
+                }
+            })
+            .collect();
         let tensors: Vec<TensorEntry> = self
             .tensors
             .iter()
@@ -193,6 +217,7 @@ impl Module {
             num_params: U32::new(params.len() as u32),
             num_defaults: U32::new(defaults.len() as u32),
             num_module_info: U32::new(info.len() as u32),
+            num_plans: U32::new(plans.len() as u32),
             strtab_len: U32::new(strtab.len() as u32),
             ..Header::default()
         };
@@ -208,6 +233,7 @@ impl Module {
         out.extend_from_slice(params.as_bytes());
         out.extend_from_slice(defaults.as_bytes());
         out.extend_from_slice(info.as_bytes());
+        out.extend_from_slice(plans.as_bytes());
         out.extend_from_slice(self.exprs.as_bytes());
         out.extend_from_slice(self.regions.as_bytes());
         let slen = strtab.len();
@@ -284,6 +310,16 @@ impl Module {
                         ParamDefault::Scalar(x) => vec![x],
                         ParamDefault::Array(a) => a.iter().map(|x| x.get()).collect(),
                     }),
+                })
+                .collect(),
+            plans: v
+                .plans()
+                .iter()
+                .map(|p| Plan {
+                    name: v
+                        .name(p.name_off.get(), p.name_len.get() as u32)
+                        .to_string(),
+                    expr: p.expr.get(),
                 })
                 .collect(),
             exprs: v.exprs().to_vec(),

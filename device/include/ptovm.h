@@ -15,7 +15,7 @@
  Version of this ABI; [`ptovm_abi_version`] returns it and `PTOVM_ABI_VERSION` in the header
  must equal it.
  */
-#define PTOVM_ABI_VERSION 3
+#define PTOVM_ABI_VERSION 4
 
 /*
  Success ([`ptovm_step`]: nothing to do right now).
@@ -189,6 +189,11 @@ typedef struct {
    Tasks the program can emit (saturating at `UINT64_MAX`).
    */
   uint64_t tasks;
+  /*
+   Expression nodes the launch's planned values took to compute (`@plan`; at most
+   2^26, spec/bytecode.md §3.6.2): planning's cost on each AICPU.
+   */
+  uint64_t planning;
 } ptovm_work;
 
 /*

@@ -55,7 +55,7 @@ pub use kernel::{
 
 /// Version of this ABI; [`ptovm_abi_version`] returns it and `PTOVM_ABI_VERSION` in the header
 /// must equal it.
-pub const PTOVM_ABI_VERSION: u32 = 3;
+pub const PTOVM_ABI_VERSION: u32 = 4;
 
 /// Success ([`ptovm_step`]: nothing to do right now).
 pub const PTOVM_OK: i32 = 0;
@@ -178,6 +178,9 @@ pub struct PtovmWork {
     pub iterations: u64,
     /// Tasks the program can emit (saturating at `UINT64_MAX`).
     pub tasks: u64,
+    /// Expression nodes the launch's planned values took to compute (`@plan`; at most
+    /// 2^26, spec/bytecode.md §3.6.2): planning's cost on each AICPU.
+    pub planning: u64,
 }
 
 /// A task as a core sees it (C: `ptovm_task`).
@@ -917,6 +920,7 @@ unsafe fn work_bound(
     Ok(PtovmWork {
         iterations: b.iterations,
         tasks: b.tasks,
+        planning: b.planning,
     })
 }
 

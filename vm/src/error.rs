@@ -290,6 +290,14 @@ pub enum ErrorKind {
     /// A module-header text is not printable ASCII free of `"` and `\\`.
     #[error("module-header text must be printable ASCII without '\"' or '\\'")]
     BadText,
+    /// A planned value is malformed.
+    #[error("planned value {plan}: {problem}")]
+    Plan {
+        /// The plan's index in the plan table.
+        plan: u32,
+        /// What.
+        problem: &'static str,
+    },
     /// A runtime parameter's default is not where or what the format requires.
     #[error("runtime parameter {slot}: {problem}")]
     BadDefault {
@@ -345,6 +353,12 @@ pub enum ExprProblem {
     /// A loop variable where none may be read (a threshold selector).
     #[error("loop variables cannot be read here")]
     VarNotAllowed,
+    /// A reduction or search outside a planned value's expression.
+    #[error("reductions and searches may only compute planned values")]
+    BinderOutsidePlan,
+    /// A reduction or search whose body does not start an expression before it in the pool.
+    #[error("a reduction's body must be an expression earlier in the pool")]
+    BodyNotBefore,
 }
 
 /// A verifier error: what and where.
@@ -415,6 +429,7 @@ impl VerifyError {
             ErrorKind::InfoOrder => 35,
             ErrorKind::LayoutRank { .. } => 36,
             ErrorKind::StreamOrder { .. } => 37,
+            ErrorKind::Plan { .. } => 38,
         }
     }
 }

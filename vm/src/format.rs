@@ -1,4 +1,4 @@
-//! Binary layout of PTOW v4 (spec/bytecode.md §2–3): little-endian, byte-aligned records read as
+//! Binary layout of PTOW v5 (spec/bytecode.md §2–3): little-endian, byte-aligned records read as
 //! zero-copy views. Every multi-byte field uses `zerocopy`'s unaligned little-endian integers, so
 //! a view can be taken over any byte slice without alignment or endianness assumptions.
 
@@ -8,7 +8,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 /// `"PTOW"` read as a big-endian u32; stored little-endian, so a file starts `57 4F 54 50`.
 pub const MAGIC: u32 = 0x5054_4F57;
 /// The only version this reader understands.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// Limits every verified program respects (spec/bytecode.md §8).
 pub mod limits {
@@ -34,6 +34,14 @@ pub mod limits {
     pub const MAX_DEFAULT_VALUES: u32 = 1 << 20;
     /// Entries of the module-header table (the name, the version and the targets).
     pub const MAX_MODULE_INFO: u32 = 64;
+    /// Planned values (`@plan`, spec/bytecode.md §3.6.2): scalars computed at launch.
+    pub const MAX_PLANS: u32 = 16;
+    /// Reductions and searches nested in one another in a planned value's expression.
+    pub const MAX_PLAN_NESTING: usize = 4;
+    /// Expression nodes one launch's planning may evaluate, all planned values together
+    /// (a sum over a million-entry array of a few nodes each fits; a quadratic plan over it
+    /// does not).
+    pub const MAX_PLAN_WORK: u64 = 1 << 26;
     /// Mesh axes a `layout` shard may name (`S(0)` ..= `S(13)`).
     pub const MAX_MESH_AXIS: u32 = 13;
     /// Bytes of one name.
@@ -137,14 +145,14 @@ pub struct Header {
     pub num_params: U32,
     /// Bytes of names in the string table (before zero padding to 8).
     pub strtab_len: U32,
-    /// Must be zero in v4.
+    /// Must be zero.
     pub flags: U32,
     /// Values in the default-value pool.
     pub num_defaults: U32,
     /// Entries of the module-header table.
     pub num_module_info: U32,
-    /// Must be zero.
-    pub reserved: U32,
+    /// Entries of the plan table (planned values).
+    pub num_plans: U32,
 }
 
 /// One policy of a dispatch configuration or threshold level (4 bytes).
@@ -456,6 +464,33 @@ pub struct ModuleInfoEntry {
     pub reserved: u8,
 }
 
+/// A planned value (8 bytes, spec/bytecode.md §3.6.2): a runtime scalar computed at launch from
+/// the runtime parameters and the planned values before it. Plan `i` is runtime slot
+/// `num_params + i`.
+#[derive(
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+)]
+#[repr(C)]
+pub struct PlanEntry {
+    /// String-table offset of the name.
+    pub name_off: U32,
+    /// Name length.
+    pub name_len: U16,
+    /// The expression that computes it (the only expressions that may hold reductions and
+    /// searches).
+    pub expr: U16,
+}
+
 /// One dimension of a task region (4 bytes): `[start, end)`, or the single index `start` when
 /// `end` is [`NONE16`].
 #[derive(
@@ -497,6 +532,8 @@ pub mod sizes {
     pub const DEFAULT: usize = 4;
     /// Module-header entry.
     pub const MODULE_INFO: usize = 8;
+    /// Plan entry.
+    pub const PLAN: usize = 8;
     /// Region dimension.
     pub const REGION: usize = 4;
 }
@@ -509,6 +546,7 @@ const _: () = {
     assert!(core::mem::size_of::<TensorEntry>() == sizes::TENSOR);
     assert!(core::mem::size_of::<ParamEntry>() == sizes::PARAM);
     assert!(core::mem::size_of::<ModuleInfoEntry>() == sizes::MODULE_INFO);
+    assert!(core::mem::size_of::<PlanEntry>() == sizes::PLAN);
     assert!(core::mem::size_of::<RegionDim>() == sizes::REGION);
 };
 
@@ -536,6 +574,8 @@ pub enum Section {
     Defaults,
     /// Module-header entries.
     ModuleInfo,
+    /// Planned values.
+    Plans,
     /// Expression pool.
     Exprs,
     /// Region table.
@@ -546,7 +586,7 @@ pub enum Section {
 
 impl Section {
     /// Every section in file order.
-    pub const ALL: [Section; 12] = [
+    pub const ALL: [Section; 13] = [
         Section::Header,
         Section::Config,
         Section::Code,
@@ -556,6 +596,7 @@ impl Section {
         Section::Params,
         Section::Defaults,
         Section::ModuleInfo,
+        Section::Plans,
         Section::Exprs,
         Section::Regions,
         Section::Strings,
@@ -573,6 +614,7 @@ impl Section {
             Section::Params => "params",
             Section::Defaults => "defaults",
             Section::ModuleInfo => "module_info",
+            Section::Plans => "plans",
             Section::Exprs => "exprs",
             Section::Regions => "regions",
             Section::Strings => "strings",
@@ -584,7 +626,7 @@ impl Section {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// `(offset, length)` of each section, in [`Section::ALL`] order.
-    pub ranges: [(usize, usize); 12],
+    pub ranges: [(usize, usize); 13],
     /// Total file length the counts imply.
     pub total: usize,
 }
@@ -604,6 +646,7 @@ impl Layout {
             h.num_params.get() as usize,
             h.num_defaults.get() as usize,
             h.num_module_info.get() as usize,
+            h.num_plans.get() as usize,
             h.num_exprs.get() as usize,
             h.num_regions.get() as usize,
             padded_strtab(h.strtab_len.get() as usize),
@@ -618,13 +661,14 @@ impl Layout {
             sizes::PARAM,
             sizes::DEFAULT,
             sizes::MODULE_INFO,
+            sizes::PLAN,
             sizes::RECORD,
             sizes::REGION,
             1,
         ];
-        let mut ranges = [(0usize, 0usize); 12];
+        let mut ranges = [(0usize, 0usize); 13];
         let mut off = 0usize;
-        for i in 0..12 {
+        for i in 0..13 {
             let len = counts[i] * widths[i];
             ranges[i] = (off, len);
             off += len;
@@ -707,6 +751,7 @@ mod tests {
             num_params: U32::new(1),
             num_defaults: U32::new(3),
             num_module_info: U32::new(1),
+            num_plans: U32::new(1),
             num_exprs: U32::new(2),
             num_regions: U32::new(3),
             strtab_len: U32::new(5),
@@ -721,10 +766,11 @@ mod tests {
         assert_eq!(l.range(Section::Params), (304, 16));
         assert_eq!(l.range(Section::Defaults), (320, 12));
         assert_eq!(l.range(Section::ModuleInfo), (332, 8));
-        assert_eq!(l.range(Section::Exprs), (340, 16));
-        assert_eq!(l.range(Section::Regions), (356, 12));
-        assert_eq!(l.range(Section::Strings), (368, 8));
-        assert_eq!(l.total, 376);
+        assert_eq!(l.range(Section::Plans), (340, 8));
+        assert_eq!(l.range(Section::Exprs), (348, 16));
+        assert_eq!(l.range(Section::Regions), (364, 12));
+        assert_eq!(l.range(Section::Strings), (376, 8));
+        assert_eq!(l.total, 384);
         assert_eq!(l.total % 4, 0);
     }
 

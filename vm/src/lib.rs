@@ -2,7 +2,8 @@
 //!
 //! The PTOW bytecode format, its verifier and its interpreter: the one source of truth for
 //! opcodes, record layouts, limits, the checks every program passes before anything runs it
-//! (`verify`), the runtime-parameter block (`params`) and per-AICPU task expansion (`interp`);
+//! (`verify`), the runtime-parameter block (`params`) and the values planned from it at launch
+//! (`planning`), per-AICPU task expansion (`interp`);
 //! and the schedulers' pieces that the simulator and the device share: the fixed-capacity
 //! TensorMap (`tmap`), the lock-free successor lists and fanin guards (`waitlist`), the ready
 //! queues (`ring`), the AICore handshake slots (`handshake`) and the task descriptors the
@@ -27,6 +28,7 @@ pub mod handshake;
 pub mod interp;
 pub mod opcodes;
 pub mod params;
+pub mod planning;
 pub mod ring;
 pub mod sched;
 pub mod share;
@@ -46,4 +48,5 @@ pub use opcodes::{
     ReadyPolicy, Slot, StartPolicy, Timing, WindowMode,
 };
 pub use params::{ParamError, RuntimeParams, Value};
+pub use planning::{PlanProblem, Planned};
 pub use verify::{verify, ParamDefault, Verified};

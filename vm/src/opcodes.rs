@@ -54,7 +54,7 @@ pub enum OpClass {
 
 macro_rules! opcode_table {
     ($( $(#[doc = $doc:literal])* $name:ident = $code:literal, $class:ident, [$($fname:literal : $fslot:ident),*]; )*) => {
-        /// A PTOW v4 instruction opcode (spec/bytecode.md §4).
+        /// A PTOW instruction opcode (spec/bytecode.md §4).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[repr(u8)]
         #[allow(non_camel_case_types)]
@@ -195,6 +195,10 @@ pub enum ExprKind {
     Unary,
     /// Pops two, pushes one.
     Binary,
+    /// A reduction or search (planned values only, spec/bytecode.md §6.1): pops the bounds
+    /// `lo` and `hi` of a range, binds its variable to values of `[lo, hi)` and evaluates the
+    /// expression `body` at each; pushes one.
+    Binder,
 }
 
 macro_rules! expr_table {
@@ -308,6 +312,15 @@ expr_table! {
     AND = 0x36, Binary, "&&", [];
     /// 1 if either is non-zero.
     OR = 0x37, Binary, "||", [];
+    /// `sum(v in lo .. hi: body)`: the sum of `body` over the range (0 if it is empty).
+    SUM = 0x40, Binder, "sum", ["var": Op1, "body": Op2];
+    /// `max(v in lo .. hi: body)`: the largest value of `body` (the range must not be empty).
+    MAXOF = 0x41, Binder, "max", ["var": Op1, "body": Op2];
+    /// `min(v in lo .. hi: body)`: the smallest.
+    MINOF = 0x42, Binder, "min", ["var": Op1, "body": Op2];
+    /// `search(v in lo .. hi: body)`: the smallest `v` of the range at which `body` is non-zero,
+    /// by binary search (`body` must hold at `hi − 1` and, to be meaningful, from some value on).
+    SEARCH = 0x43, Binder, "search", ["var": Op1, "body": Op2];
 }
 
 macro_rules! named_enum {
@@ -605,7 +618,8 @@ mod tests {
             assert_eq!(ExprOp::from_mnemonic(op.mnemonic()), Some(*op));
             let binary_symbol = !op.symbol().is_empty() && op.kind() == ExprKind::Binary;
             let unary_symbol = !op.symbol().is_empty() && op.kind() == ExprKind::Unary;
-            assert!(binary_symbol || unary_symbol || op.symbol().is_empty());
+            let binder = !op.symbol().is_empty() && op.kind() == ExprKind::Binder;
+            assert!(binary_symbol || unary_symbol || binder || op.symbol().is_empty());
         }
         assert_eq!(ExprOp::END as u8, 0, "a zeroed record ends an expression");
     }

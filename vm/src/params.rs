@@ -83,6 +83,14 @@ pub enum ParamError {
         /// The largest count allowed (`len` for ragged, `len − 1` for sparse).
         max: usize,
     },
+    /// A planned value (spec/bytecode.md §3.6.2) could not be computed.
+    #[error("planned value {plan}: {problem}")]
+    Plan {
+        /// Its index in the plan table (runtime slot `params + plan`).
+        plan: u32,
+        /// Why.
+        problem: crate::planning::PlanProblem,
+    },
     /// The AICPU id or count is invalid.
     #[error("AICPU {aicpu} of {count}: the count must be in 1..=64 and the id below it")]
     Aicpu {
@@ -93,22 +101,30 @@ pub enum ParamError {
     },
 }
 
-/// A validated runtime-parameter block for one program.
+/// A validated runtime-parameter block for one program, with the planned values computed
+/// from it: runtime slots `0 .. params` are the given values, `params ..` the planned ones.
 #[derive(Clone, Copy, Debug)]
 pub struct RuntimeParams<'p> {
     slots: &'p [Value<'p>],
+    planned: [u32; crate::limits::MAX_PLANS as usize],
+    plan_work: u64,
 }
 
 impl<'p> RuntimeParams<'p> {
     /// No values (for tests of expressions that read none).
     #[cfg(test)]
     pub(crate) fn empty() -> RuntimeParams<'static> {
-        RuntimeParams { slots: &[] }
+        RuntimeParams {
+            slots: &[],
+            planned: [0; crate::limits::MAX_PLANS as usize],
+            plan_work: 0,
+        }
     }
 
     /// Checks `slots` against the program: one value per slot, of the slot's kind; every sparse
     /// axis' indptr non-empty, non-decreasing and within its indices array; every flattened
-    /// axis' `outer` count within its array when runtime parameters alone decide it.
+    /// axis' `outer` count within its array when runtime parameters alone decide it. Then
+    /// computes the program's planned values (`crate::planning`), in plan order.
     pub fn new(v: &Verified<'_>, slots: &'p [Value<'p>]) -> Result<RuntimeParams<'p>, ParamError> {
         let params = v.params();
         if slots.len() != params.len() {
@@ -130,7 +146,14 @@ impl<'p> RuntimeParams<'p> {
                 given,
             });
         }
-        let me = RuntimeParams { slots };
+        let mut me = RuntimeParams {
+            slots,
+            planned: [0; crate::limits::MAX_PLANS as usize],
+            plan_work: 0,
+        };
+        // Plans first: a flattened axis' `outer` may read one.
+        crate::planning::plan(v, &mut me)
+            .map_err(|(plan, problem)| ParamError::Plan { plan, problem })?;
         for a in v.axes() {
             let op = Opcode::from_u8(a.opcode);
             if op.is_some_and(|o| o.is_sparse_axis()) {
@@ -209,12 +232,36 @@ impl<'p> RuntimeParams<'p> {
         Ok(())
     }
 
-    /// The scalar in `slot` (0 if the slot is not a scalar, which validation excludes).
+    /// The scalar in `slot`: a given one, or past them a planned value (0 if the slot is not
+    /// a scalar, which verification excludes).
     #[inline]
     pub fn scalar(&self, slot: usize) -> u32 {
         match self.slots.get(slot) {
             Some(Value::Scalar(x)) => *x,
-            _ => 0,
+            Some(Value::Array(_)) => 0,
+            None => self.planned_value(slot - self.slots.len()),
+        }
+    }
+
+    #[cold]
+    fn planned_value(&self, plan: usize) -> u32 {
+        self.planned.get(plan).copied().unwrap_or(0)
+    }
+
+    /// Records planned value `plan` and the planning work done so far.
+    pub(crate) fn set_planned(&mut self, plan: usize, value: u32, work: u64) {
+        if let Some(x) = self.planned.get_mut(plan) {
+            *x = value;
+        }
+        self.plan_work = work;
+    }
+
+    /// The planned values (in plan-table order; those past the program's plan count are 0)
+    /// and the expression nodes their computation evaluated.
+    pub fn planned(&self) -> crate::planning::Planned {
+        crate::planning::Planned {
+            values: self.planned,
+            work: self.plan_work,
         }
     }
 

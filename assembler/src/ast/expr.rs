@@ -132,7 +132,24 @@ impl<'s> Parser<'_, 's> {
             Tok::Ident => {
                 self.bump();
                 self.node(t.span)?;
-                let fun = match t.text.to_ascii_lowercase().as_str() {
+                let lower = t.text.to_ascii_lowercase();
+                let binder = match lower.as_str() {
+                    "sum" => Some(ExprOp::SUM),
+                    "max" => Some(ExprOp::MAXOF),
+                    "min" => Some(ExprOp::MINOF),
+                    "search" => Some(ExprOp::SEARCH),
+                    _ => None,
+                };
+                // `max(v in lo .. hi: body)`: a name and `in` after the parenthesis.
+                if let Some(op) = binder.filter(|_| {
+                    self.peek().is("(") && self.peek2().kind == Tok::Ident && {
+                        let third = self.toks[(self.pos + 2).min(self.toks.len() - 1)];
+                        third.is("in")
+                    }
+                }) {
+                    return self.binder(op, t);
+                }
+                let fun = match lower.as_str() {
                     "min" => Some(ExprOp::MIN),
                     "max" => Some(ExprOp::MAX),
                     "ceil_div" => Some(ExprOp::CEILDIV),
@@ -174,5 +191,42 @@ impl<'s> Parser<'_, 's> {
             }
             _ => self.expected("an expression"),
         }
+    }
+
+    /// The rest of `op(v in lo .. hi: body)` (or `lo ..= hi`) after the name `t`.
+    fn binder(&mut self, op: ExprOp, t: Token<'s>) -> PR<Expr> {
+        self.expect("(")?;
+        let var = self.ident("the reduction's variable")?;
+        self.keyword("`in`")?;
+        let lo = self.expr()?;
+        let inclusive = if self.eat("..=") {
+            true
+        } else {
+            self.expect("..")?;
+            false
+        };
+        let mut hi = self.expr()?;
+        if inclusive {
+            self.node(hi.span)?;
+            let span = hi.span;
+            hi = Expr {
+                kind: ExprK::Bin(
+                    ExprOp::ADD,
+                    Box::new(hi),
+                    Box::new(Expr {
+                        kind: ExprK::Int(1),
+                        span,
+                    }),
+                ),
+                span,
+            };
+        }
+        self.expect(":")?;
+        let body = self.expr()?;
+        let close = self.expect(")")?;
+        Ok(Expr {
+            kind: ExprK::Bind(op, var, Box::new(lo), Box::new(hi), Box::new(body)),
+            span: t.span.to(close.span),
+        })
     }
 }

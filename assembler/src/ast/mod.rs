@@ -38,6 +38,9 @@ pub enum ExprK {
     Un(ExprOp, Box<Expr>),
     /// Binary operator or `min` / `max` / `ceil_div`.
     Bin(ExprOp, Box<Expr>, Box<Expr>),
+    /// A reduction or search (`@plan` values only): `sum(v in lo .. hi: body)` and `max`,
+    /// `min`, `search` alike (`lo ..= hi` is written `lo .. hi + 1` here).
+    Bind(ExprOp, Ident, Box<Expr>, Box<Expr>, Box<Expr>),
 }
 
 /// An iteration axis.
@@ -242,6 +245,15 @@ pub struct ParamDecl {
     pub value: ParamValue,
 }
 
+/// `@plan NAME = expr` (ptovm extension): a runtime scalar computed at launch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanDecl {
+    /// Name.
+    pub name: Ident,
+    /// Its expression (reductions and searches allowed).
+    pub expr: Expr,
+}
+
 /// A default value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ParamValue {
@@ -258,6 +270,8 @@ pub struct ModuleAst {
     pub header: Vec<(InfoKind, String, Span)>,
     /// Runtime-parameter declarations.
     pub params: Vec<ParamDecl>,
+    /// Planned values, in text order (the order they are computed in).
+    pub plans: Vec<PlanDecl>,
     /// Workloads in order.
     pub workloads: Vec<Workload>,
     /// Schedules in order.

@@ -195,19 +195,26 @@ impl<'s> Parser<'_, 's> {
                 continue;
             }
             if !t.is("@") {
-                return self.expected("`@workload`, `@schedule`, `@tensor`, `@kernel`, `@param` or a header line (`module \"name\"`)");
+                return self.expected("`@workload`, `@schedule`, `@tensor`, `@kernel`, `@param`, `@plan` or a header line (`module \"name\"`)");
             }
             self.bump();
             items = true;
-            let kw =
-                self.keyword("`workload`, `schedule`, `tensor`, `kernel` or `param` after `@`")?;
+            let kw = self.keyword(
+                "`workload`, `schedule`, `tensor`, `kernel`, `param` or `plan` after `@`",
+            )?;
             match kw.name.as_str() {
                 "workload" => m.workloads.push(self.workload()?),
                 "schedule" => m.schedules.push(self.schedule()?),
                 "tensor" => m.tensors.push(self.tensor()?),
                 "kernel" => m.kernels.push(self.kernel()?),
                 "param" => m.params.push(self.param()?),
-                other => return self.err(kw.span, format!("unknown item `@{other}`; expected `@workload`, `@schedule`, `@tensor`, `@kernel` or `@param`")),
+                "plan" => {
+                    let name = self.ident("a planned value's name")?;
+                    self.expect("=")?;
+                    let expr = self.expr()?;
+                    m.plans.push(PlanDecl { name, expr });
+                }
+                other => return self.err(kw.span, format!("unknown item `@{other}`; expected `@workload`, `@schedule`, `@tensor`, `@kernel`, `@param` or `@plan`")),
             }
         }
     }

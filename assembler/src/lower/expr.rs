@@ -31,6 +31,10 @@ impl<'a> Lower<'a, '_, '_> {
                 Some(None) => Err(self.rep.error(DiagKind::Type, span, format!("loop variable `{name}` is bound at different depths in the workload; a schedule cannot tell which is meant"))),
                 None => Ok(named(name)),
             },
+            Ctx::Plan => match self.plan_vars.iter().rposition(|v| v == name) {
+                Some(d) => Ok(Meaning::Var(d as u32)),
+                None => Ok(named(name)),
+            },
             Ctx::NoVars => {
                 if self.var_depths.contains_key(name) {
                     Err(self.rep.error(DiagKind::Type, span, format!("`{name}` is a loop variable; a threshold selector is evaluated at launch and may only read runtime parameters")))
@@ -43,6 +47,8 @@ impl<'a> Lower<'a, '_, '_> {
 
     /// Lowers an expression into the pool; returns its first node.
     pub(super) fn expr(&mut self, e: &Expr, ctx: Ctx) -> R<u16> {
+        // A reduction's body is an expression of its own, before the one that holds it.
+        self.lower_bodies(e, ctx)?;
         let start = self.m.exprs.len();
         let depth = self.emit_expr(e, ctx)?;
         self.m.exprs.push(Record::new(ExprOp::END as u8, 0, 0, 0));
@@ -141,7 +147,142 @@ impl<'a> Lower<'a, '_, '_> {
                 push(self, *op, 0, 0);
                 Ok(da.max(db + 1))
             }
+            ExprK::Bind(op, _, lo, hi, body) => {
+                let dl = self.emit_expr(lo, ctx)?;
+                let dh = self.emit_expr(hi, ctx)?;
+                let body = self.bodies.get(&(&**body as *const Expr)).copied();
+                let Some(body) = body else {
+                    // `lower_bodies` lowered it (or refused the reduction) first.
+                    return Err(self.rep.error(
+                        DiagKind::Type,
+                        e.span,
+                        "internal error: a reduction's body was not lowered",
+                    ));
+                };
+                push(self, *op, self.plan_vars.len() as u16, body as u32);
+                Ok(dl.max(dh + 1))
+            }
         }
+    }
+
+    /// Lowers the body of every reduction and search in `e` (innermost first), each with its
+    /// variable bound, into [`Lower::bodies`]; refuses them outside a planned value.
+    fn lower_bodies(&mut self, e: &Expr, ctx: Ctx) -> R<()> {
+        match &e.kind {
+            ExprK::Int(_) | ExprK::Name(_) => Ok(()),
+            ExprK::Elem(_, a) | ExprK::Un(_, a) => self.lower_bodies(a, ctx),
+            ExprK::Bin(_, a, b) => {
+                self.lower_bodies(a, ctx)?;
+                self.lower_bodies(b, ctx)
+            }
+            ExprK::Bind(op, var, lo, hi, body) => {
+                if !matches!(ctx, Ctx::Plan) {
+                    return Err(self.rep.error(
+                        DiagKind::Type,
+                        e.span,
+                        format!("`{}(v in …)` may only compute a `@plan` value (it is evaluated once, at launch)", op.symbol()),
+                    ));
+                }
+                self.lower_bodies(lo, ctx)?;
+                self.lower_bodies(hi, ctx)?;
+                if self.plan_vars.len() >= limits::MAX_PLAN_NESTING {
+                    return Err(self.rep.error(
+                        DiagKind::Nesting,
+                        e.span,
+                        format!(
+                            "reductions and searches nest more than {} deep",
+                            limits::MAX_PLAN_NESTING
+                        ),
+                    ));
+                }
+                if self.plan_vars.contains(&var.name) {
+                    return Err(self.rep.error(
+                        DiagKind::DuplicateName,
+                        var.span,
+                        format!("`{}` is already bound by an enclosing reduction", var.name),
+                    ));
+                }
+                self.plan_vars.push(var.name.clone());
+                let id = self.expr(body, ctx);
+                self.plan_vars.pop();
+                self.bodies.insert(&**body as *const Expr, id?);
+                Ok(())
+            }
+        }
+    }
+
+    /// Registers the `@plan` names (before the workload reads them).
+    pub(super) fn plan_names(&mut self) -> R<()> {
+        let ast = self.ast;
+        if ast.plans.len() > limits::MAX_PLANS as usize {
+            let p = &ast.plans[limits::MAX_PLANS as usize];
+            return Err(self.rep.error(
+                DiagKind::Limit,
+                p.name.span,
+                format!("more than {} planned values", limits::MAX_PLANS),
+            ));
+        }
+        for (i, p) in ast.plans.iter().enumerate() {
+            self.name_fits(&p.name)?;
+            let clash = if self.plan_ids.contains_key(&p.name.name) {
+                Some("another `@plan`")
+            } else if ast.params.iter().any(|d| d.name.name == p.name.name) {
+                Some("a `@param`")
+            } else {
+                None
+            };
+            if let Some(what) = clash {
+                return Err(self.rep.error(
+                    DiagKind::DuplicateName,
+                    p.name.span,
+                    format!("`{}` is already {what}", p.name.name),
+                ));
+            }
+            self.plan_ids.insert(p.name.name.clone(), i as u16);
+        }
+        Ok(())
+    }
+
+    /// Lowers the `@plan` values (after the workload, so the given runtime parameters keep
+    /// their slots) and gives every read of one its slot, `params + i`.
+    pub(super) fn plans(&mut self) -> R<()> {
+        let ast = self.ast;
+        for (i, p) in ast.plans.iter().enumerate() {
+            self.plan_now = Some(i as u16);
+            let expr = self.expr(&p.expr, Ctx::Plan)?;
+            self.m.plans.push(crate::model::Plan {
+                name: p.name.name.clone(),
+                expr,
+            });
+        }
+        self.plan_now = None;
+        let base = self.m.params.len() as u16;
+        let place = |slot: u16| {
+            if slot >= PLAN_MARK {
+                slot - PLAN_MARK + base
+            } else {
+                slot
+            }
+        };
+        for r in &mut self.m.exprs {
+            if r.opcode == ExprOp::PARAM as u8 {
+                *r = Record::new(r.opcode, r.flags, place(r.op1()), r.op2());
+            }
+        }
+        for r in &mut self.m.axes {
+            if r.opcode == Opcode::AXIS_DENSE_DYN as u8 {
+                *r = Record::new(r.opcode, r.flags, place(r.op1()), r.op2());
+            }
+        }
+        for t in &mut self.m.tensors {
+            for d in t.entry.dims.iter_mut() {
+                let x = d.get();
+                if x & DIM_IS_SLOT != 0 {
+                    *d = U32::new(DIM_IS_SLOT | place((x & 0xFFFF) as u16) as u32);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Loops a task needs around it when the expression at `start` is a dispatch key.

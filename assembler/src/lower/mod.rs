@@ -49,7 +49,14 @@ enum Ctx {
     Workload,
     /// No loop variables (threshold selectors).
     NoVars,
+    /// A planned value: the variables of the reductions around (`Lower::plan_vars`), no loop
+    /// variable.
+    Plan,
 }
+
+/// The slot a planned value's name lowers to until the given slots are all known: plan `i`
+/// becomes runtime slot `params + i` when lowering ends (`Lower::place_plans`).
+const PLAN_MARK: u16 = 0x8000;
 
 type R<T> = Result<T, AsmError>;
 
@@ -81,6 +88,14 @@ struct Lower<'a, 'r, 's> {
     stream: Option<StreamOrder>,
     /// `--streams N`: replaces the schedule's `streams`.
     streams_override: Option<u16>,
+    /// `@plan` names → their index (the order they are computed in).
+    plan_ids: HashMap<String, u16>,
+    /// The plan being lowered: only the plans before it may be read.
+    plan_now: Option<u16>,
+    /// The variables of the reductions around the point being lowered, outermost first.
+    plan_vars: Vec<String>,
+    /// Each reduction body's expression, lowered before the expression holding it.
+    bodies: HashMap<*const Expr, u16>,
 }
 
 /// How `stream_by` lowers: every task gets one more IO record, an `IO_INOUT` of its stream's
@@ -218,6 +233,10 @@ pub fn lower(
         need: (0, Span::default()),
         stream: None,
         streams_override: streams,
+        plan_ids: HashMap::new(),
+        plan_now: None,
+        plan_vars: vec![],
+        bodies: HashMap::new(),
     };
     l.m.code.clear();
     l.name_fits(&w.name)?;
@@ -227,6 +246,7 @@ pub fn lower(
     l.m.config.level = w.level as u8 | (sched.map_or(0, |s| s.level as u8) << 4);
     l.header()?;
     l.param_decls()?;
+    l.plan_names()?;
     // Workload parameters: dense axes are entered now (so their runtime slots come first);
     // ragged and sparse ones are lowered where they are used, in that scope.
     for (name, axis) in &w.params {
@@ -271,11 +291,13 @@ pub fn lower(
     l.name_stream_tensor();
     // Layouts apply to implicit tensors too, which exist only once the body is lowered.
     l.layouts(&layouts)?;
+    l.plans()?;
     l.unused_param_decls();
     let names = l.m.workload.len()
         + l.m.schedule.len()
         + l.m.info.iter().map(|(_, t)| t.len()).sum::<usize>()
         + l.m.params.iter().map(|p| p.name.len()).sum::<usize>()
+        + l.m.plans.iter().map(|p| p.name.len()).sum::<usize>()
         + l.m.tensors.iter().map(|t| t.name.len()).sum::<usize>()
         + l.m.kernels.iter().map(|k| k.name.len()).sum::<usize>();
     l.limit(
@@ -345,6 +367,31 @@ impl<'a> Lower<'a, '_, '_> {
     }
 
     fn slot(&mut self, name: &Ident, kind: ParamKind) -> R<u16> {
+        if let Some(&i) = self.plan_ids.get(&name.name) {
+            if kind != ParamKind::Scalar {
+                return Err(self.rep.error(
+                    DiagKind::Type,
+                    name.span,
+                    format!(
+                        "`{}` is a planned value, a scalar, not a runtime {}",
+                        name.name,
+                        kind.name()
+                    ),
+                ));
+            }
+            if self.plan_now.is_some_and(|now| i >= now) {
+                return Err(self.rep.error(
+                    DiagKind::Type,
+                    name.span,
+                    format!(
+                        "planned value `{}` is computed {} this one: a plan reads only the plans above it",
+                        name.name,
+                        if self.plan_now == Some(i) { "by" } else { "after" }
+                    ),
+                ));
+            }
+            return Ok(PLAN_MARK + i);
+        }
         if let Some(&s) = self.slots.get(&name.name) {
             let have = self.m.params[s as usize].kind;
             if have != kind {

@@ -327,6 +327,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 _ => pc += 1,
             }
         }
+        b.planning = self.p.planned().work;
         b
     }
 

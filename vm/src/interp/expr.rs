@@ -95,7 +95,7 @@ pub(crate) fn eval_expr(
 /// `a op b` for the binary operators that cannot divide by zero (overflow is their only
 /// error); `None` for division, remainder and `ceil_div`, which [`eval_postfix`] computes.
 #[inline(always)]
-fn binary(op: u8, a: i64, b: i64, pc: u32) -> Option<R<i64>> {
+pub(crate) fn binary(op: u8, a: i64, b: i64, pc: u32) -> Option<R<i64>> {
     let ovf = RunError::Overflow { pc };
     Some(Ok(match ExprOp::from_u8(op)? {
         ExprOp::ADD => return Some(a.checked_add(b).ok_or(ovf)),
@@ -208,7 +208,7 @@ pub(crate) fn eval_postfix(
 }
 
 /// `NEG`, `NOT` or `ELEM` (node `r`) of `a`, as [`eval_postfix`] computes them.
-fn unary(r: &Record, a: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
+pub(crate) fn unary(r: &Record, a: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
     Ok(match r.opcode {
         x if x == ExprOp::NEG as u8 => a.checked_neg().ok_or(RunError::Overflow { pc })?,
         x if x == ExprOp::NOT as u8 => (a == 0) as i64,
@@ -269,6 +269,8 @@ pub(crate) fn eval_interval(
         let kind = ExprOp::from_u8(r.opcode).map(|o| o.kind());
         let v = match kind {
             Some(ExprKind::End) => break,
+            // Planned values only: never in a loop's condition.
+            Some(ExprKind::Binder) => return Ok(None),
             Some(ExprKind::Leaf) if r.opcode == ExprOp::VAR as u8 && r.op1() == depth => V::Var(0),
             Some(ExprKind::Leaf) => V::Known(eval_leaf(r, p, vars)),
             Some(ExprKind::Unary) => {
@@ -366,7 +368,7 @@ pub(crate) fn eval_interval(
 /// `a op b` for division, remainder and `ceil_div`, by the general evaluator itself (on two
 /// leaves holding the operands), so there is one definition of what they compute and raise.
 #[cold]
-fn divide_as_eval(op: u8, a: i64, b: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
+pub(crate) fn divide_as_eval(op: u8, a: i64, b: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
     let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
     (vars[0], vars[1]) = (a, b);
     eval_postfix(&vars_op(op), p, &vars, 0, pc)
@@ -384,7 +386,11 @@ fn vars_op(op: u8) -> [Record; 4] {
 
 /// The value of a leaf node (`CONST`, `VAR`, `PARAM`).
 #[inline(always)]
-fn eval_leaf(r: &Record, p: &RuntimeParams<'_>, vars: &[i64; limits::MAX_LOOP_DEPTH]) -> i64 {
+pub(crate) fn eval_leaf(
+    r: &Record,
+    p: &RuntimeParams<'_>,
+    vars: &[i64; limits::MAX_LOOP_DEPTH],
+) -> i64 {
     match r.opcode {
         x if x == ExprOp::CONST as u8 => r.op2() as i32 as i64,
         x if x == ExprOp::VAR as u8 => vars[r.op1() as usize % limits::MAX_LOOP_DEPTH],

@@ -23,7 +23,9 @@ mod walk;
 pub use task::{Io, LaunchError, RunError, Sink, Stats, Status, Task};
 
 use expr::*;
-pub(crate) use expr::{eval_expr, eval_postfix, loops_read};
+pub(crate) use expr::{
+    binary, divide_as_eval, eval_expr, eval_leaf, eval_postfix, loops_read, unary,
+};
 use plan::*;
 
 use crate::format::{limits, PolicySpec, Record, COND_HAS_ELSE, NONE16, TENSOR_IMPLICIT};
@@ -185,6 +187,9 @@ pub struct WorkBound {
     pub iterations: u64,
     /// Tasks the program can emit.
     pub tasks: u64,
+    /// Expression nodes the launch's planning evaluated (`crate::planning`: done when the
+    /// runtime parameters were bound, at most `limits::MAX_PLAN_WORK`).
+    pub planning: u64,
 }
 
 /// One AICPU's interpreter over a verified program.
@@ -537,12 +542,13 @@ mod tests {
 
     /// An interpreter lives in memory its caller provides (on the AICPU: the kernel's); keep
     /// its size known and bounded. Most of it is task records: the one it emits and the
-    /// `TEMPLATES` that `leaf_loop` keeps (about 2.3 KiB each), and the plans.
+    /// `TEMPLATES` that `leaf_loop` keeps (about 2.3 KiB each), and the plans; the runtime
+    /// parameters hold the launch's planned values (64 bytes).
     #[test]
     fn interpreter_size_is_bounded() {
         let size = core::mem::size_of::<Interpreter<'static, 'static>>();
         assert!(
-            size <= 32 * 1024,
+            size <= 33 * 1024,
             "Interpreter is {size} bytes, a frame {}",
             core::mem::size_of::<Frame>()
         );

@@ -29,6 +29,9 @@ impl<'v, 'a> Checker<'v, 'a> {
             if len > limits::MAX_EXPR_LEN {
                 return e(ExprProblem::TooLong);
             }
+            if op.kind() == ExprKind::Binder && r.op2() >= i as u32 {
+                return e(ExprProblem::BodyNotBefore);
+            }
             match op {
                 ExprOp::VAR => limit(
                     "loop depth",
@@ -59,7 +62,7 @@ impl<'v, 'a> Checker<'v, 'a> {
                         return e(ExprProblem::Underflow);
                     }
                 }
-                ExprKind::Binary => {
+                ExprKind::Binary | ExprKind::Binder => {
                     if sp < 2 {
                         return e(ExprProblem::Underflow);
                     }
@@ -76,6 +79,92 @@ impl<'v, 'a> Checker<'v, 'a> {
                 },
                 at: self.loc(Section::Exprs, n, sizes::RECORD),
             });
+        }
+        Ok(())
+    }
+
+    /// Checks the plan table (spec/bytecode.md §3.6.2): each planned value's expression reads
+    /// constants, the given runtime parameters, the planned values before it and the
+    /// variables of the reductions and searches around the read, which nest at most
+    /// `MAX_PLAN_NESTING` deep, each binding the next depth.
+    /// A body several reductions share is checked for each: the nodes checked in all are at
+    /// most [`PLAN_CHECK_NODES`], so a hostile file cannot make verification slow.
+    pub(super) fn plans(&mut self) -> R<()> {
+        let mut budget = PLAN_CHECK_NODES;
+        for (i, p) in self.v.plans.iter().enumerate() {
+            let at = self.loc(Section::Plans, i as u32, sizes::PLAN);
+            let visible = self.v.params.len() as u32 + i as u32;
+            let plan = PlanAt {
+                visible,
+                plan: i as u32,
+                at,
+            };
+            self.plan_expr(p.expr.get() as u32, 0, &plan, &mut budget)?;
+        }
+        Ok(())
+    }
+
+    /// Checks the plan expression at `idx`, evaluated inside `binders` reductions.
+    fn plan_expr(&self, idx: u32, binders: u32, p: &PlanAt, budget: &mut u32) -> R<()> {
+        let (visible, plan, at) = (p.visible, p.plan, p.at);
+        let n = self.v.exprs.len() as u32;
+        if idx >= n {
+            return Err(VerifyError {
+                kind: ErrorKind::OutOfRange {
+                    what: "expression",
+                    index: idx,
+                    len: n,
+                },
+                at,
+            });
+        }
+        let plan_err = |problem| {
+            Err(VerifyError {
+                kind: ErrorKind::Plan { plan, problem },
+                at,
+            })
+        };
+        // The pool passed `expr_pool`: from `idx` the nodes are well formed up to an `END`
+        // (if `idx` starts an expression; a body must, checked by the first node's stack).
+        if idx > 0 && self.v.exprs[idx as usize - 1].opcode != ExprOp::END as u8 {
+            return plan_err("an expression must start at the beginning of one");
+        }
+        for i in idx..n.min(idx + limits::MAX_EXPR_LEN as u32) {
+            let r = &self.v.exprs[i as usize];
+            let Some(op) = ExprOp::from_u8(r.opcode) else {
+                break;
+            };
+            *budget = match budget.checked_sub(1) {
+                Some(b) => b,
+                None => {
+                    return plan_err("its reductions' bodies hold more than 65,536 nodes in all")
+                }
+            };
+            match op {
+                ExprOp::END => return Ok(()),
+                ExprOp::VAR if r.op1() as u32 >= binders => {
+                    return Err(VerifyError {
+                        kind: ErrorKind::UnboundLoopVar {
+                            depth: r.op1() as u32,
+                            bound: binders,
+                        },
+                        at,
+                    })
+                }
+                ExprOp::PARAM if r.op1() as u32 >= visible => {
+                    return plan_err("it reads a planned value that is not computed before it");
+                }
+                _ if op.kind() == ExprKind::Binder => {
+                    if r.op1() as u32 != binders {
+                        return plan_err("a reduction must bind the next variable depth");
+                    }
+                    if binders as usize >= limits::MAX_PLAN_NESTING {
+                        return plan_err("reductions nest more than 4 deep");
+                    }
+                    self.plan_expr(r.op2(), binders + 1, p, budget)?;
+                }
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -135,6 +224,7 @@ impl<'v, 'a> Checker<'v, 'a> {
                 ExprKind::Unary => {}
                 ExprKind::Binary if sp < 2 => return e(ExprProblem::Underflow),
                 ExprKind::Binary => sp -= 1,
+                ExprKind::Binder => return e(ExprProblem::BinderOutsidePlan),
             }
         }
         // Unreachable for a pool that passed `expr_pool`, kept as an error, not a panic.
@@ -146,4 +236,16 @@ impl<'v, 'a> Checker<'v, 'a> {
             at,
         })
     }
+}
+
+/// The most expression nodes the plan checks visit, all plans together (a body shared by
+/// several reductions counts once for each).
+const PLAN_CHECK_NODES: u32 = 1 << 16;
+
+/// The plan whose expression is being checked: the runtime slots it may read (below
+/// `visible`), its index and where its entry is.
+struct PlanAt {
+    visible: u32,
+    plan: u32,
+    at: Location,
 }

@@ -18,9 +18,9 @@ use zerocopy::FromBytes;
 use crate::error::{ErrorKind, ExprProblem, Location, VerifyError};
 use crate::format::{
     checksum, is_module_text, layout_dim, limits, padded_strtab, sizes, Config, Header,
-    KernelEntry, Layout, ModuleInfoEntry, ParamEntry, PolicySpec, Record, RegionDim, Section,
-    TensorEntry, COND_HAS_ELSE, DIM_IS_SLOT, KERNEL_UNDECLARED, LAYOUT_NONE, MAGIC, NONE16,
-    PARAM_HAS_DEFAULT, TENSOR_IMPLICIT, TENSOR_STREAM, VERSION,
+    KernelEntry, Layout, ModuleInfoEntry, ParamEntry, PlanEntry, PolicySpec, Record, RegionDim,
+    Section, TensorEntry, COND_HAS_ELSE, DIM_IS_SLOT, KERNEL_UNDECLARED, LAYOUT_NONE, MAGIC,
+    NONE16, PARAM_HAS_DEFAULT, TENSOR_IMPLICIT, TENSOR_STREAM, VERSION,
 };
 use crate::opcodes::{Dir, ExprKind, ExprOp, OpClass, Opcode};
 use crate::{
@@ -41,6 +41,7 @@ pub struct Verified<'a> {
     params: &'a [ParamEntry],
     defaults: &'a [U32],
     module_info: &'a [ModuleInfoEntry],
+    plans: &'a [PlanEntry],
     exprs: &'a [Record],
     regions: &'a [RegionDim],
     strtab: &'a [u8],
@@ -107,6 +108,15 @@ impl<'a> Verified<'a> {
     /// Module-header entries: the module's name, version and targets.
     pub fn module_info(&self) -> &'a [ModuleInfoEntry] {
         self.module_info
+    }
+    /// Planned values (`@plan`): plan `i` is runtime slot `params().len() + i`, a scalar
+    /// computed at launch (spec/bytecode.md §3.6.2).
+    pub fn plans(&self) -> &'a [PlanEntry] {
+        self.plans
+    }
+    /// Runtime slots in all: the given ones ([`Verified::params`]) and the planned ones.
+    pub fn slots(&self) -> usize {
+        self.params.len() + self.plans.len()
     }
     /// The text of a module-header entry (verified printable ASCII).
     pub fn info_text(&self, e: &ModuleInfoEntry) -> &'a str {
@@ -342,7 +352,7 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
             at: hdr_at(offset_of!(Header, checksum)),
         });
     }
-    let counts: [(&'static str, u32, u32, usize); 10] = [
+    let counts: [(&'static str, u32, u32, usize); 11] = [
         (
             "instruction count",
             header.num_instructions.get(),
@@ -398,6 +408,12 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
             offset_of!(Header, num_module_info),
         ),
         (
+            "plan count",
+            header.num_plans.get(),
+            limits::MAX_PLANS,
+            offset_of!(Header, num_plans),
+        ),
+        (
             "string table length",
             header.strtab_len.get(),
             limits::MAX_STRTAB,
@@ -415,16 +431,6 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
             Section::Header,
             None,
             offset_of!(Header, flags),
-        ));
-    }
-    if header.reserved.get() != 0 {
-        return Err(err(
-            ErrorKind::NonZero {
-                what: "header reserved word",
-            },
-            Section::Header,
-            None,
-            offset_of!(Header, reserved),
         ));
     }
     if header.num_instructions.get() == 0 {
@@ -484,6 +490,8 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
         .map_err(|_| bad_layout(Section::Defaults))?;
     let module_info = <[ModuleInfoEntry]>::ref_from_bytes(sect(Section::ModuleInfo))
         .map_err(|_| bad_layout(Section::ModuleInfo))?;
+    let plans = <[PlanEntry]>::ref_from_bytes(sect(Section::Plans))
+        .map_err(|_| bad_layout(Section::Plans))?;
     let exprs =
         <[Record]>::ref_from_bytes(sect(Section::Exprs)).map_err(|_| bad_layout(Section::Exprs))?;
     let regions = <[RegionDim]>::ref_from_bytes(sect(Section::Regions))
@@ -519,6 +527,7 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
         params,
         defaults,
         module_info,
+        plans,
         exprs,
         regions,
         strtab,
@@ -536,6 +545,7 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
     c.stream = c.tensors()?.map(|i| i as u32);
     c.kernels()?;
     c.expr_pool()?;
+    c.plans()?;
     c.axes()?;
     c.regions()?;
     let need = c.config()?;

@@ -66,6 +66,14 @@ impl<'v, 'a> Checker<'v, 'a> {
                 self.loc(Section::Params, i as u32, sizes::PARAM),
             )?;
         }
+        for (i, p) in v.plans.iter().enumerate() {
+            check(
+                p.name_off.get(),
+                p.name_len.get() as u32,
+                false,
+                self.loc(Section::Plans, i as u32, sizes::PLAN),
+            )?;
+        }
         for (i, t) in v.tensors.iter().enumerate() {
             check(
                 t.name_off.get(),
@@ -197,17 +205,23 @@ impl<'v, 'a> Checker<'v, 'a> {
     }
 
     pub(super) fn slot(&self, slot: u32, kind: ParamKind, at: Location) -> R<()> {
-        let Some(p) = self.v.params.get(slot as usize) else {
-            return Err(VerifyError {
-                kind: ErrorKind::OutOfRange {
-                    what: "runtime slot",
-                    index: slot,
-                    len: self.v.params.len() as u32,
-                },
-                at,
-            });
+        let given = self.v.params.len();
+        // A planned value (past the given slots) is a scalar.
+        let slot_kind = match self.v.params.get(slot as usize) {
+            Some(p) => p.kind,
+            None if (slot as usize) < given + self.v.plans.len() => ParamKind::Scalar as u8,
+            None => {
+                return Err(VerifyError {
+                    kind: ErrorKind::OutOfRange {
+                        what: "runtime slot",
+                        index: slot,
+                        len: (given + self.v.plans.len()) as u32,
+                    },
+                    at,
+                })
+            }
         };
-        if p.kind != kind as u8 {
+        if slot_kind != kind as u8 {
             return Err(VerifyError {
                 kind: ErrorKind::SlotKind {
                     slot,

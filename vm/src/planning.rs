@@ -1,0 +1,242 @@
+//! Planned values (spec/bytecode.md §3.6.2, §6.1): runtime scalars a launch computes from its
+//! runtime parameters before any task, identically on every AICPU — FlashInfer's decode
+//! planning (the smallest split-KV chunk size whose blocks fit the machine) written in the
+//! module instead of a host planner.
+//!
+//! A planned value is an expression that may hold **reductions** (`sum`, `max`, `min` of an
+//! expression over a range of values of a variable) and **searches** (the smallest value of a
+//! range at which a monotone predicate holds, by binary search), nested at most
+//! `limits::MAX_PLAN_NESTING` deep. Plans run in table order, each reading the runtime
+//! parameters and the plans before it. Every expression node evaluated counts as one unit of
+//! planning **work**, at most `limits::MAX_PLAN_WORK` a launch: a plan over a huge range fails
+//! with an error instead of stalling the launch.
+
+use crate::format::limits;
+use crate::interp::{binary, divide_as_eval, eval_leaf, unary, RunError};
+use crate::opcodes::{ExprKind, ExprOp};
+use crate::{Record, RuntimeParams, Verified};
+
+/// Why a planned value could not be computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlanProblem {
+    /// Arithmetic overflowed 64-bit signed integers.
+    #[error("arithmetic overflow")]
+    Overflow,
+    /// Division or remainder by zero.
+    #[error("division by zero")]
+    DivByZero,
+    /// An index outside a runtime array.
+    #[error("index {index} is outside runtime array {slot} ({len} entries)")]
+    Index {
+        /// The array's slot.
+        slot: u16,
+        /// The index.
+        index: i64,
+        /// The array's length.
+        len: usize,
+    },
+    /// A `max`, `min` or `search` over an empty range.
+    #[error("{what} over the empty range [{lo}, {hi})")]
+    EmptyRange {
+        /// `max`, `min` or `search`.
+        what: &'static str,
+        /// The range's start.
+        lo: i64,
+        /// Its end (exclusive).
+        hi: i64,
+    },
+    /// A search whose predicate does not hold at the range's last value.
+    #[error("search over [{lo}, {hi}): the condition does not hold at {last}, so no value in the range satisfies it", last = hi - 1)]
+    NeverHolds {
+        /// The range's start.
+        lo: i64,
+        /// Its end (exclusive).
+        hi: i64,
+    },
+    /// A value that is not a `u32` (planned values are runtime scalars).
+    #[error("the value {0} is not in 0 ..= 4294967295")]
+    NotU32(i64),
+    /// More planning work than a launch allows.
+    #[error(
+        "planning evaluates more than {} expression nodes",
+        limits::MAX_PLAN_WORK
+    )]
+    TooCostly,
+}
+
+impl From<RunError> for PlanProblem {
+    fn from(e: RunError) -> PlanProblem {
+        match e {
+            RunError::DivByZero { .. } => PlanProblem::DivByZero,
+            RunError::Index {
+                slot, index, len, ..
+            } => PlanProblem::Index { slot, index, len },
+            // Expressions raise nothing else.
+            _ => PlanProblem::Overflow,
+        }
+    }
+}
+
+/// The planned values of one launch, in plan-table order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Planned {
+    /// The values (those past the program's plan count are 0).
+    pub values: [u32; limits::MAX_PLANS as usize],
+    /// Expression nodes evaluated to compute them (the planning's cost on an AICPU).
+    pub work: u64,
+}
+
+/// Computes every planned value of `v` from the runtime parameters in `p` (whose planned
+/// values are filled in one by one, so each plan reads those before it). Gives the failing
+/// plan's index with the problem.
+pub(crate) fn plan(v: &Verified<'_>, p: &mut RuntimeParams<'_>) -> Result<(), (u32, PlanProblem)> {
+    let mut work = 0u64;
+    for (i, entry) in v.plans().iter().enumerate() {
+        let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
+        let x = eval(v.exprs(), p, &mut vars, entry.expr.get() as u32, &mut work)
+            .map_err(|e| (i as u32, e))?;
+        let x = u32::try_from(x).map_err(|_| (i as u32, PlanProblem::NotU32(x)))?;
+        p.set_planned(i, x, work);
+    }
+    Ok(())
+}
+
+type R<T> = Result<T, PlanProblem>;
+
+/// The value of the plan expression at `start` with the bound variables in `vars`: postfix
+/// evaluation as `eval_postfix` does it (every operator but the reductions and searches goes
+/// through its helpers, so they mean the same here), counting each node in `work`.
+fn eval(
+    exprs: &[Record],
+    p: &RuntimeParams<'_>,
+    vars: &mut [i64; limits::MAX_LOOP_DEPTH],
+    start: u32,
+    work: &mut u64,
+) -> R<i64> {
+    let mut st = [0i64; limits::MAX_EXPR_STACK];
+    let mut sp = 0usize;
+    let nodes = exprs.get(start as usize..).unwrap_or(&[]);
+    for r in nodes.iter().take(limits::MAX_EXPR_LEN) {
+        *work += 1;
+        if *work > limits::MAX_PLAN_WORK {
+            return Err(PlanProblem::TooCostly);
+        }
+        let Some(op) = ExprOp::from_u8(r.opcode) else {
+            break;
+        };
+        let (pops, value) = match op.kind() {
+            ExprKind::End => break,
+            ExprKind::Leaf | ExprKind::Unary | ExprKind::Binary => {
+                let pops = match op.kind() {
+                    ExprKind::Leaf => 0,
+                    ExprKind::Unary => 1,
+                    _ => 2,
+                };
+                if sp < pops {
+                    break;
+                }
+                (pops, apply(r, &st[sp - pops..sp], p, vars)?)
+            }
+            ExprKind::Binder => {
+                if sp < 2 {
+                    break;
+                }
+                let (lo, hi) = (st[sp - 2], st[sp - 1]);
+                (2, bind(op, r, lo, hi, exprs, p, vars, work)?)
+            }
+        };
+        sp -= pops;
+        if sp < st.len() {
+            st[sp] = value;
+            sp += 1;
+        }
+    }
+    Ok(if sp > 0 { st[sp - 1] } else { 0 })
+}
+
+/// One node that is not a binder, applied to its operands by the general evaluator's own
+/// operators (`eval_postfix`'s helpers: the same meaning and the same errors).
+fn apply(
+    r: &Record,
+    operands: &[i64],
+    p: &RuntimeParams<'_>,
+    vars: &[i64; limits::MAX_LOOP_DEPTH],
+) -> R<i64> {
+    Ok(match *operands {
+        [] => eval_leaf(r, p, vars),
+        [a] => unary(r, a, p, 0)?,
+        [a, b, ..] => match binary(r.opcode, a, b, 0) {
+            Some(x) => x?,
+            // Division, remainder, `ceil_div`.
+            None => divide_as_eval(r.opcode, a, b, p, 0)?,
+        },
+    })
+}
+
+/// A reduction or search (`op`, node `r`) over `[lo, hi)`: binds variable `r.op1()` to the
+/// range's values and evaluates the body `r.op2()` at each.
+#[allow(clippy::too_many_arguments)]
+fn bind(
+    op: ExprOp,
+    r: &Record,
+    lo: i64,
+    hi: i64,
+    exprs: &[Record],
+    p: &RuntimeParams<'_>,
+    vars: &mut [i64; limits::MAX_LOOP_DEPTH],
+    work: &mut u64,
+) -> R<i64> {
+    let depth = r.op1() as usize % limits::MAX_LOOP_DEPTH;
+    let body = r.op2();
+    let mut at = |x: i64, vars: &mut [i64; limits::MAX_LOOP_DEPTH]| {
+        vars[depth] = x;
+        eval(exprs, p, vars, body, work)
+    };
+    let empty = |what| PlanProblem::EmptyRange { what, lo, hi };
+    match op {
+        ExprOp::SUM => {
+            let mut sum = 0i64;
+            for x in lo..hi.max(lo) {
+                sum = sum.checked_add(at(x, vars)?).ok_or(PlanProblem::Overflow)?;
+            }
+            Ok(sum)
+        }
+        ExprOp::MAXOF | ExprOp::MINOF => {
+            if lo >= hi {
+                return Err(empty(op.symbol()));
+            }
+            let mut best = at(lo, vars)?;
+            for x in lo + 1..hi {
+                let y = at(x, vars)?;
+                best = if op == ExprOp::MAXOF {
+                    best.max(y)
+                } else {
+                    best.min(y)
+                };
+            }
+            Ok(best)
+        }
+        _ => {
+            // SEARCH: the predicate must hold at the last value; then binary search keeps
+            // `high` a value where it holds and `low` the smallest candidate (FlashInfer's
+            // loop: `mid = (low + high) / 2`, holds → `high = mid`, else `low = mid + 1`).
+            if lo >= hi {
+                return Err(empty("search"));
+            }
+            let (mut low, mut high) = (lo, hi - 1);
+            if at(high, vars)? == 0 {
+                return Err(PlanProblem::NeverHolds { lo, hi });
+            }
+            while low < high {
+                // No overflow: `low + (high − low) / 2` lies between them.
+                let mid = low + (high - low) / 2;
+                if at(mid, vars)? != 0 {
+                    high = mid;
+                } else {
+                    low = mid + 1;
+                }
+            }
+            Ok(low)
+        }
+    }
+}
