@@ -97,6 +97,8 @@ pub fn run(
             "wall_ms": ms,
             "tasks_per_ms": rate,
             "checked": r.checked,
+            // Expression nodes each AICPU evaluated to compute the `@plan` values (0 without).
+            "planning_work": p.planned().work,
             "deps": match deps {
                 DepMode::Exact => "exact",
                 DepMode::Overlap => "overlap",
@@ -124,6 +126,13 @@ pub fn run(
         }
     );
     s += &timing_line(&o.timing, &r);
+    if !v.plans().is_empty() {
+        s += &format!(
+            "planned at launch: {} ({} expression nodes on each AICPU)\n",
+            plan_text(m, &p),
+            p.planned().work
+        );
+    }
     s += &format!(
         "wall {ms:.1} ms, {rate:.0} tasks/ms{}\n",
         if r.checked {
@@ -486,4 +495,15 @@ fn with_progress<T>(
         finished.store(true, Ordering::Release);
         r
     })
+}
+
+/// `name = value` for each planned value (`@plan`).
+fn plan_text(m: &Module, p: &RuntimeParams<'_>) -> String {
+    let values = p.planned().values;
+    m.plans
+        .iter()
+        .zip(values)
+        .map(|(plan, x)| format!("{} = {x}", plan.name))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -3,7 +3,7 @@
 //! copies every task into a ring of compact records (the work a scheduler's window does).
 //!
 //! `with_deps` adds complete dependency building (the TensorMap of `DepBuilder`) to one
-//! instance's generation.
+//! instance's generation. `plan_decode_chunks` times launch-time planning (`@plan`).
 //!
 //! Run: `cargo bench -p ptovm-host-sim --bench generate`. divan reports time per whole
 //! expansion and owned tasks per second (the item counter).
@@ -177,6 +177,49 @@ fn count_tasks(b: divan::Bencher) {
         let vals = bound.values();
         let p = RuntimeParams::new(&v, &vals).unwrap();
         Interpreter::new(v, p, 0, 1).unwrap().count_tasks().unwrap()
+    });
+}
+
+/// Launch-time planning (`@plan`): FlashInfer's split-KV chunk-size search over `B`
+/// requests (a max, then a binary search whose every step sums over the batch), as every
+/// AICPU computes it when its runtime parameters are bound. divan's item counter is the
+/// expression nodes evaluated (`Planned::work`).
+#[divan::bench(args = [4, 64, 512])]
+fn plan_decode_chunks(b: divan::Bencher, batch: u32) {
+    let src = "
+@param B = 1
+@param heads = 8
+@param max_blocks = 1056
+@param pages = [1]
+@plan top = max(b in 0 .. B: pages[b])
+@plan chunk = search(c in 1 ..= top:
+    sum(b in 0 .. B: ceil_div(pages[b], c)) * heads <= max_blocks || c == top)
+@kernel k(b): vector()
+@workload w(%r: dense_dyn(B)) { parallel_for b in %r { task @k(chunk) } }
+";
+    let bytes = assemble("plan.pto", src, &Options::default())
+        .unwrap()
+        .bytes;
+    let v = verify(&bytes).unwrap();
+    let pages: Vec<u32> = (0..batch).map(|i| 1 + i * 37 % 200).collect();
+    let vals: Vec<ptovm_vm::Value<'_>> = v
+        .params()
+        .iter()
+        .map(
+            |p| match v.name(p.name_off.get(), p.name_len.get() as u32) {
+                "B" => ptovm_vm::Value::Scalar(batch),
+                "heads" => ptovm_vm::Value::Scalar(8),
+                "max_blocks" => ptovm_vm::Value::Scalar(1056),
+                _ => ptovm_vm::Value::Array(&pages),
+            },
+        )
+        .collect();
+    let work = RuntimeParams::new(&v, &vals).unwrap().planned().work;
+    b.counter(divan::counter::ItemsCount::new(work)).bench(|| {
+        RuntimeParams::new(&v, divan::black_box(&vals))
+            .unwrap()
+            .planned()
+            .values[1]
     });
 }
 

@@ -1116,3 +1116,44 @@ fn run_data_computes_checks_and_saves_every_example() {
         }
     }
 }
+
+#[test]
+fn run_and_inspect_show_planned_values_and_refuse_to_take_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = "@param B = 4\n@param pages = [40, 16, 120, 0]\n@param heads = 8\n\
+        @plan top = max(b in 0 .. B: pages[b])\n\
+        @plan chunk = search(c in 1 ..= top: sum(b in 0 .. B: ceil_div(pages[b], c)) * heads <= 64 || c == top)\n\
+        @kernel k(b, c): vector()\n\
+        @workload w(%r: dense_dyn(B)) { parallel_for b in %r { parallel_for c in tile(dense_dyn(pages[b]), chunk) { task @k(b, c) } } }\n";
+    std::fs::write(dir.path().join("plan.pto"), src).unwrap();
+    let o = ptovm(&["run", "plan.pto", "--check"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("w: 8 tasks"), "{out}");
+    assert!(
+        out.contains("planned at launch: top = 120, chunk = 24 ("),
+        "{out}"
+    );
+    let o = ptovm(&["run", "plan.pto", "--json"], dir.path());
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(j["planning_work"].as_u64().unwrap() > 0);
+    let o = ptovm(&["inspect", "plan.pto"], dir.path());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("planned values (2, computed at launch):")
+            && out.contains("top = max(v0 in 0 .. B: pages[v0])"),
+        "{out}"
+    );
+    fails(
+        dir.path(),
+        &["run", "plan.pto", "--param", "chunk=3"],
+        8,
+        "`chunk` is a planned value (`@plan`)",
+    );
+    fails(
+        dir.path(),
+        &["run", "plan.pto", "--param", "B=0"],
+        8,
+        "planned value 0: max over the empty range [0, 0)",
+    );
+}

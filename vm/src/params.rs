@@ -238,14 +238,17 @@ impl<'p> RuntimeParams<'p> {
     pub fn scalar(&self, slot: usize) -> u32 {
         match self.slots.get(slot) {
             Some(Value::Scalar(x)) => *x,
-            Some(Value::Array(_)) => 0,
-            None => self.planned_value(slot - self.slots.len()),
+            _ => self.planned_value(slot),
         }
     }
 
+    /// [`RuntimeParams::scalar`] past the given slots (kept out of the given scalars' path).
     #[cold]
-    fn planned_value(&self, plan: usize) -> u32 {
-        self.planned.get(plan).copied().unwrap_or(0)
+    fn planned_value(&self, slot: usize) -> u32 {
+        slot.checked_sub(self.slots.len())
+            .and_then(|plan| self.planned.get(plan))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Records planned value `plan` and the planning work done so far.

@@ -104,9 +104,8 @@ impl<'v, 'a> Checker<'v, 'a> {
         Ok(())
     }
 
-    /// Checks the plan expression at `idx`, evaluated inside `binders` reductions.
-    fn plan_expr(&self, idx: u32, binders: u32, p: &PlanAt, budget: &mut u32) -> R<()> {
-        let (visible, plan, at) = (p.visible, p.plan, p.at);
+    /// That `idx` is a node of the pool; gives the pool's length.
+    fn expr_index(&self, idx: u32, at: Location) -> R<u32> {
         let n = self.v.exprs.len() as u32;
         if idx >= n {
             return Err(VerifyError {
@@ -118,6 +117,13 @@ impl<'v, 'a> Checker<'v, 'a> {
                 at,
             });
         }
+        Ok(n)
+    }
+
+    /// Checks the plan expression at `idx`, evaluated inside `binders` reductions.
+    fn plan_expr(&self, idx: u32, binders: u32, p: &PlanAt, budget: &mut u32) -> R<()> {
+        let (visible, plan, at) = (p.visible, p.plan, p.at);
+        let n = self.expr_index(idx, at)?;
         let plan_err = |problem| {
             Err(VerifyError {
                 kind: ErrorKind::Plan { plan, problem },
@@ -173,17 +179,7 @@ impl<'v, 'a> Checker<'v, 'a> {
     /// with `loops == None`, where no loop variable may be read). Returns the number of
     /// enclosing loops it needs (deepest depth read + 1).
     pub(super) fn expr(&self, idx: u32, loops: Option<u32>, at: Location) -> R<u32> {
-        let n = self.v.exprs.len() as u32;
-        if idx >= n {
-            return Err(VerifyError {
-                kind: ErrorKind::OutOfRange {
-                    what: "expression",
-                    index: idx,
-                    len: n,
-                },
-                at,
-            });
-        }
+        let n = self.expr_index(idx, at)?;
         let mut sp = 0u32;
         let mut need = 0u32;
         for i in idx..n.min(idx + limits::MAX_EXPR_LEN as u32) {
