@@ -1094,9 +1094,14 @@ fn render_expr_in(m: &Module, start: u16, nesting: usize) -> String {
 /// Renders an axis as `.pto` text (`dense[8]`, `ragged(v0, lens)`, ...).
 pub fn render_axis(m: &Module, id: u16) -> String {
     let pname = |s: u32| {
+        let planned = (s as usize)
+            .checked_sub(m.params.len())
+            .and_then(|i| m.plans.get(i));
         m.params
             .get(s as usize)
-            .map_or_else(|| format!("${s}"), |p| p.name.clone())
+            .map(|p| p.name.clone())
+            .or_else(|| planned.map(|p| p.name.clone()))
+            .unwrap_or_else(|| format!("${s}"))
     };
     let Some(r) = m.axes.get(id as usize) else {
         return "?".into();
@@ -1127,6 +1132,12 @@ pub fn render_axis(m: &Module, id: u16) -> String {
                 pname(r.op2() >> 16)
             )
         }
+        // A verified base is an earlier axis (and not a tile): no recursion past one level.
+        Some(Opcode::AXIS_TILE) if r.op1() < id => format!(
+            "tile({}, {})",
+            render_axis(m, r.op1()),
+            render_expr(m, r.op2() as u16)
+        ),
         _ => "?".into(),
     }
 }

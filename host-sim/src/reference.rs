@@ -221,6 +221,15 @@ impl Walker<'_, '_, '_> {
                 }
                 (0..array[row as usize] as i64).collect()
             }
+            // PTO-WSP's PTO_TILE: the tiles of the base axis, the last one partial.
+            Opcode::AXIS_TILE => {
+                let elements = self.values(a.op1(), pc)?.len() as u64;
+                let size = self.eval(a.op2(), pc)?;
+                if size < 1 {
+                    return Err(RunError::TileSize { pc, size });
+                }
+                (0..elements.div_ceil(size as u64) as i64).collect()
+            }
             Opcode::AXIS_SPARSE_ROW => {
                 let row = self.eval(a.op2() & 0xFFFF, pc)?;
                 if row < 0 || row as usize + 1 >= array.len() {

@@ -28,6 +28,10 @@ pub struct Gen {
     /// generated (it calls nothing: a call cycle is an error).
     callee: bool,
     in_callee: bool,
+    /// The loop variables in scope that a `tile(…)` loop binds (`tile_start`, `tile_end`).
+    tiles: Vec<String>,
+    /// The module plans `q0` and `q1` (`@plan`), which expressions may read.
+    plans: bool,
 }
 
 impl Gen {
@@ -42,6 +46,8 @@ impl Gen {
             runnable: false,
             callee: false,
             in_callee: false,
+            tiles: vec![],
+            plans: false,
         }
     }
 
@@ -88,6 +94,14 @@ impl Gen {
     fn expr(&mut self, d: u32) -> String {
         let leaf = d == 0 || self.below(3) == 0;
         if leaf {
+            if !self.tiles.is_empty() && self.below(5) == 0 {
+                let i = self.below(self.tiles.len() as u64) as usize;
+                let t = self.tiles[i].clone();
+                return format!("{}({t})", self.pick(&["tile_start", "tile_end"]));
+            }
+            if self.plans && self.below(6) == 0 {
+                return self.pick(&["q0", "q1"]).to_string();
+            }
             return match self.below(4) {
                 0 if !self.vars.is_empty() => {
                     let i = self.below(self.vars.len() as u64) as usize;
@@ -238,7 +252,9 @@ impl Gen {
                 let v = format!("v{}", self.next_var);
                 self.next_var += 1;
                 let inner = self.vars.last().cloned();
-                let axis = match (self.below(7), inner) {
+                let kind = self.below(9);
+                let tile = matches!((kind, &inner), (5, _) | (6, Some(_)));
+                let axis = match (kind, inner) {
                     (0, _) => format!("dense[{}]", self.below(9)),
                     (1, _) => "dense_dyn(p1)".to_string(),
                     // One row of a ragged array (ptovm's per-row form).
@@ -248,6 +264,9 @@ impl Gen {
                     (3, None) => "ragged(p2, a1)".to_string(),
                     // PTO-WSP's flattened sparse axis, under a parallel_for.
                     (4, _) => "sparse(min(p0, 3), a2, a3)".to_string(),
+                    // Tiles (PTO_TILE) of a dynamic axis and of a ragged row.
+                    (5, _) => format!("tile(dense_dyn(p1), max(1, {}))", self.expr(1)),
+                    (6, Some(w)) => format!("tile(dense_dyn(a1[{w}]), 1 + {w} % 3)"),
                     _ if self.in_callee => "%ga".to_string(),
                     _ => "%outer".to_string(),
                 };
@@ -262,9 +281,16 @@ impl Gen {
                 } else {
                     format!("{kw} {v} in {axis}")
                 };
+                let tile = tile && !sparse;
+                if tile {
+                    self.tiles.push(v.clone());
+                }
                 self.vars.push(v);
                 let body = self.block(3);
                 self.vars.pop();
+                if tile {
+                    self.tiles.pop();
+                }
                 format!("{head} {{\n{body}\n}}")
             }
             3 => {
@@ -316,11 +342,17 @@ impl Gen {
             "@tensor T0: f16[p0]\n@tensor T1: f32[8, p1]\n@tensor T2: bf16[2, 3, 4]\n@kernel k0(a): vector(in x)\n@kernel k1(a, b): cube(in x, out y)\n"
         };
         let mut m = String::from(decls);
+        // Sometimes values planned at launch: a sum over an array and a binary search.
+        self.plans = self.below(3) == 0;
+        if self.plans {
+            m += "@plan q0 = sum(i in 0 .. p0: a0[i])\n@plan q1 = search(c in 1 ..= 8: c * c >= p1 || c == 8)\n";
+        }
         // Sometimes a workload to `call`: it sees only its own parameters and loop variables.
         self.callee = self.below(3) == 0;
         if self.callee {
             self.in_callee = true;
             self.vars = vec!["u".into()];
+            self.tiles.clear();
             let body = self.block(3);
             self.vars.clear();
             self.in_callee = false;
@@ -416,6 +448,33 @@ pub fn task_count(code: &[u8], params: &[(ParamKind, u32, Vec<u32>)]) -> Option<
         .ok()?
         .count_tasks()
         .ok()
+}
+
+/// Assembles `src` (panicking with the diagnostic if it does not), with its bytes and module.
+pub fn assemble_text(src: &str) -> (Vec<u8>, Module) {
+    let out = ptovm_assembler::assemble("t.pto", src, &ptovm_assembler::Options::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    (out.bytes, out.module)
+}
+
+/// The value block of `m`'s runtime parameters in slot order: those in `given` by name (a
+/// scalar's value is its first entry), the others at the module's defaults (`@param`).
+pub fn named_values<'a>(m: &'a Module, given: &'a [(&str, Vec<u32>)]) -> Vec<Value<'a>> {
+    m.params
+        .iter()
+        .map(|p| {
+            let v = given
+                .iter()
+                .find(|(n, _)| *n == p.name)
+                .map(|(_, v)| v)
+                .or(p.default.as_ref())
+                .unwrap_or_else(|| panic!("no value for runtime parameter {}", p.name));
+            match p.kind {
+                ParamKind::Scalar => Value::Scalar(v[0]),
+                ParamKind::Array => Value::Array(v),
+            }
+        })
+        .collect()
 }
 
 /// Borrows generated parameters as a value block.

@@ -5,32 +5,10 @@
 use ptovm_assembler::{assemble, Module, Options};
 use ptovm_host_sim::reference_expand;
 use ptovm_vm::{
-    verify, ErrorKind, ExprProblem, Interpreter, ParamError, PlanProblem, RuntimeParams, Value,
+    verify, ErrorKind, ExprProblem, Interpreter, ParamError, PlanProblem, RuntimeParams,
 };
 
-fn asm(src: &str) -> (Vec<u8>, Module) {
-    let out = assemble("t.pto", src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
-    (out.bytes, out.module)
-}
-
-/// The module's parameters in slot order: `given` by name, the others at their defaults.
-fn values<'a>(m: &'a Module, given: &'a [(&str, Vec<u32>)]) -> Vec<Value<'a>> {
-    m.params
-        .iter()
-        .map(|p| {
-            let v = given
-                .iter()
-                .find(|(n, _)| *n == p.name)
-                .map(|(_, v)| v)
-                .or(p.default.as_ref())
-                .unwrap_or_else(|| panic!("no value for {}", p.name));
-            match p.kind {
-                ptovm_vm::ParamKind::Scalar => Value::Scalar(v[0]),
-                ptovm_vm::ParamKind::Array => Value::Array(v),
-            }
-        })
-        .collect()
-}
+use ptovm_tests::{assemble_text as asm, named_values as values};
 
 /// The planned values of `src` with `given`, or the launch error.
 fn plan(src: &str, given: &[(&str, Vec<u32>)]) -> Result<Vec<u32>, ParamError> {
@@ -480,14 +458,23 @@ fn plans_survive_the_listing_round_trip() {
     assert_eq!(again.bytes, bytes);
 }
 
-/// spec/pto.md §6's planned-value example plans what it says: `chunk` is 24.
+/// spec/pto.md §6's planned-value example plans and tiles what it says: `chunk` is 24, 8 tasks.
 #[test]
 fn the_spec_example_plans_what_the_spec_says() {
     let spec = include_str!("../../spec/pto.md");
-    let start = spec.find("A planned value (§4.4): FlashInfer's").unwrap();
+    let start = spec.find("A planned value (§4.4) and tiles (§4)").unwrap();
     let block = &spec[start..];
     let code = &block[block.find("```pto\n").unwrap() + 7..];
     let (code, after) = code.split_at(code.find("```").unwrap());
     assert_eq!(plan(code, &[]).unwrap(), [120, 24]);
     assert!(after.contains("`chunk` is 24 here"));
+    assert!(after.contains("8 tasks, request 0's covering pages 0–24 and 24–40"));
+    let (bytes, m) = asm(code);
+    let v = verify(&bytes).unwrap();
+    let vals = values(&m, &[]);
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    let tasks = reference_expand(&v, &p, 1, 1 << 10).unwrap();
+    let chunks: Vec<&[i64]> = tasks.iter().map(|t| &t.params[..]).collect();
+    assert_eq!(chunks.len(), 8);
+    assert_eq!(chunks[..2], [&[0, 0, 0, 24][..], &[0, 1, 24, 40][..]]);
 }

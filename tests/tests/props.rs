@@ -138,12 +138,16 @@ fn check_text(src: &str) {
 fn generator_covers_the_language() {
     // The generator reaches every statement kind and axis kind within a few hundred seeds.
     let mut seen = std::collections::HashSet::new();
+    let mut plans = 0;
     for seed in 0..300 {
         let out = assemble_ok(&Gen::new(seed).module());
         for r in out.module.code.iter().chain(out.module.axes.iter()) {
             seen.insert(r.opcode);
         }
+        plans += !out.module.plans.is_empty() as u32;
     }
+    // Values planned at launch (a sum and a search).
+    assert!(plans > 30, "{plans} modules with planned values");
     for op in ptovm_vm::Opcode::ALL {
         if *op != ptovm_vm::Opcode::NOP {
             assert!(

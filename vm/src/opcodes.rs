@@ -155,6 +155,11 @@ opcode_table! {
     /// `sparse_row(row, indptr, indices)` (ptovm): the values
     /// `indices[indptr[row] .. indptr[row+1]]`, one row of a CSR matrix.
     AXIS_SPARSE_ROW = 0x35, Axis, ["indptr": Op1, "row": Op2Lo, "indices": Op2Hi];
+    /// `tile(base, size)` (ptovm; PTO-WSP's `PTO_TILE`): the tiles of the axis `base` (a
+    /// dense, dynamic or ragged-row axis earlier in the table) of `size` elements each, the
+    /// last one partial: the values 0 .. ceil(extent / size); `size` an expression, at least
+    /// 1 where the loop starts.
+    AXIS_TILE = 0x36, Axis, ["axis": Op1, "size": Op2];
     /// Overrides the dispatch policy for its body (ptovm: `dispatch policy { body }`).
     DISPATCH_FILTER = 0x40, Block, ["policy": Flags, "arg": Op1, "end": Op2];
 }
@@ -170,10 +175,26 @@ impl Opcode {
     #[inline]
     pub fn axis_expr(self, r: &crate::Record) -> Option<u32> {
         match self {
-            Opcode::AXIS_RAGGED | Opcode::AXIS_RAGGED_ROW => Some(r.op2()),
+            Opcode::AXIS_RAGGED | Opcode::AXIS_RAGGED_ROW | Opcode::AXIS_TILE => Some(r.op2()),
             Opcode::AXIS_SPARSE | Opcode::AXIS_SPARSE_ROW => Some(r.op2() & 0xFFFF),
             _ => None,
         }
+    }
+
+    /// The expressions a loop over the axis record `r` (of the table `axes`) evaluates where
+    /// it starts: the axis's own ([`Opcode::axis_expr`]: a tiled axis's `size`) and, for a
+    /// tiled axis, its base axis's (a ragged row's `row`).
+    pub fn loop_exprs(axes: &[crate::Record], r: &crate::Record) -> [Option<u32>; 2] {
+        let Some(op) = Opcode::from_u8(r.opcode) else {
+            return [None, None];
+        };
+        let base = match op {
+            Opcode::AXIS_TILE => axes
+                .get(r.op1() as usize)
+                .and_then(|b| Opcode::from_u8(b.opcode).and_then(|o| o.axis_expr(b))),
+            _ => None,
+        };
+        [op.axis_expr(r), base]
     }
 
     /// For an axis opcode: whether its values are stored column indices (a sparse axis;
@@ -216,7 +237,7 @@ macro_rules! expr_table {
             pub const ALL: &'static [ExprOp] = &[$(ExprOp::$name),*];
 
             /// Decodes an operator byte.
-            #[inline]
+            #[inline(always)]
             pub const fn from_u8(b: u8) -> Option<ExprOp> {
                 match b {
                     $($code => Some(ExprOp::$name),)*
@@ -601,6 +622,7 @@ mod tests {
             ("PARAM_EXPR", 0x26),
             ("AXIS_RAGGED_ROW", 0x34),
             ("AXIS_SPARSE_ROW", 0x35),
+            ("AXIS_TILE", 0x36),
         ];
         for (name, code) in seed {
             assert_eq!(

@@ -161,6 +161,7 @@ fn indexed_axis(v: &crate::Verified<'_>, axis: u16) -> bool {
             || a.opcode == Opcode::AXIS_DENSE_DYN as u8
             || a.opcode == Opcode::AXIS_RAGGED as u8
             || a.opcode == Opcode::AXIS_RAGGED_ROW as u8
+            || a.opcode == Opcode::AXIS_TILE as u8
     })
 }
 

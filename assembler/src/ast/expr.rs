@@ -149,6 +149,15 @@ impl<'s> Parser<'_, 's> {
                 }) {
                     return self.binder(op, t);
                 }
+                if let ("tile_start" | "tile_end", true) = (lower.as_str(), self.peek().is("(")) {
+                    self.bump();
+                    let var = self.ident("a `tile(…)` loop's variable")?;
+                    let close = self.expect(")")?;
+                    return Ok(Expr {
+                        kind: ExprK::TileBound(lower == "tile_end", var),
+                        span: t.span.to(close.span),
+                    });
+                }
                 let fun = match lower.as_str() {
                     "min" => Some(ExprOp::MIN),
                     "max" => Some(ExprOp::MAX),

@@ -38,6 +38,10 @@ pub enum ExprK {
     Un(ExprOp, Box<Expr>),
     /// Binary operator or `min` / `max` / `ceil_div`.
     Bin(ExprOp, Box<Expr>, Box<Expr>),
+    /// `tile_start(v)` (false) or `tile_end(v)` (true): the first element of the tile a
+    /// `tile(…)` loop's variable `v` stands for, or the end of it (exclusive; the last tile's
+    /// is the axis's extent).
+    TileBound(bool, Ident),
     /// A reduction or search (`@plan` values only): `sum(v in lo .. hi: body)` and `max`,
     /// `min`, `search` alike (`lo ..= hi` is written `lo .. hi + 1` here).
     Bind(ExprOp, Ident, Box<Expr>, Box<Expr>, Box<Expr>),
@@ -61,6 +65,9 @@ pub enum Axis {
     SparseRow(Expr, Ident, Ident),
     /// `%param` or `param`: a workload parameter's axis.
     Ref(Ident),
+    /// `tile(axis, size)` (ptovm; PTO-WSP's `PTO_TILE`): the tiles of `size` elements of a
+    /// dense, dynamic or ragged-row axis, the last one partial.
+    Tile(Box<Axis>, Expr, Span),
 }
 
 /// A dispatch policy as written.

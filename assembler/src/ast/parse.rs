@@ -272,7 +272,7 @@ impl<'s> Parser<'_, 's> {
         if self.eat("%") {
             return Ok(Axis::Ref(self.ident("a workload parameter name")?));
         }
-        let kw = self.ident("an axis (`dense[N]`, `dense_dyn(n)`, `dense_dyn(lengths[row])`, `ragged(outer, lengths)`, `sparse(outer, indptr, indices)`, `sparse_row(row, indptr, indices)` or a parameter)")?;
+        let kw = self.ident("an axis (`dense[N]`, `dense_dyn(n)`, `dense_dyn(lengths[row])`, `ragged(outer, lengths)`, `sparse(outer, indptr, indices)`, `sparse_row(row, indptr, indices)`, `tile(axis, size)` or a parameter)")?;
         let lower = kw.name.to_ascii_lowercase();
         match lower.as_str() {
             "dense" => {
@@ -316,6 +316,14 @@ impl<'s> Parser<'_, 's> {
                 } else {
                     Axis::Sparse(first, indptr, indices)
                 })
+            }
+            "tile" if self.peek().is("(") => {
+                self.expect("(")?;
+                let base = self.axis()?;
+                self.expect(",")?;
+                let size = self.expr()?;
+                let close = self.expect(")")?;
+                Ok(Axis::Tile(Box::new(base), size, kw.span.to(close.span)))
             }
             _ => Ok(Axis::Ref(kw)),
         }

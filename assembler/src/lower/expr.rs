@@ -147,6 +147,37 @@ impl<'a> Lower<'a, '_, '_> {
                 push(self, *op, 0, 0);
                 Ok(da.max(db + 1))
             }
+            ExprK::TileBound(end, var) => {
+                let tile = match self.meaning(&var.name, var.span, ctx)? {
+                    Meaning::Var(d) => self.tiles.get(&d).cloned().map(|t| (d, t)),
+                    Meaning::Named(..) => None,
+                };
+                let Some((d, t)) = tile else {
+                    return Err(self.rep.error(
+                        DiagKind::Type,
+                        var.span,
+                        format!(
+                            "`{}` is not the variable of an enclosing `tile(…)` loop",
+                            var.name
+                        ),
+                    ));
+                };
+                let rec = |op: ExprOp, op1: u16, op2: u32| Record::new(op as u8, 0, op1, op2);
+                // start = v × size; end = min((v + 1) × size, extent).
+                let mut nodes = vec![rec(ExprOp::VAR, d as u16, 0)];
+                if *end {
+                    nodes.extend([rec(ExprOp::CONST, 0, 1), rec(ExprOp::ADD, 0, 0)]);
+                }
+                nodes.extend(t.size.iter().copied());
+                nodes.push(rec(ExprOp::MUL, 0, 0));
+                if *end {
+                    nodes.extend(t.extent.iter().copied());
+                    nodes.push(rec(ExprOp::MIN, 0, 0));
+                }
+                let depth = stack_need(&nodes);
+                self.m.exprs.extend(nodes);
+                Ok(depth)
+            }
             ExprK::Bind(op, _, lo, hi, body) => {
                 let dl = self.emit_expr(lo, ctx)?;
                 let dh = self.emit_expr(hi, ctx)?;
@@ -165,11 +196,45 @@ impl<'a> Lower<'a, '_, '_> {
         }
     }
 
+    /// For a loop over `axis_id` when it is a tiled axis: its size and its base's extent as
+    /// nodes (`tile_start`, `tile_end`).
+    pub(super) fn tile_bounds(&self, axis_id: u16, span: Span) -> R<Option<TileBounds>> {
+        let a = self.m.axes[axis_id as usize];
+        if a.opcode != Opcode::AXIS_TILE as u8 {
+            return Ok(None);
+        }
+        let nodes = |start: u32| -> Vec<Record> {
+            self.m.exprs[start as usize..]
+                .iter()
+                .take_while(|r| r.opcode != ExprOp::END as u8)
+                .copied()
+                .collect()
+        };
+        let base = self.m.axes[a.op1() as usize];
+        let rec = |op: ExprOp, op1: u16, op2: u32| Record::new(op as u8, 0, op1, op2);
+        let extent = match Opcode::from_u8(base.opcode) {
+            Some(Opcode::AXIS_DENSE) => {
+                let n = self.int32(base.op2() as u64, span)?;
+                vec![rec(ExprOp::CONST, 0, n as u32)]
+            }
+            Some(Opcode::AXIS_DENSE_DYN) => vec![rec(ExprOp::PARAM, base.op1(), 0)],
+            _ => {
+                let mut row = nodes(base.op2());
+                row.push(rec(ExprOp::ELEM, base.op1(), 0));
+                row
+            }
+        };
+        Ok(Some(TileBounds {
+            size: nodes(a.op2()),
+            extent,
+        }))
+    }
+
     /// Lowers the body of every reduction and search in `e` (innermost first), each with its
     /// variable bound, into [`Lower::bodies`]; refuses them outside a planned value.
     fn lower_bodies(&mut self, e: &Expr, ctx: Ctx) -> R<()> {
         match &e.kind {
-            ExprK::Int(_) | ExprK::Name(_) => Ok(()),
+            ExprK::Int(_) | ExprK::Name(_) | ExprK::TileBound(..) => Ok(()),
             ExprK::Elem(_, a) | ExprK::Un(_, a) => self.lower_bodies(a, ctx),
             ExprK::Bin(_, a, b) => {
                 self.lower_bodies(a, ctx)?;
@@ -363,6 +428,24 @@ impl<'a> Lower<'a, '_, '_> {
                 let r = Record::new(op as u8, 0, p, (e as u32) | ((i as u32) << 16));
                 Ok((self.add_axis(r, indptr.span)?, true))
             }
+            Axis::Tile(base, size, span) => {
+                if !matches!(
+                    **base,
+                    Axis::Dense(..) | Axis::DenseDyn(_) | Axis::RaggedRow(..)
+                ) {
+                    return Err(self.rep.error(
+                        DiagKind::Type,
+                        *span,
+                        "`tile(axis, size)` tiles a `dense[N]`, `dense_dyn(n)` or `dense_dyn(lengths[row])` axis",
+                    ));
+                }
+                let (b, _) = self.axis(base)?;
+                let e = self.expr(size, Ctx::Scope)?;
+                Ok((
+                    self.add_axis(Record::new(Opcode::AXIS_TILE as u8, 0, b, e as u32), *span)?,
+                    false,
+                ))
+            }
             Axis::Ref(name) => match self.resolve(&name.name, self.cur) {
                 // A parameter of the selected workload, possibly passed down by calls: lowered
                 // in that workload's scope (a ragged or sparse parameter's `outer` or `row`
@@ -394,4 +477,19 @@ impl<'a> Lower<'a, '_, '_> {
             },
         }
     }
+}
+
+/// The evaluation stack postfix `nodes` need (each well formed: leaves push, unary operators
+/// keep, binary ones pop one).
+fn stack_need(nodes: &[Record]) -> usize {
+    let (mut sp, mut most) = (0usize, 0usize);
+    for r in nodes {
+        match ExprOp::from_u8(r.opcode).map(|o| o.kind()) {
+            Some(ExprKind::Leaf) => sp += 1,
+            Some(ExprKind::Binary | ExprKind::Binder) => sp = sp.saturating_sub(1),
+            _ => {}
+        }
+        most = most.max(sp);
+    }
+    most
 }

@@ -96,6 +96,17 @@ struct Lower<'a, 'r, 's> {
     plan_vars: Vec<String>,
     /// Each reduction body's expression, lowered before the expression holding it.
     bodies: HashMap<*const Expr, u16>,
+    /// The enclosing `tile(…)` loops by depth: their tile size and their base axis's extent as
+    /// expression nodes, for `tile_start` and `tile_end`.
+    tiles: HashMap<u32, TileBounds>,
+}
+
+/// A `tile(…)` loop's size and its base axis's extent, as postfix nodes (no `END`) that read
+/// the same values wherever they are copied: loop variables by depth, runtime slots.
+#[derive(Clone)]
+struct TileBounds {
+    size: Vec<Record>,
+    extent: Vec<Record>,
 }
 
 /// How `stream_by` lowers: every task gets one more IO record, an `IO_INOUT` of its stream's
@@ -237,6 +248,7 @@ pub fn lower(
         plan_now: None,
         plan_vars: vec![],
         bodies: HashMap::new(),
+        tiles: HashMap::new(),
     };
     l.m.code.clear();
     l.name_fits(&w.name)?;

@@ -92,9 +92,14 @@ impl<'a> Lower<'a, '_, '_> {
                     ));
                 }
                 let at = self.emit(*op, 0, axis_id, 0);
+                let depth = self.scope.len() as u32;
+                if let Some(t) = self.tile_bounds(axis_id, s.span)? {
+                    self.tiles.insert(depth, t);
+                }
                 self.scope.push(var.name.clone());
                 self.stmts(body)?;
                 self.scope.pop();
+                self.tiles.remove(&depth);
                 self.patch_end(at, s.span)?;
                 self.frames -= 1;
             }

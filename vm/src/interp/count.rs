@@ -345,6 +345,8 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             }
             Some(Opcode::AXIS_SPARSE) => array.iter().copied().max().unwrap_or(0) as u64,
             Some(Opcode::AXIS_RAGGED_ROW) => array.iter().max().map_or(0, |&l| l as u64),
+            // At most one tile per element (a size is at least 1); the base is not a tile.
+            Some(Opcode::AXIS_TILE) if a.op1() != axis => self.max_extent(a.op1()),
             Some(Opcode::AXIS_SPARSE_ROW) => array
                 .windows(2)
                 .map(|w| w[1].saturating_sub(w[0]) as u64)

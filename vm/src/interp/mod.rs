@@ -415,9 +415,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 }
                 Some(Opcode::PARALLEL_FOR | Opcode::FOR_EACH | Opcode::SELECT) => {
                     let a = self.axis_rec(r.op1());
-                    Opcode::from_u8(a.opcode)
-                        .and_then(|o| o.axis_expr(&a))
-                        .is_some_and(|e| self.expr_reads(e, d))
+                    Opcode::loop_exprs(self.v.axes(), &a)
+                        .into_iter()
+                        .flatten()
+                        .any(|e| self.expr_reads(e, d))
                 }
                 _ => false,
             };
@@ -499,6 +500,16 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                         len: lens.len(),
                     }),
                 }
+            }
+            Some(Opcode::AXIS_TILE) => {
+                // The base (verified: an earlier dense, dynamic or ragged-row axis), then the
+                // tile size: ceil(extent / size) tiles, the last one partial.
+                let (ext, _, _) = self.axis(a.op1(), pc)?;
+                let size = self.eval(a.op2(), pc)?;
+                if size < 1 {
+                    return Err(RunError::TileSize { pc, size });
+                }
+                Ok((ext.div_ceil(size as u64), 0, NONE16))
             }
             Some(Opcode::AXIS_SPARSE_ROW) => {
                 let row = self.eval(a.op2() & 0xFFFF, pc)?;

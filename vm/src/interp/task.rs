@@ -59,6 +59,14 @@ pub enum RunError {
         /// The dimension's extent.
         extent: i64,
     },
+    /// A tiled axis (`AXIS_TILE`) whose tile size is below 1 where its loop starts.
+    #[error("instruction {pc}: tile size {size} (a tile holds at least one element)")]
+    TileSize {
+        /// Instruction index of the loop.
+        pc: u32,
+        /// The size.
+        size: i64,
+    },
     /// More tasks than a 64-bit counter holds.
     #[error("the program generates more than 2^64 - 1 tasks")]
     TooManyTasks,

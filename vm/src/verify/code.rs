@@ -18,7 +18,7 @@ impl<'v, 'a> Checker<'v, 'a> {
         };
         // Axis records were checked by `axes`; the opcode is an AXIS_* one.
         let op = Opcode::from_u8(r.opcode).unwrap_or(Opcode::AXIS_DENSE);
-        if let Some(e) = op.axis_expr(r) {
+        for e in Opcode::loop_exprs(self.v.axes, r).into_iter().flatten() {
             self.expr(e, Some(loops), at)?;
         }
         Ok(op)

@@ -457,6 +457,39 @@ impl<'v, 'a> Checker<'v, 'a> {
                     self.slot(r.op2() >> 16, ParamKind::Array, at)?;
                     row_ok(r.op2() & 0xFFFF)?;
                 }
+                Opcode::AXIS_TILE => {
+                    // The base: an earlier axis whose values are its indices 0 .. extent and
+                    // whose extent is one number (not a tile, a flattened or a sparse axis).
+                    let base = r.op1() as u32;
+                    if base >= i as u32 {
+                        return Err(VerifyError {
+                            kind: ErrorKind::OutOfRange {
+                                what: "tiled axis (an earlier axis)",
+                                index: base,
+                                len: i as u32,
+                            },
+                            at,
+                        });
+                    }
+                    let b = self.v.axes[base as usize].opcode;
+                    let tileable = [
+                        Opcode::AXIS_DENSE,
+                        Opcode::AXIS_DENSE_DYN,
+                        Opcode::AXIS_RAGGED_ROW,
+                    ]
+                    .iter()
+                    .any(|o| *o as u8 == b);
+                    if !tileable {
+                        return Err(VerifyError {
+                            kind: ErrorKind::BadCode {
+                                what: "tiled axis kind (dense, dense_dyn or a ragged row)",
+                                value: b as u32,
+                            },
+                            at,
+                        });
+                    }
+                    row_ok(r.op2())?;
+                }
                 _ => {}
             }
         }
