@@ -242,6 +242,7 @@ pub fn run(v: &Verified<'_>, m: &Module, vals: &[Value<'_>], o: &Opts) -> Result
                     "id": t.id,
                     "kernel": m.kernels[t.kernel as usize].name,
                     "pool": t.pool.name(),
+                    "tier": t.tier,
                     "params": t.params,
                     "regions": t.io.iter().map(|io| json!({
                         "tensor": m.tensors[io.tensor as usize].name,

@@ -58,7 +58,7 @@ fn syntax() {
         DiagKind::Syntax,
         1,
         2,
-        "unknown item `@flow`; expected `@workload`, `@schedule`, `@tensor`, `@kernel`, `@param` or `@plan`",
+        "unknown item `@flow`; expected `@workload`, `@schedule`, `@tensor`, `@kernel`, `@param`, `@plan` or `@tiers`",
     );
     is(
         &fail(""),

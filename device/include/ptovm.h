@@ -369,9 +369,13 @@ typedef struct {
    */
   uint8_t nregions;
   /*
+   The tier that chose the kernel in its tier set (0 for a task that names its kernel).
+   */
+  uint8_t tier;
+  /*
    Zero.
    */
-  uint8_t reserved[3];
+  uint8_t reserved[2];
   /*
    The task's parameter values, in its kernel's parameter order.
    */

@@ -679,6 +679,7 @@ mod tests {
             id,
             kernel: 0,
             pool: Pool::Vector,
+            tier: 0,
             site: 0,
             iter: 0,
             params: vec![],

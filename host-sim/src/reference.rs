@@ -17,6 +17,8 @@ pub struct RefTask {
     pub kernel: u16,
     /// Pool.
     pub pool: Pool,
+    /// The tier that chose its kernel in a tier set (the `TASK`'s `tier`; 0 without one).
+    pub tier: u8,
     /// Instruction index of the TASK.
     pub site: u32,
     /// Where its iteration sits in the loop whose body holds the TASK directly
@@ -37,6 +39,7 @@ impl RefTask {
             id: t.id,
             kernel: t.kernel,
             pool: t.pool(),
+            tier: t.tier,
             site: t.site,
             iter: t.iter,
             params: t.params().to_vec(),
@@ -414,6 +417,7 @@ impl Walker<'_, '_, '_> {
             id,
             kernel: r.op1(),
             pool: Pool::from_u8(kernel.pool).expect("verified"),
+            tier: r.flags,
             site: pc,
             iter,
             params,

@@ -40,6 +40,7 @@ pub fn expected_bound(
                 kernel: t.kernel,
                 pool: u8::from(t.pool != Pool::Cube),
                 nparams: t.params.len() as u8,
+                tier: t.tier,
                 ..Descriptor::default()
             };
             d.params[..t.params.len()].copy_from_slice(&t.params);

@@ -94,7 +94,9 @@ impl Gen {
     fn expr(&mut self, d: u32) -> String {
         let leaf = d == 0 || self.below(3) == 0;
         if leaf {
-            if !self.tiles.is_empty() && self.below(5) == 0 {
+            // A tile bound copies its loop's size and extent into the expression (spec/pto.md
+            // §4): only near the top of one, so it stays within the evaluation stack.
+            if d >= 2 && !self.tiles.is_empty() && self.below(3) == 0 {
                 let i = self.below(self.tiles.len() as u64) as usize;
                 let t = self.tiles[i].clone();
                 return format!("{}({t})", self.pick(&["tile_start", "tile_end"]));
@@ -215,9 +217,16 @@ impl Gen {
     }
 
     fn task(&mut self) -> String {
-        // k0(a): vector(in x); k1(a, b): cube(in x, out y); k2: undeclared.
-        match self.below(3) {
+        // k0(a): vector(in x); k1(a, b): cube(in x, out y); k2: undeclared; the tier set t0
+        // of k0 and k3(a): cube(in x).
+        match self.below(4) {
             0 => format!("task @k0({}) resources({})", self.expr(2), self.resource()),
+            3 => format!(
+                "task @t0[{}]({}) resources({})",
+                self.expr(2),
+                self.expr(1),
+                self.resource()
+            ),
             1 => format!(
                 "task @k1({}, {}) resources({}, {})",
                 self.expr(1),
@@ -265,8 +274,10 @@ impl Gen {
                     // PTO-WSP's flattened sparse axis, under a parallel_for.
                     (4, _) => "sparse(min(p0, 3), a2, a3)".to_string(),
                     // Tiles (PTO_TILE) of a dynamic axis and of a ragged row.
-                    (5, _) => format!("tile(dense_dyn(p1), max(1, {}))", self.expr(1)),
-                    (6, Some(w)) => format!("tile(dense_dyn(a1[{w}]), 1 + {w} % 3)"),
+                    // (A leaf for the size: `tile_end` copies it into expressions that must
+                    // stay within the evaluation stack.)
+                    (5, _) => format!("tile(dense_dyn(p1), max(1, {}))", self.expr(0)),
+                    (6, Some(w)) => format!("tile(dense_dyn(a1[{w}]), max(1, {w}))"),
                     _ if self.in_callee => "%ga".to_string(),
                     _ => "%outer".to_string(),
                 };
@@ -337,9 +348,9 @@ impl Gen {
     /// A whole module. Every task sits inside the loop `top`, so the schedule may read it.
     pub fn module(&mut self) -> String {
         let decls = if self.runnable {
-            "@tensor R0: f16[80]\n@tensor R1: f32[80, 80]\n@kernel k0(a): vector(in x)\n@kernel k1(a, b): cube(in x, out y)\n"
+            "@tensor R0: f16[80]\n@tensor R1: f32[80, 80]\n@kernel k0(a): vector(in x)\n@kernel k1(a, b): cube(in x, out y)\n@kernel k3(a): cube(in x)\n@tiers t0(v) { v < 3: k0\n v < 6: k3\n default: k0 }\n"
         } else {
-            "@tensor T0: f16[p0]\n@tensor T1: f32[8, p1]\n@tensor T2: bf16[2, 3, 4]\n@kernel k0(a): vector(in x)\n@kernel k1(a, b): cube(in x, out y)\n"
+            "@tensor T0: f16[p0]\n@tensor T1: f32[8, p1]\n@tensor T2: bf16[2, 3, 4]\n@kernel k0(a): vector(in x)\n@kernel k1(a, b): cube(in x, out y)\n@kernel k3(a): cube(in x)\n@tiers t0(v) { v < 3: k0\n v < 6: k3\n default: k0 }\n"
         };
         let mut m = String::from(decls);
         // Sometimes values planned at launch: a sum over an array and a binary search.

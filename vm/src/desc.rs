@@ -72,8 +72,10 @@ pub struct Descriptor {
     pub nparams: u8,
     /// Regions given (`regions[..nregions]`).
     pub nregions: u8,
+    /// The tier that chose the kernel in its tier set (0 for a task that names its kernel).
+    pub tier: u8,
     /// Zero.
-    pub reserved: [u8; 3],
+    pub reserved: [u8; 2],
     /// The task's parameter values, in its kernel's parameter order.
     pub params: [i64; 16],
     /// Its regions, in its `resources(…)` order.
@@ -434,7 +436,8 @@ pub fn write(words: &[AtomicU64], t: &Task, tensors: &[Binding]) -> bool {
         u64::from(t.kernel)
             | (crate::sched::pool_index(t.pool()) as u64) << 16
             | (params.len() as u64) << 24
-            | nregions << 32,
+            | nregions << 32
+            | u64::from(t.tier) << 40,
     );
     let mut at = HEADER_WORDS;
     for &p in params {
@@ -504,6 +507,7 @@ pub fn read(words: &[AtomicU64]) -> Descriptor {
     d.pool = (header >> 16) as u8;
     d.nparams = ((header >> 24) as u8).min(limits::MAX_TASK_PARAMS as u8);
     d.nregions = ((header >> 32) as u8).min(limits::MAX_TASK_IO as u8);
+    d.tier = (header >> 40) as u8;
     for i in 0..d.nparams as usize {
         d.params[i] = load(HEADER_WORDS + i) as i64;
     }

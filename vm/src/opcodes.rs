@@ -126,8 +126,10 @@ opcode_table! {
     COMBINE = 0x14, Block, ["branches": Op1, "end": Op2];
     /// `sequential { steps }`: `steps` direct child statements, in order.
     SEQUENTIAL = 0x15, Block, ["steps": Op1, "end": Op2];
-    /// Emits one task of `kernel`, followed by `params` PARAM_* and `io` IO_* records.
-    TASK = 0x20, Task, ["kernel": Op1, "params": Op2Lo, "io": Op2Hi];
+    /// Emits one task of `kernel`, followed by `params` PARAM_* and `io` IO_* records; `tier`
+    /// is the index of the tier that chose `kernel` in its tier set (0 without one), which the
+    /// task's descriptor carries.
+    TASK = 0x20, Task, ["kernel": Op1, "params": Op2Lo, "io": Op2Hi, "tier": Flags];
     /// A constant task parameter.
     PARAM_CONST = 0x21, Param, ["value": Op2Signed];
     /// A task parameter equal to the loop variable at `depth` (0 = outermost).

@@ -154,8 +154,10 @@ pub enum StmtK {
     },
     /// `task @k(args) resources(...)`.
     Task {
-        /// Kernel name.
+        /// Kernel name, or a tier set's with `selector`.
         kernel: Ident,
+        /// `task @tiers[selector](…)`: the value a tier set chooses the kernel by.
+        selector: Option<Expr>,
         /// Scalar arguments.
         args: Vec<Expr>,
         /// Resources.
@@ -261,6 +263,23 @@ pub struct PlanDecl {
     pub expr: Expr,
 }
 
+/// `@tiers NAME(v) { cond: kernel … default: kernel }` (ptovm extension; PTO-WSP's
+/// `PTO_TIER_DEF`): kernel variants chosen by a value `v`, the first tier whose condition holds,
+/// else the default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TierDecl {
+    /// Name.
+    pub name: Ident,
+    /// The value's name in the conditions.
+    pub var: Ident,
+    /// The tiers in order: condition and kernel.
+    pub tiers: Vec<(Expr, Ident)>,
+    /// The default's kernel (required; its absence is reported at lowering, located).
+    pub default: Option<Ident>,
+    /// The whole declaration.
+    pub span: Span,
+}
+
 /// A default value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ParamValue {
@@ -279,6 +298,8 @@ pub struct ModuleAst {
     pub params: Vec<ParamDecl>,
     /// Planned values, in text order (the order they are computed in).
     pub plans: Vec<PlanDecl>,
+    /// Tier sets.
+    pub tiers: Vec<TierDecl>,
     /// Workloads in order.
     pub workloads: Vec<Workload>,
     /// Schedules in order.

@@ -195,12 +195,12 @@ impl<'s> Parser<'_, 's> {
                 continue;
             }
             if !t.is("@") {
-                return self.expected("`@workload`, `@schedule`, `@tensor`, `@kernel`, `@param`, `@plan` or a header line (`module \"name\"`)");
+                return self.expected("`@workload`, `@schedule`, `@tensor`, `@kernel`, `@param`, `@plan`, `@tiers` or a header line (`module \"name\"`)");
             }
             self.bump();
             items = true;
             let kw = self.keyword(
-                "`workload`, `schedule`, `tensor`, `kernel`, `param` or `plan` after `@`",
+                "`workload`, `schedule`, `tensor`, `kernel`, `param`, `plan` or `tiers` after `@`",
             )?;
             match kw.name.as_str() {
                 "workload" => m.workloads.push(self.workload()?),
@@ -208,13 +208,14 @@ impl<'s> Parser<'_, 's> {
                 "tensor" => m.tensors.push(self.tensor()?),
                 "kernel" => m.kernels.push(self.kernel()?),
                 "param" => m.params.push(self.param()?),
+                "tiers" => m.tiers.push(self.tiers(kw.span)?),
                 "plan" => {
                     let name = self.ident("a planned value's name")?;
                     self.expect("=")?;
                     let expr = self.expr()?;
                     m.plans.push(PlanDecl { name, expr });
                 }
-                other => return self.err(kw.span, format!("unknown item `@{other}`; expected `@workload`, `@schedule`, `@tensor`, `@kernel`, `@param` or `@plan`")),
+                other => return self.err(kw.span, format!("unknown item `@{other}`; expected `@workload`, `@schedule`, `@tensor`, `@kernel`, `@param`, `@plan` or `@tiers`")),
             }
         }
     }
@@ -234,6 +235,43 @@ impl<'s> Parser<'_, 's> {
         };
         self.expect("]")?;
         Ok(level)
+    }
+
+    /// The rest of `@tiers NAME(v) { cond: kernel, …, default: kernel }` after `tiers`.
+    pub(super) fn tiers(&mut self, at: Span) -> PR<TierDecl> {
+        let name = self.ident("a tier set's name")?;
+        self.expect("(")?;
+        let var = self.ident("the name of the value the tiers test")?;
+        self.expect(")")?;
+        self.expect("{")?;
+        let (mut tiers, mut default) = (vec![], None);
+        loop {
+            while self.eat(",") || self.eat(";") {}
+            if self.eat("}") {
+                break;
+            }
+            if default.is_some() {
+                return self.expected("`}`: the default is the last tier");
+            }
+            if self.peek().is("default") && self.peek2().is(":") {
+                self.bump();
+                self.bump();
+                default = Some(self.ident("the default's kernel")?);
+                continue;
+            }
+            let cond = self.expr()?;
+            self.expect(":")?;
+            let kernel = self.ident("the tier's kernel")?;
+            tiers.push((cond, kernel));
+        }
+        let span = at.to(self.toks[self.pos.saturating_sub(1)].span);
+        Ok(TierDecl {
+            name,
+            var,
+            tiers,
+            default,
+            span,
+        })
     }
 
     /// `@param NAME = N` or `@param NAME = [a, b, ...]`.
@@ -407,6 +445,13 @@ impl<'s> Parser<'_, 's> {
             "task" => {
                 self.expect("@")?;
                 let kernel = self.ident("a kernel name")?;
+                let selector = if self.eat("[") {
+                    let e = self.expr()?;
+                    self.expect("]")?;
+                    Some(e)
+                } else {
+                    None
+                };
                 self.expect("(")?;
                 let args = self.list(")", |p| p.expr())?;
                 let mut resources = vec![];
@@ -416,6 +461,7 @@ impl<'s> Parser<'_, 's> {
                 }
                 StmtK::Task {
                     kernel,
+                    selector,
                     args,
                     resources,
                 }

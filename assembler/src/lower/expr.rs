@@ -31,6 +31,13 @@ impl<'a> Lower<'a, '_, '_> {
                 Some(None) => Err(self.rep.error(DiagKind::Type, span, format!("loop variable `{name}` is bound at different depths in the workload; a schedule cannot tell which is meant"))),
                 None => Ok(named(name)),
             },
+            Ctx::Tier => {
+                if self.var_depths.contains_key(name) {
+                    Err(self.rep.error(DiagKind::Type, span, format!("`{name}` is a loop variable; a tier's condition reads only its tier set's value and runtime parameters")))
+                } else {
+                    Ok(named(name))
+                }
+            }
             Ctx::Plan => match self.plan_vars.iter().rposition(|v| v == name) {
                 Some(d) => Ok(Meaning::Var(d as u32)),
                 None => Ok(named(name)),
@@ -91,6 +98,16 @@ impl<'a> Lower<'a, '_, '_> {
                 let v = self.int32(*v, e.span)?;
                 push(self, ExprOp::CONST, 0, v as u32);
                 Ok(1)
+            }
+            ExprK::Name(n) if self.tier_subst.as_ref().is_some_and(|(v, _)| v == n) => {
+                // A tier's value: the task's selector, in the task's scope (and not itself
+                // substituted again).
+                let Some((v, sel)) = self.tier_subst.take() else {
+                    return Ok(0);
+                };
+                let d = self.emit_expr(&sel, Ctx::Scope);
+                self.tier_subst = Some((v, sel));
+                d
             }
             ExprK::Name(n) => {
                 match self.meaning(n, e.span, ctx)? {
@@ -232,7 +249,7 @@ impl<'a> Lower<'a, '_, '_> {
 
     /// Lowers the body of every reduction and search in `e` (innermost first), each with its
     /// variable bound, into [`Lower::bodies`]; refuses them outside a planned value.
-    fn lower_bodies(&mut self, e: &Expr, ctx: Ctx) -> R<()> {
+    pub(super) fn lower_bodies(&mut self, e: &Expr, ctx: Ctx) -> R<()> {
         match &e.kind {
             ExprK::Int(_) | ExprK::Name(_) | ExprK::TileBound(..) => Ok(()),
             ExprK::Elem(_, a) | ExprK::Un(_, a) => self.lower_bodies(a, ctx),

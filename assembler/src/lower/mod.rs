@@ -25,6 +25,7 @@ mod expr;
 mod schedule;
 mod scope;
 mod stmt;
+mod tiers;
 
 use scope::{Binding, Frame, Meaning};
 
@@ -52,6 +53,8 @@ enum Ctx {
     /// A planned value: the variables of the reductions around (`Lower::plan_vars`), no loop
     /// variable.
     Plan,
+    /// A tier's condition: its tier set's value (`Lower::tier_subst`) and runtime parameters.
+    Tier,
 }
 
 /// The slot a planned value's name lowers to until the given slots are all known: plan `i`
@@ -99,6 +102,11 @@ struct Lower<'a, 'r, 's> {
     /// The enclosing `tile(…)` loops by depth: their tile size and their base axis's extent as
     /// expression nodes, for `tile_start` and `tile_end`.
     tiles: HashMap<u32, TileBounds>,
+    /// Tier sets by name (checked before the workload is lowered).
+    tier_sets: HashMap<String, &'a crate::ast::TierDecl>,
+    /// While a tier's condition is lowered: its value's name and the task's selector, which
+    /// the name stands for.
+    tier_subst: Option<(String, Expr)>,
 }
 
 /// A `tile(…)` loop's size and its base axis's extent, as postfix nodes (no `END`) that read
@@ -249,6 +257,8 @@ pub fn lower(
         plan_vars: vec![],
         bodies: HashMap::new(),
         tiles: HashMap::new(),
+        tier_sets: HashMap::new(),
+        tier_subst: None,
     };
     l.m.code.clear();
     l.name_fits(&w.name)?;
@@ -293,6 +303,7 @@ pub fn lower(
     for k in &ast.kernels {
         l.kernel_decl(k)?;
     }
+    l.tier_decls()?;
     scope::collect_vars(ast, &w.body, 0, &mut l.var_depths, &mut vec![&w.name.name]);
     let layouts = match sched {
         Some(s) => l.schedule(s)?,

@@ -185,9 +185,28 @@ impl<'a> Lower<'a, '_, '_> {
             StmtK::Call { target, args } => self.call(target, args)?,
             StmtK::Task {
                 kernel,
+                selector: Some(sel),
                 args,
                 resources,
-            } => self.task(s, kernel, args, resources)?,
+            } => self.tiered_task(s, kernel, sel, args, resources)?,
+            StmtK::Task {
+                kernel,
+                selector: None,
+                args,
+                resources,
+            } => {
+                if self.tier_sets.contains_key(&kernel.name) {
+                    return Err(self.rep.error(
+                        DiagKind::Type,
+                        kernel.span,
+                        format!(
+                            "`{0}` is a tier set: give the value it chooses by, `task @{0}[value](…)`",
+                            kernel.name
+                        ),
+                    ));
+                }
+                self.task(s, kernel, args, resources, 0)?
+            }
         }
         Ok(())
     }
@@ -198,6 +217,7 @@ impl<'a> Lower<'a, '_, '_> {
         kernel: &Ident,
         args: &[Expr],
         resources: &[crate::ast::Resource],
+        tier: u8,
     ) -> R<()> {
         let (need, pspan) = self.need;
         if need as usize > self.scope.len() {
@@ -311,7 +331,7 @@ impl<'a> Lower<'a, '_, '_> {
         }
         self.emit(
             Opcode::TASK,
-            0,
+            tier,
             kid,
             args.len() as u32 | ((resources.len() + streamed) as u32) << 16,
         );

@@ -58,6 +58,7 @@ pub(super) struct Plan {
     site: u32,
     kernel: u16,
     pool: u8,
+    tier: u8,
     nparams: u8,
     nio: u8,
     /// Named dimensions of all its regions (`dims[..ndims]`).
@@ -94,6 +95,7 @@ pub(super) const EMPTY_PLAN: Plan = Plan {
     site: u32::MAX,
     kernel: 0,
     pool: 0,
+    tier: 0,
     nparams: 0,
     nio: 0,
     ndims: 0,
@@ -314,6 +316,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         let mut plan = EMPTY_PLAN;
         plan.site = pc;
         plan.kernel = r.op1();
+        plan.tier = r.flags;
         plan.pool = self.v.kernels().get(r.op1() as usize).map_or(0, |k| k.pool);
         plan.nparams = np as u8;
         plan.nio = nio as u8;
@@ -539,6 +542,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         task.id = id;
         task.kernel = plan.kernel;
         task.pool = plan.pool;
+        task.tier = plan.tier;
         task.site = pc;
         task.nparams = plan.nparams;
         task.nio = plan.nio;
@@ -598,6 +602,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         self.task.id = id;
         self.task.kernel = r.op1();
         self.task.pool = k.pool;
+        self.task.tier = r.flags;
         self.task.site = pc;
         self.task.nparams = np as u8;
         self.task.nio = nio as u8;

@@ -162,6 +162,8 @@ pub struct Task {
     pub kernel: u16,
     /// Pool code ([`Pool`] as u8).
     pub pool: u8,
+    /// The tier that chose its kernel in a tier set (the `TASK`'s `tier`; 0 without one).
+    pub tier: u8,
     /// Where its iteration sits in the loop whose body holds its `TASK` directly:
     /// [`ITER_FIRST`] and [`ITER_LAST`] (both for a loop of one iteration); 0 for a `TASK`
     /// directly in a block or outside every loop.
@@ -184,6 +186,7 @@ impl Default for Task {
             id: 0,
             kernel: 0,
             pool: 0,
+            tier: 0,
             iter: 0,
             site: 0,
             nparams: 0,
