@@ -266,6 +266,8 @@ pub fn run(v: &Verified<'_>, m: &Module, vals: &[Value<'_>], o: &Opts) -> Result
             "aicpus": n,
             "deps": mode,
             "bytecode_bytes": v.bytes().len(),
+            // A task's descriptor packed in a window slot (the largest task site's), in words.
+            "descriptor_words": ptovm_vm::desc::slot_words(v),
             "tasks_total": reference.len(),
             "cube_tasks": cube,
             "vector_tasks": reference.len() - cube,

@@ -30,7 +30,8 @@ pub fn expected_bound(
     let v = verify(code).ok()?;
     let vals = values(params);
     let p = RuntimeParams::new(&v, &vals).ok()?;
-    let scalar = |slot: usize| params[slot].1;
+    // A given scalar, or past them a planned value (`@plan`, which a tensor dimension may name).
+    let scalar = |slot: usize| p.scalar(slot);
     let tasks = expand(&v, &p, 1, u64::MAX).ok()?;
     let descs = tasks
         .iter()

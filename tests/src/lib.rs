@@ -762,7 +762,7 @@ pub fn examples() -> Vec<(&'static str, Vec<u8>, Params)> {
 /// The bundled examples' small parameters, by name: small enough that a computing run
 /// (`compute::run`) takes milliseconds.
 pub fn example_params() -> Vec<(&'static str, Named<'static>)> {
-    let cases: [(&str, Named); 5] = [
+    let cases: [(&str, Named); 6] = [
         (
             "llama_layer.pto",
             vec![("N", 8, vec![]), ("D", 64, vec![]), ("F", 176, vec![])],
@@ -792,6 +792,19 @@ pub fn example_params() -> Vec<(&'static str, Named<'static>)> {
                 ("page", 16, vec![]),
                 ("kv_len", 0, vec![10, 40, 20]),
                 ("kv_chunks", 0, vec![1, 3, 2]),
+            ],
+        ),
+        (
+            "decode_planned.pto",
+            vec![
+                ("B", 4, vec![]),
+                ("H", 2, vec![]),
+                ("D", 16, vec![]),
+                ("max_len", 40, vec![]),
+                ("max_blocks", 10, vec![]),
+                // Empty, one token, split into chunks of 14, 14 and 12 (the plan: 5 chunks of
+                // 2 heads fit 10 blocks first at 14 tokens), unsplit.
+                ("kv_len", 0, vec![0, 1, 40, 9]),
             ],
         ),
     ];

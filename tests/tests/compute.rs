@@ -14,11 +14,12 @@ use ptovm_vm::{verify, RuntimeParams};
 /// The examples that compute (control.pto's kernels are not in the library: see
 /// `a_kernel_the_library_lacks_is_an_error`), with a loop variable for dispatch expressions and
 /// a runtime scalar for `threshold`.
-const COMPUTING: [(&str, &str, &str); 4] = [
+const COMPUTING: [(&str, &str, &str); 5] = [
     ("attention.pto", "b", "batch"),
     ("llama_layer.pto", "t", "N"),
     ("moe.pto", "e", "T"),
     ("flash_decode.pto", "b", "B"),
+    ("decode_planned.pto", "b", "B"),
 ];
 
 fn opts(aicpus: u32, window: usize) -> sim::Options {
@@ -345,4 +346,49 @@ fn written_tensors_save_as_npy() {
     let data = &bytes[10 + header_len..];
     let first = f32::from_le_bytes(data[..4].try_into().unwrap());
     assert_eq!(first, y.get(0));
+}
+
+/// `examples/decode_planned.pto` (issue 20's FlashAttention decode): the chunk size planned on
+/// the AICPU, tiles with a partial last chunk, a kernel tier per chunk, and a merge only for a
+/// request of more than one chunk — checked against naive attention whatever the plan: split
+/// (the defaults), at the search's lower bound (a machine of many blocks: chunks of
+/// `min_chunk`), and no split at all (a machine too small for any split).
+#[test]
+fn the_planned_decode_computes_attention_under_every_plan() {
+    use ptovm_tests::example;
+    for (max_blocks, chunk, merges) in [(48u32, 22u32, 3usize), (1000, 8, 4), (4, 96, 0)] {
+        let given = [("max_blocks", max_blocks, vec![])];
+        let (code, params) = example("decode_planned.pto", &given);
+        let v = verify(&code).unwrap();
+        let vals = values(&params);
+        let p = RuntimeParams::new(&v, &vals).unwrap();
+        // `chunk` is the third plan.
+        assert_eq!(p.planned().values[2], chunk, "max_blocks {max_blocks}");
+        let tasks = ptovm_host_sim::reference_expand(&v, &p, 4, 1 << 12).unwrap();
+        let m = ptovm_assembler::Module::decode(&v);
+        let named = |k: &str| {
+            tasks
+                .iter()
+                .filter(|t| m.kernels[t.kernel as usize].name == k)
+                .count()
+        };
+        // Requests of 0, 1, 40, 96, 17 and 64 tokens, 4 heads: a merge per split request and
+        // head, and the chunks' tiers by their length.
+        assert_eq!(named("merge_states"), merges * 4, "max_blocks {max_blocks}");
+        for t in &tasks {
+            let k = &m.kernels[t.kernel as usize].name;
+            if k.starts_with("decode_chunk") {
+                let tokens = t.io[1].ranges[2].1 - t.io[1].ranges[2].0;
+                assert!(tokens > 0 && tokens <= chunk as i64);
+                assert_eq!(k.ends_with("short"), tokens <= 16, "{k} of {tokens} tokens");
+                assert_eq!(t.tier, u8::from(tokens > 16));
+            }
+        }
+        for aicpus in [1, 4] {
+            let c = compute(&code, &params, opts(aicpus, 16), 7).unwrap();
+            for x in &c.model.as_ref().unwrap().1 {
+                assert!(x.ok(), "max_blocks {max_blocks}: {x:?}");
+            }
+        }
+    }
 }

@@ -105,6 +105,11 @@ pub const MODELS: &[Model] = &[
         what: "decode attention over each request's whole KV sequence",
         outputs: flash_decode,
     },
+    Model {
+        workload: "decode_planned",
+        what: "decode attention over each request's whole KV sequence",
+        outputs: decode_planned,
+    },
 ];
 
 /// The model of workload `name`.
@@ -325,6 +330,44 @@ fn flash_decode(x: &Inputs<'_>) -> R<Vec<Expected>> {
             let vs: Vec<f64> = (0..len).flat_map(|j| row(&v, j)).collect();
             let qh = &q[(r * heads + h) * d..(r * heads + h + 1) * d];
             out.extend(attend(qh, &ks, &vs, 1, len, d));
+        }
+    }
+    Ok(vec![Expected {
+        tensor: "out".into(),
+        values: out,
+    }])
+}
+
+/// `examples/decode_planned.pto`: each request's first `kv_len[b]` tokens of its contiguous
+/// KV cache (`[B, H, max_len, D]`), whatever chunks the plan cut them into; no token, a zero
+/// output.
+fn decode_planned(x: &Inputs<'_>) -> R<Vec<Expected>> {
+    let (q, qd) = x.tensor("q", 3)?;
+    let (k, kd) = x.tensor("k_cache", 4)?;
+    let (v, _) = x.tensor("v_cache", 4)?;
+    let lens = x.array("kv_len")?;
+    let (b, heads, d) = (qd[0], qd[1], qd[2]);
+    let cap = kd[2];
+    if lens.len() != b {
+        return Err(format!(
+            "kv_len has {} entries for {b} requests",
+            lens.len()
+        ));
+    }
+    let mut out = Vec::with_capacity(b * heads * d);
+    for (r, &len) in lens.iter().enumerate() {
+        let len = len.clamp(0, cap as i64) as usize;
+        for h in 0..heads {
+            let at = (r * heads + h) * cap * d;
+            let qh = &q[(r * heads + h) * d..(r * heads + h + 1) * d];
+            out.extend(attend(
+                qh,
+                &k[at..at + len * d],
+                &v[at..at + len * d],
+                1,
+                len,
+                d,
+            ));
         }
     }
     Ok(vec![Expected {

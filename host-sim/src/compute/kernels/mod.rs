@@ -58,6 +58,12 @@ pub fn library() -> Registry {
         ("decode_chunk", decode_chunk),
         ("decode_full", decode_full),
         ("merge_states", merge_states),
+        // Their tier variants (examples/decode_planned.pto): kernels tuned for short and long
+        // sequences compute the same values.
+        ("decode_chunk_short", decode_chunk),
+        ("decode_chunk_long", decode_chunk),
+        ("decode_full_short", decode_full),
+        ("decode_full_long", decode_full),
         // Mixture of experts.
         ("router", matmul),
         ("expert_up", matmul_silu),
