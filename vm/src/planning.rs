@@ -92,9 +92,14 @@ pub struct Planned {
 pub(crate) fn plan(v: &Verified<'_>, p: &mut RuntimeParams<'_>) -> Result<(), (u32, PlanProblem)> {
     let mut work = 0u64;
     for (i, entry) in v.plans().iter().enumerate() {
-        let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
-        let x = eval(v.exprs(), p, &mut vars, entry.expr.get() as u32, &mut work)
-            .map_err(|e| (i as u32, e))?;
+        let mut e = Evaluation {
+            exprs: v.exprs(),
+            p,
+            vars: [0; limits::MAX_LOOP_DEPTH],
+            work,
+        };
+        let x = e.eval(entry.expr.get() as u32).map_err(|e| (i as u32, e))?;
+        work = e.work;
         let x = u32::try_from(x).map_err(|_| (i as u32, PlanProblem::NotU32(x)))?;
         p.set_planned(i, x, work);
     }
@@ -103,140 +108,126 @@ pub(crate) fn plan(v: &Verified<'_>, p: &mut RuntimeParams<'_>) -> Result<(), (u
 
 type R<T> = Result<T, PlanProblem>;
 
-/// The value of the plan expression at `start` with the bound variables in `vars`: postfix
-/// evaluation as `eval_postfix` does it (every operator but the reductions and searches goes
-/// through its helpers, so they mean the same here), counting each node in `work`.
-fn eval(
-    exprs: &[Record],
-    p: &RuntimeParams<'_>,
-    vars: &mut [i64; limits::MAX_LOOP_DEPTH],
-    start: u32,
-    work: &mut u64,
-) -> R<i64> {
-    let mut st = [0i64; limits::MAX_EXPR_STACK];
-    let mut sp = 0usize;
-    let nodes = exprs.get(start as usize..).unwrap_or(&[]);
-    for r in nodes.iter().take(limits::MAX_EXPR_LEN) {
-        *work += 1;
-        if *work > limits::MAX_PLAN_WORK {
-            return Err(PlanProblem::TooCostly);
-        }
-        let Some(op) = ExprOp::from_u8(r.opcode) else {
-            break;
-        };
-        let (pops, value) = match op.kind() {
-            ExprKind::End => break,
-            ExprKind::Leaf | ExprKind::Unary | ExprKind::Binary => {
-                let pops = match op.kind() {
-                    ExprKind::Leaf => 0,
-                    ExprKind::Unary => 1,
-                    _ => 2,
-                };
-                if sp < pops {
-                    break;
-                }
-                (pops, apply(r, &st[sp - pops..sp], p, vars)?)
+/// One plan's evaluation: the pool, the runtime parameters (and the plans before it), the
+/// values of the variables the enclosing reductions bind (by depth), and the work counted so
+/// far in the launch.
+struct Evaluation<'e, 'p> {
+    exprs: &'e [Record],
+    p: &'e RuntimeParams<'p>,
+    vars: [i64; limits::MAX_LOOP_DEPTH],
+    work: u64,
+}
+
+impl Evaluation<'_, '_> {
+    /// The value of the plan expression at `start`: postfix evaluation as `eval_postfix` does
+    /// it (every operator but the reductions and searches goes through its helpers, so they
+    /// mean the same here), counting each node as work.
+    fn eval(&mut self, start: u32) -> R<i64> {
+        let mut st = [0i64; limits::MAX_EXPR_STACK];
+        let mut sp = 0usize;
+        let nodes = self.exprs.get(start as usize..).unwrap_or(&[]);
+        for r in nodes.iter().take(limits::MAX_EXPR_LEN) {
+            self.work += 1;
+            if self.work > limits::MAX_PLAN_WORK {
+                return Err(PlanProblem::TooCostly);
             }
-            ExprKind::Binder => {
-                if sp < 2 {
-                    break;
-                }
-                let (lo, hi) = (st[sp - 2], st[sp - 1]);
-                (2, bind(op, r, lo, hi, exprs, p, vars, work)?)
+            let Some(op) = ExprOp::from_u8(r.opcode) else {
+                break;
+            };
+            let pops = match op.kind() {
+                ExprKind::End => break,
+                ExprKind::Leaf => 0,
+                ExprKind::Unary => 1,
+                ExprKind::Binary | ExprKind::Binder => 2,
+            };
+            if sp < pops {
+                break;
             }
-        };
-        sp -= pops;
-        if sp < st.len() {
-            st[sp] = value;
-            sp += 1;
+            let operands = &st[sp - pops..sp];
+            let value = match (op.kind(), operands) {
+                (ExprKind::Binder, &[lo, hi]) => self.bind(op, r, lo, hi)?,
+                _ => self.apply(r, operands)?,
+            };
+            sp -= pops;
+            if sp < st.len() {
+                st[sp] = value;
+                sp += 1;
+            }
         }
+        Ok(if sp > 0 { st[sp - 1] } else { 0 })
     }
-    Ok(if sp > 0 { st[sp - 1] } else { 0 })
-}
 
-/// One node that is not a binder, applied to its operands by the general evaluator's own
-/// operators (`eval_postfix`'s helpers: the same meaning and the same errors).
-fn apply(
-    r: &Record,
-    operands: &[i64],
-    p: &RuntimeParams<'_>,
-    vars: &[i64; limits::MAX_LOOP_DEPTH],
-) -> R<i64> {
-    Ok(match *operands {
-        [] => eval_leaf(r, p, vars),
-        [a] => unary(r, a, p, 0)?,
-        [a, b, ..] => match binary(r.opcode, a, b, 0) {
-            Some(x) => x?,
-            // Division, remainder, `ceil_div`.
-            None => divide_as_eval(r.opcode, a, b, p, 0)?,
-        },
-    })
-}
+    /// One node that is not a binder, applied to its operands by the general evaluator's own
+    /// operators (`eval_postfix`'s helpers: the same meaning and the same errors).
+    fn apply(&self, r: &Record, operands: &[i64]) -> R<i64> {
+        Ok(match *operands {
+            [] => eval_leaf(r, self.p, &self.vars),
+            [a] => unary(r, a, self.p, 0)?,
+            [a, b, ..] => match binary(r.opcode, a, b, 0) {
+                Some(x) => x?,
+                // Division, remainder, `ceil_div`.
+                None => divide_as_eval(r.opcode, a, b, self.p, 0)?,
+            },
+        })
+    }
 
-/// A reduction or search (`op`, node `r`) over `[lo, hi)`: binds variable `r.op1()` to the
-/// range's values and evaluates the body `r.op2()` at each.
-#[allow(clippy::too_many_arguments)]
-fn bind(
-    op: ExprOp,
-    r: &Record,
-    lo: i64,
-    hi: i64,
-    exprs: &[Record],
-    p: &RuntimeParams<'_>,
-    vars: &mut [i64; limits::MAX_LOOP_DEPTH],
-    work: &mut u64,
-) -> R<i64> {
-    let depth = r.op1() as usize % limits::MAX_LOOP_DEPTH;
-    let body = r.op2();
-    let mut at = |x: i64, vars: &mut [i64; limits::MAX_LOOP_DEPTH]| {
-        vars[depth] = x;
-        eval(exprs, p, vars, body, work)
-    };
-    let empty = |what| PlanProblem::EmptyRange { what, lo, hi };
-    match op {
-        ExprOp::SUM => {
-            let mut sum = 0i64;
-            for x in lo..hi.max(lo) {
-                sum = sum.checked_add(at(x, vars)?).ok_or(PlanProblem::Overflow)?;
-            }
-            Ok(sum)
-        }
-        ExprOp::MAXOF | ExprOp::MINOF => {
-            if lo >= hi {
-                return Err(empty(op.symbol()));
-            }
-            let mut best = at(lo, vars)?;
-            for x in lo + 1..hi {
-                let y = at(x, vars)?;
-                best = if op == ExprOp::MAXOF {
-                    best.max(y)
-                } else {
-                    best.min(y)
-                };
-            }
-            Ok(best)
-        }
-        _ => {
-            // SEARCH: the predicate must hold at the last value; then binary search keeps
-            // `high` a value where it holds and `low` the smallest candidate (FlashInfer's
-            // loop: `mid = (low + high) / 2`, holds → `high = mid`, else `low = mid + 1`).
-            if lo >= hi {
-                return Err(empty("search"));
-            }
-            let (mut low, mut high) = (lo, hi - 1);
-            if at(high, vars)? == 0 {
-                return Err(PlanProblem::NeverHolds { lo, hi });
-            }
-            while low < high {
-                // No overflow: `low + (high − low) / 2` lies between them.
-                let mid = low + (high - low) / 2;
-                if at(mid, vars)? != 0 {
-                    high = mid;
-                } else {
-                    low = mid + 1;
+    /// The body of the reduction `r` with its variable bound to `x`.
+    fn at(&mut self, r: &Record, x: i64) -> R<i64> {
+        self.vars[r.op1() as usize % limits::MAX_LOOP_DEPTH] = x;
+        self.eval(r.op2())
+    }
+
+    /// A reduction or search (`op`, node `r`) over `[lo, hi)`: binds variable `r.op1()` to the
+    /// range's values and evaluates the body `r.op2()` at each.
+    fn bind(&mut self, op: ExprOp, r: &Record, lo: i64, hi: i64) -> R<i64> {
+        let empty = |what| PlanProblem::EmptyRange { what, lo, hi };
+        match op {
+            ExprOp::SUM => {
+                let mut sum = 0i64;
+                for x in lo..hi.max(lo) {
+                    sum = sum
+                        .checked_add(self.at(r, x)?)
+                        .ok_or(PlanProblem::Overflow)?;
                 }
+                Ok(sum)
             }
-            Ok(low)
+            ExprOp::MAXOF | ExprOp::MINOF => {
+                if lo >= hi {
+                    return Err(empty(op.symbol()));
+                }
+                let mut best = self.at(r, lo)?;
+                for x in lo + 1..hi {
+                    let y = self.at(r, x)?;
+                    best = if op == ExprOp::MAXOF {
+                        best.max(y)
+                    } else {
+                        best.min(y)
+                    };
+                }
+                Ok(best)
+            }
+            _ => {
+                // SEARCH: the predicate must hold at the last value; then binary search keeps
+                // `high` a value where it holds and `low` the smallest candidate (FlashInfer's
+                // loop: `mid = (low + high) / 2`, holds → `high = mid`, else `low = mid + 1`).
+                if lo >= hi {
+                    return Err(empty("search"));
+                }
+                let (mut low, mut high) = (lo, hi - 1);
+                if self.at(r, high)? == 0 {
+                    return Err(PlanProblem::NeverHolds { lo, hi });
+                }
+                while low < high {
+                    // No overflow: `low + (high − low) / 2` lies between them.
+                    let mid = low + (high - low) / 2;
+                    if self.at(r, mid)? != 0 {
+                        high = mid;
+                    } else {
+                        low = mid + 1;
+                    }
+                }
+                Ok(low)
+            }
         }
     }
 }

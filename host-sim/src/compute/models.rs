@@ -305,49 +305,36 @@ fn moe(x: &Inputs<'_>) -> R<Vec<Expected>> {
 }
 
 fn flash_decode(x: &Inputs<'_>) -> R<Vec<Expected>> {
-    let (q, qd) = x.tensor("q", 3)?;
-    let (k, kd) = x.tensor("k_cache", 5)?;
-    let (v, _) = x.tensor("v_cache", 5)?;
-    let lens = x.array("kv_len")?;
-    let (b, heads, d) = (qd[0], qd[1], qd[2]);
-    let (pages, page) = (kd[1], kd[3]);
-    if lens.len() != b {
-        return Err(format!(
-            "kv_len has {} entries for {b} requests",
-            lens.len()
-        ));
-    }
-    let mut out = Vec::with_capacity(b * heads * d);
-    for (r, &len) in lens.iter().enumerate() {
-        let len = len.clamp(0, (pages * page) as i64) as usize;
-        for h in 0..heads {
-            // Gather the request's tokens from its pages: token j is row j % page of page j / page.
-            let row = |cache: &[f64], j: usize| {
-                let at = (((r * pages + j / page) * heads + h) * page + j % page) * d;
-                cache[at..at + d].to_vec()
-            };
-            let ks: Vec<f64> = (0..len).flat_map(|j| row(&k, j)).collect();
-            let vs: Vec<f64> = (0..len).flat_map(|j| row(&v, j)).collect();
-            let qh = &q[(r * heads + h) * d..(r * heads + h + 1) * d];
-            out.extend(attend(qh, &ks, &vs, 1, len, d));
-        }
-    }
-    Ok(vec![Expected {
-        tensor: "out".into(),
-        values: out,
-    }])
+    // `[B, pages, H, page, D]`: token j of head h is row j % page of page j / page.
+    decode_attention(
+        x,
+        5,
+        |kd| kd[1] * kd[3],
+        |kd, r, h, j| ((r * kd[1] + j / kd[3]) * kd[2] + h) * kd[3] + j % kd[3],
+    )
 }
 
 /// `examples/decode_planned.pto`: each request's first `kv_len[b]` tokens of its contiguous
 /// KV cache (`[B, H, max_len, D]`), whatever chunks the plan cut them into; no token, a zero
 /// output.
 fn decode_planned(x: &Inputs<'_>) -> R<Vec<Expected>> {
+    decode_attention(x, 4, |kd| kd[2], |kd, r, h, j| (r * kd[1] + h) * kd[2] + j)
+}
+
+/// Decode attention per (request, head): the query `q[b, h]` over the request's first
+/// `kv_len[b]` tokens (at most `capacity(k's shape)`), token `j` of head `h` of request `r`
+/// being row `row(k's shape, r, h, j)` of the `rank`-dimensional caches `k_cache`, `v_cache`.
+fn decode_attention(
+    x: &Inputs<'_>,
+    rank: usize,
+    capacity: impl Fn(&[usize]) -> usize,
+    row: impl Fn(&[usize], usize, usize, usize) -> usize,
+) -> R<Vec<Expected>> {
     let (q, qd) = x.tensor("q", 3)?;
-    let (k, kd) = x.tensor("k_cache", 4)?;
-    let (v, _) = x.tensor("v_cache", 4)?;
+    let (k, kd) = x.tensor("k_cache", rank)?;
+    let (v, _) = x.tensor("v_cache", rank)?;
     let lens = x.array("kv_len")?;
     let (b, heads, d) = (qd[0], qd[1], qd[2]);
-    let cap = kd[2];
     if lens.len() != b {
         return Err(format!(
             "kv_len has {} entries for {b} requests",
@@ -356,18 +343,18 @@ fn decode_planned(x: &Inputs<'_>) -> R<Vec<Expected>> {
     }
     let mut out = Vec::with_capacity(b * heads * d);
     for (r, &len) in lens.iter().enumerate() {
-        let len = len.clamp(0, cap as i64) as usize;
+        let len = len.clamp(0, capacity(&kd) as i64) as usize;
         for h in 0..heads {
-            let at = (r * heads + h) * cap * d;
+            let rows = |cache: &[f64]| -> Vec<f64> {
+                (0..len)
+                    .flat_map(|j| {
+                        let at = row(&kd, r, h, j) * d;
+                        cache[at..at + d].to_vec()
+                    })
+                    .collect()
+            };
             let qh = &q[(r * heads + h) * d..(r * heads + h + 1) * d];
-            out.extend(attend(
-                qh,
-                &k[at..at + len * d],
-                &v[at..at + len * d],
-                1,
-                len,
-                d,
-            ));
+            out.extend(attend(qh, &rows(&k), &rows(&v), 1, len, d));
         }
     }
     Ok(vec![Expected {
