@@ -182,6 +182,10 @@ pub enum KnobValue {
     /// `stream_by = key`: an expression over the workload's loop variables and runtime
     /// scalars.
     Expr(Expr),
+    /// `order v = name(N)`, `affinity v = name` (the value, its argument) or `prefetch v = N`
+    /// (no name, the depth): a knob about the loops binding `v` (applied by
+    /// `lower::order` before the workload is lowered).
+    PerLoop(Ident, Option<Ident>, Option<(u64, Span)>),
     /// A knob ptovm does not know (skipped with a warning).
     Unknown,
 }

@@ -566,6 +566,11 @@ impl<'s> Parser<'_, 's> {
                 knobs.push(Knob { key, value });
                 continue;
             }
+            if matches!(key.name.as_str(), "order" | "affinity" | "prefetch") {
+                let value = self.per_loop_knob(&key)?;
+                knobs.push(Knob { key, value });
+                continue;
+            }
             self.expect("=")?;
             let value = match key.name.as_str() {
                 "dispatch" => {
@@ -636,6 +641,40 @@ impl<'s> Parser<'_, 's> {
             workload,
             knobs,
         })
+    }
+
+    /// `order v = …`, `affinity v = …` or `prefetch v = N` after the key: a knob about the
+    /// loops that bind `v` (spec/pto.md §4.6).
+    pub(super) fn per_loop_knob(&mut self, key: &Ident) -> PR<KnobValue> {
+        if self.peek().is("=") {
+            let example = match key.name.as_str() {
+                "order" => "order b = interleaved(4)",
+                "affinity" => "affinity b = core_group",
+                _ => "prefetch b = 1",
+            };
+            return self.err(
+                key.span,
+                format!(
+                    "`{}` names the loop variable it applies to: write `{example}`",
+                    key.name
+                ),
+            );
+        }
+        let var = self.ident("the loop variable this knob applies to")?;
+        self.expect("=")?;
+        if key.name == "prefetch" {
+            let depth = self.int("a prefetch depth (an integer)")?;
+            return Ok(KnobValue::PerLoop(var, None, Some(depth)));
+        }
+        let value = self.keyword("a value")?;
+        let arg = if self.eat("(") {
+            let a = self.int("an integer")?;
+            self.expect(")")?;
+            Some(a)
+        } else {
+            None
+        };
+        Ok(KnobValue::PerLoop(var, Some(value), arg))
     }
 
     /// `layout T = (S(k), R, ...)` after the `layout` keyword.

@@ -22,6 +22,7 @@ use crate::model::{Kernel, Module, Param, Tensor};
 
 mod decls;
 mod expr;
+mod order;
 mod schedule;
 mod scope;
 mod stmt;
@@ -229,6 +230,17 @@ pub fn lower(
     };
     let sched_name = sched.map_or(DEFAULT_SCHEDULE.to_string(), |s| s.name.name.clone());
     scope::check_levels(rep, ast)?;
+    // The schedule's per-loop knobs rewrite a copy of the module (`order`).
+    let wi = ast
+        .workloads
+        .iter()
+        .position(|x| std::ptr::eq(x, w))
+        .unwrap_or(0);
+    let si = sched.and_then(|s| ast.schedules.iter().position(|x| std::ptr::eq(x, s)));
+    let rewritten = order::apply(rep, ast, wi, si)?;
+    let ast = rewritten.as_ref().unwrap_or(ast);
+    let w = &ast.workloads[wi];
+    let sched = si.map(|i| &ast.schedules[i]);
     let mut l = Lower {
         rep,
         ast,

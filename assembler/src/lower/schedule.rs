@@ -71,6 +71,10 @@ impl<'a> Lower<'a, '_, '_> {
                 layouts.push((t, dims.as_slice()));
                 continue;
             }
+            if let KnobValue::PerLoop(..) = &k.value {
+                // Applied to the syntax tree before lowering (`order::apply`).
+                continue;
+            }
             if let Some(_prev) = seen.insert(k.key.name.as_str(), k.key.span) {
                 return Err(self.rep.error(
                     DiagKind::DuplicateName,
@@ -118,7 +122,7 @@ impl<'a> Lower<'a, '_, '_> {
                     ))
                 }
                 KnobValue::Expr(e) => stream_by = Some((e, k.key.span)),
-                KnobValue::Layout(..) => {}
+                KnobValue::Layout(..) | KnobValue::PerLoop(..) => {}
                 KnobValue::Unknown => self.rep.warn(
                     DiagKind::UnknownKnob,
                     k.key.span,
