@@ -164,6 +164,11 @@ enum Cmd {
         /// missing) once the checks pass.
         #[arg(long, value_name = "DIR", requires = "data")]
         save: Option<PathBuf>,
+        /// Bytes of each AICPU's workspace arena, which running tasks' scratch is allocated
+        /// from (default: the program's `workspace`, or room for its largest workspace on
+        /// every core); a task whose scratch does not fit waits for running ones to complete.
+        #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1..))]
+        workspace: Option<u32>,
     },
     /// Measure a program (default: the bundled LLaMA layer, N = 256): generation alone and
     /// generation plus complete dependency building on one instance, the threaded run as `run`
@@ -563,6 +568,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             max_tasks,
             data,
             save,
+            workspace,
         } => {
             let data = data.map(|seed| run::Data {
                 seed,
@@ -589,6 +595,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                     deps.mode(),
                     max_tasks,
                     data.as_ref(),
+                    workspace,
                 )
             })?;
             write_out(Path::new("-"), out.as_bytes())

@@ -30,6 +30,7 @@ pub fn run(
     deps: DepMode,
     max_tasks: u64,
     data: Option<&Data>,
+    workspace: Option<u32>,
 ) -> Result<String, Fail> {
     let p = crate::budget::params(v, vals, max_tasks)?;
     let mut o = options(v, cube, vector, deps);
@@ -39,6 +40,7 @@ pub fn run(
     o.check = check;
     o.trace = trace.is_some();
     o.start = start.unwrap_or(o.start);
+    o.workspace = workspace;
     let (r, computed) = match data {
         None => (
             with_progress(v, &p, |progress| sim::run_with_progress(*v, p, o, progress))
@@ -99,6 +101,11 @@ pub fn run(
             "checked": r.checked,
             // Expression nodes each AICPU evaluated to compute the `@plan` values (0 without).
             "planning_work": p.planned().work,
+            "workspace": json!({
+                "arena_bytes": r.workspace_arena,
+                "peak_bytes": r.workspace_peak,
+                "waits": r.workspace_waits,
+            }),
             "deps": match deps {
                 DepMode::Exact => "exact",
                 DepMode::Overlap => "overlap",
@@ -126,6 +133,12 @@ pub fn run(
         }
     );
     s += &timing_line(&o.timing, &r);
+    if ptovm_vm::sched::Workspace::largest(v) > 0 {
+        s += &format!(
+            "workspace: {} bytes an AICPU, at most {} in use at once; {} tasks waited for it\n",
+            r.workspace_arena, r.workspace_peak, r.workspace_waits
+        );
+    }
     if !v.plans().is_empty() {
         s += &format!(
             "planned at launch: {} ({} expression nodes on each AICPU)\n",
@@ -334,6 +347,7 @@ pub fn options(v: &Verified<'_>, cube: u32, vector: u32, deps: DepMode) -> sim::
         timing: own.timing,
         deps,
         descriptors: false,
+        workspace: None,
     }
 }
 
@@ -424,13 +438,15 @@ fn chrome_trace(m: &Module, r: &sim::Report, aicpus: u32, cube: u32, vector: u32
             sim::EventKind::Issue => {
                 let _ = write!(
                     s,
-                    ",\n{{\"name\":\"issue {}\",\"cat\":\"issue\",\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":{},\"ts\":{ts:.3},\"args\":{{\"task\":{},\"core\":{},\"batch\":{},\"stream\":{}}}}}",
+                    ",\n{{\"name\":\"issue {}\",\"cat\":\"issue\",\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":{},\"ts\":{ts:.3},\"args\":{{\"task\":{},\"core\":{},\"batch\":{},\"stream\":{},\"workspace_offset\":{},\"workspace_bytes\":{}}}}}",
                     kernel(e.kernel),
                     e.aicpu,
                     e.task,
                     e.core,
                     e.batch,
-                    e.stream
+                    e.stream,
+                    e.workspace.0,
+                    e.workspace.1
                 );
             }
             sim::EventKind::Run => {

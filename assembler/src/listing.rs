@@ -1,6 +1,6 @@
 //! The listing format: the disassembler's output, a line-per-record text form of a PTOW file
 //! that the assembler turns back into identical bytes (spec/bytecode.md §9). The assembler
-//! recognises it by its first directive, `.ptow 5`.
+//! recognises it by its first directive, `.ptow 6`.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use ptovm_vm::format::{
     is_module_text, layout_dim, limits, slot_max, KernelEntry, PolicySpec, RegionDim, TensorEntry,
     DIM_IS_SLOT, KERNEL_UNDECLARED, LAYOUT_NONE, LAYOUT_REPLICATE, LAYOUT_SHARD, NONE16,
-    TENSOR_IMPLICIT, TENSOR_STREAM,
+    TENSOR_IMPLICIT, TENSOR_STREAM, WORKSPACE_UNIT,
 };
 use ptovm_vm::{
     DType, Dir, ExprOp, Field, InfoKind, Level, Opcode, ParamKind, Policy, Pool, ReadyPolicy,
@@ -111,7 +111,7 @@ pub fn print(m: &Module) -> String {
     let name = |v: Option<&'static str>| v.unwrap_or("?");
     let _ = writeln!(
         o,
-        ".config workload_level={} schedule_level={} aicpus={} {} levels={} selector={} streams={} timing={} timing_arg={} ready={} start={} start_threshold={} window={} window_mode={} pipeline_depth={} batch_deps={}",
+        ".config workload_level={} schedule_level={} aicpus={} {} levels={} selector={} streams={} timing={} timing_arg={} ready={} start={} start_threshold={} window={} window_mode={} pipeline_depth={} batch_deps={}{}",
         level_text(c.level & 0xF),
         level_text(c.level >> 4),
         c.num_aicpus.get(),
@@ -128,6 +128,10 @@ pub fn print(m: &Module) -> String {
         name(WindowMode::from_u8(c.window_mode).map(|t| t.name())),
         c.pipeline_depth.get(),
         c.batch_deps.get(),
+        match c.workspace_arena.get() {
+            0 => String::new(),
+            n => format!(" workspace={n}"),
+        },
     );
     for i in 0..c.num_levels as usize {
         let _ = writeln!(
@@ -208,12 +212,16 @@ pub fn print(m: &Module) -> String {
             .collect();
         let _ = writeln!(
             o,
-            ".kernel {} {} {} params={} args=[{}]",
+            ".kernel {} {} {} params={} args=[{}]{}",
             i,
             k.name,
             pool,
             e.num_params,
-            dirs.join(",")
+            dirs.join(","),
+            match e.workspace.get() {
+                0 => String::new(),
+                n => format!(" workspace={}", u32::from(n) * WORKSPACE_UNIT),
+            }
         );
     }
     for (i, a) in m.axes.iter().enumerate() {
@@ -757,6 +765,9 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
                 c.pipeline_depth = U32::new(p.num(w, v, u32::MAX as u64)? as u32);
                 let (v, w) = g("batch_deps")?;
                 c.batch_deps = U32::new(p.num(w, v, u32::MAX as u64)? as u32);
+                if let Some((v, w)) = kv.map.get("workspace") {
+                    c.workspace_arena = U32::new(p.num(w, v, u32::MAX as u64)? as u32);
+                }
                 kv.no_extra(
                     &p,
                     [
@@ -778,6 +789,7 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
                         "window_mode",
                         "pipeline_depth",
                         "batch_deps",
+                        "workspace",
                     ]
                     .into_iter(),
                 )?;
@@ -911,7 +923,18 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
                         bits |= (named(&p, w, d, "direction", Dir::from_name)? as u32) << (2 * i);
                     }
                     entry.arg_dirs = U32::new(bits);
-                    kv.no_extra(&p, ["params", "args"].into_iter())?;
+                    if let Some((v, w)) = kv.map.get("workspace") {
+                        let unit = u64::from(WORKSPACE_UNIT);
+                        let bytes = p.num(w, v, u64::from(u16::MAX) * unit)?;
+                        if bytes % unit != 0 {
+                            return Err(p.err(
+                                w.span,
+                                format!("a workspace is whole {unit}-byte lines; {bytes} is not"),
+                            ));
+                        }
+                        entry.workspace = U16::new((bytes / unit) as u16);
+                    }
+                    kv.no_extra(&p, ["params", "args", "workspace"].into_iter())?;
                 }
                 m.kernels.push(Kernel { name, entry });
             }

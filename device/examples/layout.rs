@@ -22,6 +22,7 @@ fn main() {
         vector_cores: 48,
         window_mode: -1,
         exact_deps: 0,
+        ..Default::default()
     };
     let mut sizes = PtovmSizes::default();
     let mut err = [0u8; 256];

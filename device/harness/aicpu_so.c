@@ -203,7 +203,7 @@ int main(int argc, char **argv) {
   size_t code_len;
   uint8_t *code = read_file(argv[2], &code_len);
   ptovm_launch launch = {(uint32_t)atoi(argv[4]), (uint32_t)atoi(argv[5]),
-                         (uint32_t)atoi(argv[6]), (uint32_t)atoi(argv[7]), -1, 0};
+                         (uint32_t)atoi(argv[6]), (uint32_t)atoi(argv[7]), -1, 0, 0, 0, 0};
   char *items[MAX_ITEMS];
   nkernels = split(argv[8], items);
   for (uint32_t i = 0; i < nkernels; i++) {

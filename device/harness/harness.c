@@ -178,7 +178,7 @@ int main(int argc, char **argv) {
   size_t len;
   uint8_t *code = read_file(argv[1], &len);
   ptovm_launch launch = {(uint32_t)atoi(argv[2]), (uint32_t)atoi(argv[3]), (uint32_t)atoi(argv[4]),
-                         (uint32_t)atoi(argv[5]), -1, 0};
+                         (uint32_t)atoi(argv[5]), -1, 0, 0, 0, 0};
   nparams = (uint32_t)(argc - 6);
   ptovm_param *ps = calloc(nparams ? nparams : 1, sizeof *ps);
   for (uint32_t i = 0; i < nparams; i++) ps[i] = parse_param(argv[6 + i]);

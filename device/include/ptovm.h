@@ -15,7 +15,7 @@
  Version of this ABI; [`ptovm_abi_version`] returns it and `PTOVM_ABI_VERSION` in the header
  must equal it.
  */
-#define PTOVM_ABI_VERSION 4
+#define PTOVM_ABI_VERSION 5
 
 /*
  Success ([`ptovm_step`]: nothing to do right now).
@@ -121,6 +121,22 @@ typedef struct {
    0: overlap matching (every dependency); 1: exact matching (pto-isa's).
    */
   uint32_t exact_deps;
+  /*
+   Bytes of each AICPU's workspace arena (spec/runtime.md §4.4); 0: the program's
+   `workspace`, or room for its largest workspace on each core an AICPU drives (at most
+   its window). A descriptor's `workspace_offset` counts from the start of the launch's
+   workspace memory, `aicpus × workspace_arena` bytes (below 4 GiB).
+   */
+  uint32_t workspace_arena;
+  /*
+   Zero.
+   */
+  uint32_t reserved;
+  /*
+   Address of the launch's workspace memory, which descriptors add to their offsets
+   (`workspace_addr`); 0: none given (offsets only).
+   */
+  uint64_t workspace_base;
 } ptovm_launch;
 
 /*
@@ -345,7 +361,7 @@ typedef struct {
 } ptovm_region;
 
 /*
- A task as its core sees it (2,064 bytes; C: `ptovm_desc`).
+ A task as its core sees it (2,080 bytes; C: `ptovm_desc`).
  */
 typedef struct {
   /*
@@ -376,6 +392,21 @@ typedef struct {
    Zero.
    */
   uint8_t reserved[2];
+  /*
+   Where its scratch starts: bytes from the launch's workspace memory (the AICPUs' arenas
+   one after another, spec/runtime.md §4.4); 0 with `workspace_bytes` 0 when its kernel
+   has none.
+   */
+  uint32_t workspace_offset;
+  /*
+   Its scratch's size: its kernel's workspace, bytes (a multiple of 64).
+   */
+  uint32_t workspace_bytes;
+  /*
+   The scratch's first byte when the launcher gave workspace memory (its base +
+   `workspace_offset`); 0 when it did not or the kernel has none.
+   */
+  uint64_t workspace_addr;
   /*
    The task's parameter values, in its kernel's parameter order.
    */

@@ -40,7 +40,8 @@ use ptovm_vm::desc::{self, Binding, Descriptor, TensorArg};
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
-    Aicpu, Busy, Config, Env, Local, MapLock, Node, Padded, Pred, SchedError, Shared, Slot, NODES,
+    Aicpu, Busy, Config, Env, Local, MapLock, Node, Padded, Pred, SchedError, Shared, Slot,
+    Workspace, NODES,
 };
 use ptovm_vm::share::Sharing;
 use ptovm_vm::spin::SpinLock;
@@ -55,7 +56,7 @@ pub use kernel::{
 
 /// Version of this ABI; [`ptovm_abi_version`] returns it and `PTOVM_ABI_VERSION` in the header
 /// must equal it.
-pub const PTOVM_ABI_VERSION: u32 = 4;
+pub const PTOVM_ABI_VERSION: u32 = 5;
 
 /// Success ([`ptovm_step`]: nothing to do right now).
 pub const PTOVM_OK: i32 = 0;
@@ -108,6 +109,16 @@ pub struct PtovmLaunch {
     pub window_mode: i32,
     /// 0: overlap matching (every dependency); 1: exact matching (pto-isa's).
     pub exact_deps: u32,
+    /// Bytes of each AICPU's workspace arena (spec/runtime.md §4.4); 0: the program's
+    /// `workspace`, or room for its largest workspace on each core an AICPU drives (at most
+    /// its window). A descriptor's `workspace_offset` counts from the start of the launch's
+    /// workspace memory, `aicpus × workspace_arena` bytes (below 4 GiB).
+    pub workspace_arena: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// Address of the launch's workspace memory, which descriptors add to their offsets
+    /// (`workspace_addr`); 0: none given (offsets only).
+    pub workspace_base: u64,
 }
 
 /// Memory a launch needs (C: `ptovm_sizes`).
@@ -404,6 +415,8 @@ struct Plan {
     tensors: usize,
     /// Words of a window slot's descriptor (`desc::slot_words`).
     desc_words: usize,
+    /// The launch's workspace memory.
+    workspace: Workspace,
 }
 
 fn plan(v: &Verified<'_>, l: &PtovmLaunch) -> Result<Plan, Fail> {
@@ -460,6 +473,22 @@ fn plan(v: &Verified<'_>, l: &PtovmLaunch) -> Result<Plan, Fail> {
         .map_err(|e| fail!(PTOVM_E_ARGUMENT, "TensorMap: {e}"))?;
     let local =
         MapLayout::for_program(v, cap).map_err(|e| fail!(PTOVM_E_ARGUMENT, "TensorMap: {e}"))?;
+    if l.reserved != 0 {
+        return Err(fail!(PTOVM_E_ARGUMENT, "ptovm_launch.reserved is not 0"));
+    }
+    // Each AICPU drives at most ⌈cores / n⌉ cores of each pool.
+    let most = l.cube_cores.div_ceil(n) + l.vector_cores.div_ceil(n);
+    let arena = match l.workspace_arena {
+        0 => Workspace::arena_for(v, cfg.window, most),
+        given => given,
+    };
+    let largest = Workspace::largest(v);
+    if largest > arena || (largest > 0 && u64::from(arena) * u64::from(n) > u64::from(u32::MAX)) {
+        return Err(fail!(
+            PTOVM_E_ARGUMENT,
+            "a kernel's workspace of {largest} bytes does not fit a workspace arena of {arena} bytes for each of {n} AICPUs (all arenas together below 4 GiB)"
+        ));
+    }
     Ok(Plan {
         n,
         cap,
@@ -472,6 +501,10 @@ fn plan(v: &Verified<'_>, l: &PtovmLaunch) -> Result<Plan, Fail> {
         params: v.params().len() as u32,
         tensors: v.tensors().len(),
         desc_words: desc::slot_words(v),
+        workspace: Workspace {
+            arena,
+            base: l.workspace_base,
+        },
     })
 }
 
@@ -612,6 +645,7 @@ unsafe fn shared_layout(
                 next_issue,
                 descs,
                 desc_words: p.desc_words as u32,
+                workspace: p.workspace,
             },
         });
         (*header).magic.store(SHARED_MAGIC, Ordering::Release);
@@ -1030,6 +1064,9 @@ pub unsafe extern "C" fn ptovm_instance_init(
             vector_cores: h.cores - h.cube,
             window_mode: h.cfg.mode as i32,
             exact_deps: h.exact_deps,
+            workspace_arena: h.sched.workspace.arena,
+            reserved: 0,
+            workspace_base: h.sched.workspace.base,
         };
         let mut p = plan(&v, &launch)?;
         p.cfg = h.cfg;
@@ -1159,6 +1196,7 @@ fn code_of(e: &SchedError) -> i32 {
         SchedError::Run(_) => PTOVM_E_RUN,
         SchedError::WindowAbort { .. } => PTOVM_E_WINDOW,
         SchedError::Bind(_) => PTOVM_E_BIND,
+        SchedError::Workspace { .. } => PTOVM_E_ARGUMENT,
         _ => PTOVM_E_STATE,
     }
 }

@@ -39,7 +39,7 @@ fn the_header_is_what_the_rust_side_generates() {
             "{f} missing from the header"
         );
     }
-    assert!(generated.contains("#define PTOVM_ABI_VERSION 4"));
+    assert!(generated.contains("#define PTOVM_ABI_VERSION 5"));
 }
 
 #[test]

@@ -22,7 +22,7 @@ use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
     Aicpu, Busy, Config, Counts, Env, Issued, Local, MapLock, Node, Padded, Pred, SchedError,
-    Shared, Slot, NODES,
+    Shared, Slot, Workspace, NODES,
 };
 use ptovm_vm::share::Sharing;
 use ptovm_vm::spin::SpinLock;
@@ -79,6 +79,9 @@ pub struct Options {
     /// descriptors); without kernels nothing reads them, and a scheduler benchmark may leave
     /// them out.
     pub descriptors: bool,
+    /// Bytes of each AICPU's workspace arena (spec/runtime.md §4.4); `None`: the program's
+    /// `workspace = N`, or sized from the window.
+    pub workspace: Option<u32>,
 }
 
 pub use ptovm_vm::sched::{IssueTiming, Start};
@@ -116,6 +119,9 @@ pub struct Event {
     pub batch: u64,
     /// `Issue`: the task's stream (0 without `stream_by`).
     pub stream: u32,
+    /// `Issue`: the task's scratch, offset in the launch's workspace memory and bytes (0, 0:
+    /// none).
+    pub workspace: (u32, u32),
 }
 
 impl Default for Options {
@@ -138,6 +144,7 @@ impl Default for Options {
             timing: IssueTiming::Immediate,
             deps: DepMode::Overlap,
             descriptors: false,
+            workspace: None,
         }
     }
 }
@@ -176,6 +183,12 @@ pub struct Report {
     pub rate_waits: u64,
     /// `rate_limit` timing: nanoseconds ready tasks waited for the rate, summed over AICPUs.
     pub rate_wait_ns: u64,
+    /// Bytes of each AICPU's workspace arena.
+    pub workspace_arena: u32,
+    /// Tasks that waited for workspace (their scratch did not fit their AICPU's arena yet).
+    pub workspace_waits: u64,
+    /// The most bytes of one arena in use at once.
+    pub workspace_peak: u64,
     /// Wall-clock time of the run.
     pub wall: Duration,
     /// Whether the run was checked against the reference (and passed).
@@ -233,6 +246,7 @@ impl From<SchedError> for SimError {
                 window: window as usize,
             },
             SchedError::Bind(e) => SimError::Bind(e),
+            e @ SchedError::Workspace { .. } => SimError::Options(e.to_string()),
             other => SimError::Check(other.to_string()),
         }
     }
@@ -320,6 +334,11 @@ struct Drivers<'r> {
     memory: Option<&'r Memory>,
     /// Nanoseconds spent in kernels (computing runs only).
     kernel_ns: AtomicU64,
+    /// With `check`: each AICPU's arena's scratches in use, `(first byte, end, task)`, from
+    /// issue to reclaim, and the first overlap seen — kept apart from the scheduler's own
+    /// bookkeeping, so that two running tasks given shared bytes fail the run.
+    workspace_live: Vec<Mutex<Vec<(u32, u32, u64)>>>,
+    workspace_overlap: Mutex<Option<String>>,
 }
 
 impl Drivers<'_> {
@@ -376,6 +395,25 @@ impl Env for StepEnv<'_, '_> {
         self.dr.now_ns()
     }
     fn issued(&mut self, i: &Issued) {
+        let (offset, bytes) = i.workspace;
+        if self.dr.check && bytes > 0 {
+            let (start, end) = (offset, offset + bytes);
+            let mut live = self.dr.workspace_live[i.aicpu as usize]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if let Some(&(s, e, other)) = live.iter().find(|&&(s, e, _)| s < end && start < e) {
+                let mut first = self
+                    .dr
+                    .workspace_overlap
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                first.get_or_insert(format!(
+                    "task {} was given workspace bytes {start}..{end} while task {other} runs in {s}..{e}",
+                    i.task
+                ));
+            }
+            live.push((start, end, i.task));
+        }
         if self.dr.tracing {
             let at = i.at_ns.unwrap_or_else(|| self.dr.now_ns());
             self.events.push(Event {
@@ -388,6 +426,7 @@ impl Env for StepEnv<'_, '_> {
                 end_ns: at,
                 batch: i.batch,
                 stream: i.stream,
+                workspace: i.workspace,
             });
         }
     }
@@ -411,7 +450,17 @@ impl Env for StepEnv<'_, '_> {
                 end_ns: self.dr.now_ns(),
                 batch: 0,
                 stream: 0,
+                workspace: (0, 0),
             });
+        }
+    }
+    fn reclaimed(&mut self, core: u32, task: u64) {
+        if self.dr.check {
+            let aicpu = self.dr.core_aicpu[core as usize] as usize;
+            let mut live = self.dr.workspace_live[aicpu]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            live.retain(|&(_, _, t)| t != task);
         }
     }
     fn completed(&mut self) {
@@ -534,6 +583,7 @@ fn execute(
             end_ns,
             batch: 0,
             stream: 0,
+            workspace: (0, 0),
         });
     }
     hs.finish();
@@ -712,6 +762,16 @@ fn launch(
         next_issue: &region.next_issue,
         descs: &region.descs,
         desc_words: desc_words as u32,
+        workspace: Workspace {
+            arena: o.workspace.unwrap_or_else(|| {
+                let most = (0..n)
+                    .map(|a| core_aicpu.iter().filter(|&&c| c == a).count() as u32)
+                    .max()
+                    .unwrap_or(0);
+                Workspace::arena_for(&v, o.window as u32, most)
+            }),
+            base: 0,
+        },
     };
     let cfg = Config {
         window: o.window as u32,
@@ -784,6 +844,8 @@ fn launch(
         kernels: kernels.resolve(&v),
         memory,
         kernel_ns: AtomicU64::new(0),
+        workspace_live: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
+        workspace_overlap: Mutex::new(None),
     };
     // AICPU i runs on driver thread i mod threads (and on another one that helps: `drive`).
     let cpus: Vec<Mutex<Cpu>> = cpus.into_iter().map(Mutex::new).collect();
@@ -847,6 +909,9 @@ fn launch(
     rep.reordered = k.reordered;
     rep.rate_waits = k.rate_waits;
     rep.rate_wait_ns = k.rate_wait_ns;
+    rep.workspace_arena = sh.workspace.arena;
+    rep.workspace_waits = k.workspace_waits;
+    rep.workspace_peak = k.workspace_peak;
     // Report the cause, not the "stopped because another failed" of the other threads.
     if let Some(e) = errors
         .iter()
@@ -861,6 +926,14 @@ fn launch(
     if o.check {
         if dr.failed.load(Ordering::SeqCst) {
             return Err(SimError::Check("a task ran twice".into()));
+        }
+        if let Some(m) = dr
+            .workspace_overlap
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            return Err(SimError::Check(m));
         }
         // Every task retired, so every access left the map.
         let map = region.map.0.lock();

@@ -331,7 +331,7 @@ fn bad_text_through_every_command() {
         false,
     );
     // A listing (disassembly text) with a bad line.
-    std::fs::write(d.join("bad.txt"), ".ptow 5\n.workload w\n.code\n0 HALT\n").unwrap();
+    std::fs::write(d.join("bad.txt"), ".ptow 6\n.workload w\n.code\n0 HALT\n").unwrap();
     hostile(
         d,
         &["asm", "bad.txt", "-o", "out.ptow"],

@@ -365,7 +365,7 @@ fn bad_text_inputs() {
     std::fs::write(d.join("binary.pto"), [0xff, 0xfe, 0x00]).unwrap();
     std::fs::write(
         d.join("listing.txt"),
-        ".ptow 5\n.workload w\n.code\n0 HALT\n",
+        ".ptow 6\n.workload w\n.code\n0 HALT\n",
     )
     .unwrap();
     fails(
@@ -834,7 +834,7 @@ fn bench_measures_the_three_figures() {
     assert_eq!(j["runs"], 3);
     assert_eq!(j["window"], 1024);
     assert_eq!(
-        j["descriptor_words"], 28,
+        j["descriptor_words"], 30,
         "the LLaMA layer's largest task, packed"
     );
     let src = std::fs::read_to_string(examples().join("llama_layer.pto")).unwrap();
@@ -1156,4 +1156,34 @@ fn run_and_inspect_show_planned_values_and_refuse_to_take_them() {
         8,
         "planned value 0: max over the empty range [0, 0)",
     );
+}
+
+#[test]
+fn run_reports_the_workspace_and_refuses_an_arena_too_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = "@param B = 8\n@kernel k(b): vector(out x) workspace(4000)\n\
+        @workload w(%r: dense_dyn(B)) { parallel_for b in %r { task @k(b) resources(X[b]) } }\n";
+    std::fs::write(dir.path().join("ws.pto"), src).unwrap();
+    let o = ptovm(
+        &["run", "ws.pto", "--check", "--workspace", "4096"],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("workspace: 4096 bytes an AICPU, at most 4032 in use at once;"),
+        "{out}"
+    );
+    let o = ptovm(&["run", "ws.pto", "--json"], dir.path());
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // 4,032 bytes (63 lines) for each of the 12 cores an AICPU drives (72 cores, 6 AICPUs).
+    assert_eq!(j["workspace"]["arena_bytes"], 12 * 4032);
+    assert_eq!(j["workspace"]["waits"], 0);
+    fails(
+        dir.path(),
+        &["run", "ws.pto", "--workspace", "4000"],
+        2,
+        "kernel 0 needs 4032 bytes, the arena of each of 6 AICPUs has 4000",
+    );
+    fails(dir.path(), &["run", "ws.pto", "--workspace", "0"], 2, "0");
 }

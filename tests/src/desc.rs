@@ -42,6 +42,9 @@ pub fn expected_bound(
                 pool: u8::from(t.pool != Pool::Cube),
                 nparams: t.params.len() as u8,
                 tier: t.tier,
+                // Where the scratch is depends on the run; its size is the kernel's.
+                workspace_bytes: u32::from(v.kernels()[t.kernel as usize].workspace.get())
+                    * ptovm_vm::format::WORKSPACE_UNIT,
                 ..Descriptor::default()
             };
             d.params[..t.params.len()].copy_from_slice(&t.params);

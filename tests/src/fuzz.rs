@@ -328,6 +328,7 @@ pub fn device(data: &[u8]) -> Result<(), String> {
         vector_cores: b(3) % 13,
         window_mode: b(4) as i32 % 4 - 1,
         exact_deps: b(5) & 1,
+        ..Default::default()
     };
     let codes = [
         PTOVM_E_ARGUMENT,

@@ -347,12 +347,26 @@ impl Gen {
 
     /// A whole module. Every task sits inside the loop `top`, so the schedule may read it.
     pub fn module(&mut self) -> String {
-        let decls = if self.runnable {
-            "@tensor R0: f16[80]\n@tensor R1: f32[80, 80]\n@kernel k0(a): vector(in x)\n@kernel k1(a, b): cube(in x, out y)\n@kernel k3(a): cube(in x)\n@tiers t0(v) { v < 3: k0\n v < 6: k3\n default: k0 }\n"
+        let tensors = if self.runnable {
+            "@tensor R0: f16[80]\n@tensor R1: f32[80, 80]\n"
         } else {
-            "@tensor T0: f16[p0]\n@tensor T1: f32[8, p1]\n@tensor T2: bf16[2, 3, 4]\n@kernel k0(a): vector(in x)\n@kernel k1(a, b): cube(in x, out y)\n@kernel k3(a): cube(in x)\n@tiers t0(v) { v < 3: k0\n v < 6: k3\n default: k0 }\n"
+            "@tensor T0: f16[p0]\n@tensor T1: f32[8, p1]\n@tensor T2: bf16[2, 3, 4]\n"
         };
-        let mut m = String::from(decls);
+        // Sometimes scratch for a kernel's tasks (spec/runtime.md §4.4), in whole lines.
+        let mut largest = 0;
+        let mut workspace = |g: &mut Self| {
+            if g.below(3) == 0 {
+                let n = 64 * (1 + g.below(8));
+                largest = largest.max(n);
+                format!(" workspace({n})")
+            } else {
+                String::new()
+            }
+        };
+        let (w0, w1, w3) = (workspace(self), workspace(self), workspace(self));
+        let mut m = format!(
+            "{tensors}@kernel k0(a): vector(in x){w0}\n@kernel k1(a, b): cube(in x, out y){w1}\n@kernel k3(a): cube(in x){w3}\n@tiers t0(v) {{ v < 3: k0\n v < 6: k3\n default: k0 }}\n"
+        );
         // Sometimes values planned at launch: a sum over an array and a binary search.
         self.plans = self.below(3) == 0;
         if self.plans {
@@ -414,6 +428,10 @@ impl Gen {
                 "  start = {}\n",
                 self.pick(&["immediate", "after_orchestration", "threshold(16)"])
             );
+        }
+        // Sometimes an arena of the largest scratch or a little more: tasks then wait for it.
+        if largest > 0 && self.below(2) == 0 {
+            m += &format!("  workspace = {}\n", largest + 64 * self.below(3));
         }
         m += "}\n";
         m

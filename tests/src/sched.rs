@@ -11,7 +11,7 @@ use ptovm_vm::handshake::{CoreSlot, CUBE, VECTOR};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
     Aicpu, Busy, Config, Env, IssueTiming, Issued, Local, MapLock, Node, Padded, Pred, Shared,
-    Slot, Start, NODES,
+    Slot, Start, Workspace, NODES,
 };
 use ptovm_vm::share::Sharing;
 use ptovm_vm::tmap::MapLayout;
@@ -36,6 +36,8 @@ pub struct Rung {
     pub now: u64,
     pub seq: u64,
     pub issues: Vec<(u64, Issued)>,
+    /// `(task, place)`: when an AICPU reclaimed a task's workspace (`Env::reclaimed`).
+    pub reclaims: Vec<(u64, u64)>,
 }
 impl Default for Rung {
     fn default() -> Rung {
@@ -44,6 +46,7 @@ impl Default for Rung {
             now: 0,
             seq: 1,
             issues: vec![],
+            reclaims: vec![],
         }
     }
 }
@@ -54,6 +57,10 @@ impl Env for Rung {
     }
     fn now_ns(&mut self) -> u64 {
         self.now
+    }
+    fn reclaimed(&mut self, _core: u32, task: u64) {
+        self.reclaims.push((task, self.seq));
+        self.seq += 1;
     }
     fn issued(&mut self, i: &Issued) {
         self.issues.push((self.seq, *i));
@@ -91,6 +98,7 @@ pub struct Region {
     pub next_issue: Padded,
     pub descs: Box<[AtomicU64]>,
     pub desc_words: u32,
+    pub workspace: Workspace,
 }
 
 impl Region {
@@ -130,6 +138,11 @@ impl Region {
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             desc_words: slot_words(v) as u32,
+            // Room for the largest workspace on every core (the most an AICPU can run).
+            workspace: Workspace {
+                arena: Workspace::arena_for(v, cap as u32, types.len() as u32),
+                base: 0,
+            },
         }
     }
 
@@ -150,6 +163,7 @@ impl Region {
             next_issue: &self.next_issue,
             descs: &self.descs,
             desc_words: self.desc_words,
+            workspace: self.workspace,
         }
     }
 }
@@ -170,6 +184,12 @@ pub struct Run {
     pub ran: Vec<(u64, u64, Pool, u32)>,
     pub edges: u64,
     pub issues: Vec<(u64, Issued)>,
+    /// `(task, place)` of each workspace reclaim.
+    pub reclaims: Vec<(u64, u64)>,
+    /// `(task, workspace_offset, workspace_bytes)` of each descriptor as its core read it.
+    pub descs: Vec<(u64, u32, u32)>,
+    /// Each AICPU's workspace arena, bytes.
+    pub arena: u32,
     pub counts: ptovm_vm::sched::Counts,
 }
 
@@ -182,6 +202,19 @@ pub fn run(
     window: u32,
     cfg: Config,
     seed: u64,
+) -> Result<Run, String> {
+    run_with_arena(bytes, params, n, window, cfg, seed, None)
+}
+
+/// [`run`] with each AICPU's workspace arena `arena` bytes (`None`: room for every core).
+pub fn run_with_arena(
+    bytes: &[u8],
+    params: &[(ptovm_vm::ParamKind, u32, Vec<u32>)],
+    n: u32,
+    window: u32,
+    cfg: Config,
+    seed: u64,
+    arena: Option<u32>,
 ) -> Result<Run, String> {
     let v = verify(bytes).unwrap();
     let vals = values(params);
@@ -206,7 +239,10 @@ pub fn run(
         })
         .collect();
     let core_aicpu: Vec<u32> = (0..ncores as u32).map(|c| c % n).collect();
-    let region = Region::new(&v, n, cap, &types, core_aicpu);
+    let mut region = Region::new(&v, n, cap, &types, core_aicpu);
+    if let Some(a) = arena {
+        region.workspace.arena = a;
+    }
     let sh = region.shared();
     let (slots, cores) = (&region.slots, &region.cores);
     type Bufs = (
@@ -260,6 +296,7 @@ pub fn run(
     let mut ran: Vec<(u64, u64, Pool, u32)> = Vec::new();
     // Cores that took their task and have not finished yet.
     let mut running: Vec<u32> = Vec::new();
+    let mut descs: Vec<(u64, u32, u32)> = Vec::new();
     for _ in 0..5_000_000u32 {
         if cpus.iter().all(|c| c.finished()) {
             // Every task retired: nothing is left in any map.
@@ -287,6 +324,9 @@ pub fn run(
                 ran,
                 edges,
                 issues: env.issues,
+                reclaims: env.reclaims,
+                descs,
+                arena: region.workspace.arena,
                 counts,
             });
         }
@@ -322,6 +362,8 @@ pub fn run(
                 ran[id as usize] = (env.seq, 0, pool, a);
                 env.seq += 1;
                 running.push(core);
+                let d = ptovm_vm::desc::read(sh.desc(a, s));
+                descs.push((d.id, d.workspace_offset, d.workspace_bytes));
             }
             // A running core finishes (its end).
             1 if !running.is_empty() => {

@@ -30,6 +30,7 @@ fn prepare(code: &[u8], params: &Params, aicpus: u32, window: u32, instance_slac
         vector_cores: 2 * aicpus,
         window_mode: -1,
         exact_deps: 0,
+        ..Default::default()
     };
     let sizes = ptovm_tests::device::layout(code, &launch).unwrap();
     let mut shared = region(sizes.shared_bytes);

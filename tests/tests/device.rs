@@ -125,6 +125,7 @@ fn settings(aicpus: u32, window: u32) -> PtovmLaunch {
         vector_cores: 3 * aicpus,
         window_mode: -1,
         exact_deps: 0,
+        ..Default::default()
     }
 }
 
@@ -285,6 +286,26 @@ fn bad_arguments_are_codes_with_messages() {
         call(&code, settings(2, 70_000), &mut sizes, &mut err),
         PTOVM_E_ARGUMENT
     );
+    l = settings(6, 1024);
+    l.reserved = 1;
+    assert_eq!(call(&code, l, &mut sizes, &mut err), PTOVM_E_ARGUMENT);
+    // A workspace arena smaller than a kernel's workspace (spec/runtime.md §4.4).
+    let ws = ptovm_tests::assemble_text(
+        "@kernel k(i): vector(out a) workspace(4096)
+@workload w(%n: dense[4]) { parallel_for i in %n { task @k(i) resources(A[i]) } }",
+    )
+    .0;
+    l = settings(2, 16);
+    assert_eq!(call(&ws, l, &mut sizes, &mut err), PTOVM_OK);
+    l.workspace_arena = 4032;
+    assert_eq!(call(&ws, l, &mut sizes, &mut err), PTOVM_E_ARGUMENT);
+    assert!(
+        text(&err).contains("workspace of 4096 bytes"),
+        "{}",
+        text(&err)
+    );
+    l.workspace_arena = u32::MAX / 2 + 1;
+    assert_eq!(call(&ws, l, &mut sizes, &mut err), PTOVM_E_ARGUMENT);
 
     // A region too small, or misaligned, is refused before anything is written.
     let l = settings(2, 16);

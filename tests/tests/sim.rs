@@ -52,6 +52,7 @@ fn opts(aicpus: u32, window: usize, jitter: Option<u64>) -> sim::Options {
         timing: sim::IssueTiming::Immediate,
         deps: DepMode::Overlap,
         descriptors: false,
+        workspace: None,
     }
 }
 

@@ -132,6 +132,7 @@ fn threaded_runs_keep_each_streams_order() {
                     timing: sim::IssueTiming::Immediate,
                     deps: DepMode::Overlap,
                     descriptors: false,
+                    workspace: None,
                 };
                 let r = run_bounded(bytes.clone(), o)
                     .unwrap_or_else(|e| panic!("{aicpus} AICPUs, window {window}: {e}"));

@@ -1146,3 +1146,34 @@ fn stream_order() {
     m.config.timing_arg = U32::new(1);
     assert!(problem(&m).contains("interleaved timing"));
 }
+
+#[test]
+fn a_workspace_larger_than_the_arena() {
+    let mut m = base();
+    m.kernels[0].entry.workspace = U16::new(2); // 128 bytes
+    assert!(
+        verify(&m.encode()).is_ok(),
+        "an arena sized at launch fits it"
+    );
+    m.config.workspace_arena = U32::new(64);
+    let e = check(&m);
+    assert_eq!(
+        e.kind,
+        ErrorKind::Workspace {
+            kernel: 0,
+            need: 128,
+            arena: 64
+        }
+    );
+    at(&e, Section::Kernels, Some(0));
+    m.config.workspace_arena = U32::new(128);
+    assert!(verify(&m.encode()).is_ok());
+    // An undeclared kernel has no workspace.
+    let mut m = base();
+    m.kernels[0].entry = KernelEntry {
+        flags: ptovm_vm::format::KERNEL_UNDECLARED,
+        workspace: U16::new(1),
+        ..Default::default()
+    };
+    assert!(matches!(check(&m).kind, ErrorKind::NonZero { .. }));
+}

@@ -10,7 +10,7 @@
 //! The AICPU that places a task in a window slot writes its descriptor into the slot's words
 //! ([`write`]), packed — the header, the parameters, and per region only the extents and
 //! strides of its rank — in the [`slot_words`] words the program's largest task needs (a few
-//! hundred bytes for the bundled examples, against the 2,064 of the full struct: the windows'
+//! hundred bytes for the bundled examples, against the 2,080 of the full struct: the windows'
 //! descriptors stay small in memory). The core that takes the task reads it back into a
 //! [`Descriptor`] ([`read`]) after the handshake hands the slot over. A slot is written only
 //! while no core holds it (between its retirement and the next placement) and read only while
@@ -58,7 +58,7 @@ pub struct RegionDesc {
     pub stride: [i64; 8],
 }
 
-/// A task as its core sees it (2,064 bytes; C: `ptovm_desc`).
+/// A task as its core sees it (2,080 bytes; C: `ptovm_desc`).
 #[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub struct Descriptor {
@@ -76,6 +76,15 @@ pub struct Descriptor {
     pub tier: u8,
     /// Zero.
     pub reserved: [u8; 2],
+    /// Where its scratch starts: bytes from the launch's workspace memory (the AICPUs' arenas
+    /// one after another, spec/runtime.md §4.4); 0 with `workspace_bytes` 0 when its kernel
+    /// has none.
+    pub workspace_offset: u32,
+    /// Its scratch's size: its kernel's workspace, bytes (a multiple of 64).
+    pub workspace_bytes: u32,
+    /// The scratch's first byte when the launcher gave workspace memory (its base +
+    /// `workspace_offset`); 0 when it did not or the kernel has none.
+    pub workspace_addr: u64,
     /// The task's parameter values, in its kernel's parameter order.
     pub params: [i64; 16],
     /// Its regions, in its `resources(…)` order.
@@ -88,7 +97,7 @@ pub const DESC_BYTES: usize = DESC_WORDS * 8;
 /// A descriptor's size in 64-bit words.
 pub const DESC_WORDS: usize =
     HEADER_WORDS + limits::MAX_TASK_PARAMS + limits::MAX_TASK_IO * REGION_WORDS;
-const HEADER_WORDS: usize = 2;
+const HEADER_WORDS: usize = 4;
 const REGION_WORDS: usize = 15;
 // The C header (cbindgen) needs the array lengths as numbers: they are the format's limits.
 const _: () = assert!(limits::MAX_RANK == 8 && limits::MAX_TASK_PARAMS == 16);
@@ -371,9 +380,9 @@ impl Binding {
 }
 
 /// How many words a window slot's descriptor takes for program `v`: the most any of its task
-/// sites needs in the packed form (`write`): 2 header words, one per parameter, and per region
+/// sites needs in the packed form (`write`): 4 header words, one per parameter, and per region
 /// 3 words plus `⌈rank / 2⌉` of extents and `rank` of strides, `rank` its tensor's (0 for the
-/// stream-order tensor, which a descriptor leaves out). At least 2.
+/// stream-order tensor, which a descriptor leaves out). At least 4.
 pub fn slot_words(v: &Verified<'_>) -> usize {
     let code = v.code();
     let tensors = v.tensors();
@@ -405,7 +414,8 @@ fn region_words(rank: usize) -> usize {
 }
 
 /// Writes the descriptor of task `t` into a window slot's `words` (its regions resolved
-/// against `tensors`, indexed by tensor), packed: the header word pair, the parameters, then
+/// against `tensors`, indexed by tensor), packed: the four header words (the workspace's two
+/// zero until [`set_workspace`]), the parameters, then
 /// per region a word of tensor, direction, rank and dtype, the extents two to a word, the
 /// strides, the offset and the address. `false`, with nothing written, when the slot is too
 /// small for the task (it is not when it has [`slot_words`] words) or a region's tensor has
@@ -439,6 +449,9 @@ pub fn write(words: &[AtomicU64], t: &Task, tensors: &[Binding]) -> bool {
             | nregions << 32
             | u64::from(t.tier) << 40,
     );
+    // The workspace is the issuing AICPU's to fill in (`set_workspace`).
+    put(2, 0);
+    put(3, 0);
     let mut at = HEADER_WORDS;
     for &p in params {
         put(at, p as u64);
@@ -496,6 +509,18 @@ pub fn write(words: &[AtomicU64], t: &Task, tensors: &[Binding]) -> bool {
     true
 }
 
+/// Fills in a slot's workspace words (header words 2 and 3): where the task's scratch is,
+/// written by the AICPU that hands the task to a core, before the handshake does.
+pub fn set_workspace(words: &[AtomicU64], offset: u32, bytes: u32, addr: u64) {
+    if let Some(w) = words.get(2..HEADER_WORDS) {
+        w[0].store(
+            u64::from(offset) | u64::from(bytes) << 32,
+            Ordering::Relaxed,
+        );
+        w[1].store(addr, Ordering::Relaxed);
+    }
+}
+
 /// Reads the descriptor last written into a window slot's `words`; every field the slot does
 /// not give is 0.
 pub fn read(words: &[AtomicU64]) -> Descriptor {
@@ -508,6 +533,10 @@ pub fn read(words: &[AtomicU64]) -> Descriptor {
     d.nparams = ((header >> 24) as u8).min(limits::MAX_TASK_PARAMS as u8);
     d.nregions = ((header >> 32) as u8).min(limits::MAX_TASK_IO as u8);
     d.tier = (header >> 40) as u8;
+    let ws = load(2);
+    d.workspace_offset = ws as u32;
+    d.workspace_bytes = (ws >> 32) as u32;
+    d.workspace_addr = load(3);
     for i in 0..d.nparams as usize {
         d.params[i] = load(HEADER_WORDS + i) as i64;
     }

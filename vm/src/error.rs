@@ -298,6 +298,16 @@ pub enum ErrorKind {
         /// What.
         problem: &'static str,
     },
+    /// A kernel's workspace does not fit the program's workspace arena.
+    #[error("kernel {kernel}'s workspace of {need} bytes is larger than the {arena}-byte workspace arena")]
+    Workspace {
+        /// The kernel.
+        kernel: u32,
+        /// Its workspace, bytes.
+        need: u32,
+        /// The arena, bytes.
+        arena: u32,
+    },
     /// A runtime parameter's default is not where or what the format requires.
     #[error("runtime parameter {slot}: {problem}")]
     BadDefault {
@@ -430,6 +440,7 @@ impl VerifyError {
             ErrorKind::LayoutRank { .. } => 36,
             ErrorKind::StreamOrder { .. } => 37,
             ErrorKind::Plan { .. } => 38,
+            ErrorKind::Workspace { .. } => 39,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Binary layout of PTOW v5 (spec/bytecode.md §2–3): little-endian, byte-aligned records read as
+//! Binary layout of PTOW v6 (spec/bytecode.md §2–3): little-endian, byte-aligned records read as
 //! zero-copy views. Every multi-byte field uses `zerocopy`'s unaligned little-endian integers, so
 //! a view can be taken over any byte slice without alignment or endianness assumptions.
 
@@ -7,8 +7,11 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// `"PTOW"` read as a big-endian u32; stored little-endian, so a file starts `57 4F 54 50`.
 pub const MAGIC: u32 = 0x5054_4F57;
+/// A kernel's workspace is given in units of this many bytes (a cache line), so every
+/// allocation of an arena starts on a line of its own.
+pub const WORKSPACE_UNIT: u32 = 64;
 /// The only version this reader understands.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 
 /// Limits every verified program respects (spec/bytecode.md §8).
 pub mod limits {
@@ -230,8 +233,9 @@ pub struct Config {
     pub start: u8,
     /// [`crate::WindowMode`] code.
     pub window_mode: u8,
-    /// Must be zero.
-    pub reserved1: U32,
+    /// `workspace = N` (v6): bytes of each AICPU's workspace arena, which its tasks' scratch
+    /// is allocated from (spec/runtime.md §4.4); 0 sizes it at launch from the window.
+    pub workspace_arena: U32,
     /// `start = threshold(N)`: N; 0 otherwise.
     pub start_threshold: U32,
     /// Task window size per AICPU (≥ 1).
@@ -366,8 +370,9 @@ pub struct KernelEntry {
     pub num_params: u8,
     /// IO arguments each task passes (0 if undeclared).
     pub num_args: u8,
-    /// Must be zero.
-    pub reserved: U16,
+    /// Scratch bytes each of its tasks gets while it runs, in units of [`WORKSPACE_UNIT`]
+    /// bytes (v6; 0 for none and for an undeclared kernel).
+    pub workspace: U16,
     /// Direction of argument `i` in bits `2i..2i+2` ([`crate::Dir`] codes); unused bits zero.
     pub arg_dirs: U32,
 }

@@ -247,6 +247,8 @@ pub struct KernelDecl {
     pub pool: Ident,
     /// Arguments: direction and name.
     pub args: Vec<(Ident, Ident)>,
+    /// `workspace(N)`: scratch bytes each task gets while it runs, and where it is written.
+    pub workspace: Option<(u64, Span)>,
 }
 
 /// `@param NAME = value` (ptovm extension): a runtime parameter's default.

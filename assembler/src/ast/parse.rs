@@ -578,7 +578,7 @@ impl<'s> Parser<'_, 's> {
                     let p = self.policy()?;
                     KnobValue::Dispatch(p, start.to(self.toks[self.pos - 1].span))
                 }
-                "streams" | "aicpus" | "window" | "pipeline_depth" => {
+                "streams" | "aicpus" | "window" | "pipeline_depth" | "workspace" => {
                     let (v, s) = self.int("an integer")?;
                     KnobValue::Int(v, s)
                 }
@@ -754,11 +754,22 @@ impl<'s> Parser<'_, 's> {
             let dir = p.keyword("a direction (`in`, `out` or `inout`)")?;
             Ok((dir, p.ident("an argument name")?))
         })?;
+        // `workspace(N)`: N bytes of scratch for each of its tasks while it runs.
+        let workspace = if self.peek().is("workspace") {
+            self.pos += 1;
+            self.expect("(")?;
+            let n = self.int("the workspace's bytes")?;
+            self.expect(")")?;
+            Some(n)
+        } else {
+            None
+        };
         Ok(KernelDecl {
             name,
             params,
             pool,
             args,
+            workspace,
         })
     }
 }

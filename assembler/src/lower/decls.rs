@@ -120,11 +120,28 @@ impl<'a> Lower<'a, '_, '_> {
             })?;
             dirs |= (dir as u32) << (2 * i);
         }
+        // Whole cache lines of scratch (spec/bytecode.md §3.4).
+        let unit = u64::from(ptovm_vm::format::WORKSPACE_UNIT);
+        let most = u64::from(u16::MAX) * unit;
+        let workspace = match k.workspace {
+            None => 0,
+            Some((n, span)) if n > most => {
+                return Err(self.rep.error(
+                    DiagKind::Overflow,
+                    span,
+                    format!(
+                    "a workspace of {n} bytes; the limit is {most} (65535 lines of {unit} bytes)"
+                ),
+                ))
+            }
+            Some((n, _)) => n.div_ceil(unit) as u16,
+        };
         let entry = KernelEntry {
             pool: pool as u8,
             num_params: k.params.len() as u8,
             num_args: k.args.len() as u8,
             arg_dirs: U32::new(dirs),
+            workspace: U16::new(workspace),
             ..Default::default()
         };
         self.name_fits(&k.name)?;
@@ -281,5 +298,33 @@ impl<'a> Lower<'a, '_, '_> {
                 );
             }
         }
+    }
+
+    /// Every kernel's `workspace(N)` fits the schedule's arena (`workspace = N`), when it sets
+    /// one (else the arena is sized at launch to fit).
+    pub(super) fn workspaces_fit(&self) -> R<()> {
+        let Some(knob) = self.workspace_span else {
+            return Ok(());
+        };
+        let arena = self.m.config.workspace_arena.get();
+        for k in &self.ast.kernels {
+            let Some((n, span)) = k.workspace else {
+                continue;
+            };
+            let lines = n.div_ceil(u64::from(ptovm_vm::format::WORKSPACE_UNIT));
+            let bytes = lines * u64::from(ptovm_vm::format::WORKSPACE_UNIT);
+            if bytes > u64::from(arena) {
+                return Err(self.rep.error(
+                    DiagKind::Overflow,
+                    span,
+                    format!(
+                        "kernel `{}`'s workspace of {bytes} bytes is larger than the {arena}-byte workspace arena of the schedule (line {}): its tasks could never run",
+                        k.name.name,
+                        self.line_of(knob)
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 }

@@ -108,6 +108,8 @@ struct Lower<'a, 'r, 's> {
     /// While a tier's condition is lowered: its value's name and the task's selector, which
     /// the name stands for.
     tier_subst: Option<(String, Expr)>,
+    /// The schedule's `workspace = N` knob, where it is written.
+    workspace_span: Option<Span>,
 }
 
 /// A `tile(…)` loop's size and its base axis's extent, as postfix nodes (no `END`) that read
@@ -271,6 +273,7 @@ pub fn lower(
         tiles: HashMap::new(),
         tier_sets: HashMap::new(),
         tier_subst: None,
+        workspace_span: None,
     };
     l.m.code.clear();
     l.name_fits(&w.name)?;
@@ -321,6 +324,7 @@ pub fn lower(
         Some(s) => l.schedule(s)?,
         None => vec![],
     };
+    l.workspaces_fit()?;
     l.stmts(&w.body)?;
     l.m.code.push(Record::new(Opcode::HALT as u8, 0, 0, 0));
     l.name_stream_tensor();

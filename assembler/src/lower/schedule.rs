@@ -107,6 +107,11 @@ impl<'a> Lower<'a, '_, '_> {
                             let v = self.u32(*v, *span, 0, "pipeline_depth")?;
                             self.m.config.pipeline_depth = U32::new(v);
                         }
+                        "workspace" => {
+                            let v = self.u32(*v, *span, 1, "the workspace arena")?;
+                            self.m.config.workspace_arena = U32::new(v);
+                            self.workspace_span = Some(*span);
+                        }
                         _ => {
                             let v = self.u32(*v, *span, 0, "batch_deps")?;
                             self.m.config.batch_deps = U32::new(v);

@@ -55,12 +55,40 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 } else {
                     None
                 };
-                let found = match self.pick_own(sh, cfg, pl) {
-                    Some(slot) => Some((self.me, slot)),
-                    None if cfg.work_steal => (1..sh.n)
-                        .map(|k| (self.me + k) % sh.n)
-                        .find_map(|v| sh.ready[v as usize * 2 + pl].pop().map(|s| (v, s))),
+                // A task that waits for workspace goes first: the pool's issue stalls behind it.
+                let parked = self.parked[pl].take();
+                let found = match parked {
+                    Some(p) => Some(p),
+                    None => match self.pick_own(sh, cfg, pl) {
+                        Some(slot) => Some((self.me, slot)),
+                        None if cfg.work_steal => (1..sh.n)
+                            .map(|k| (self.me + k) % sh.n)
+                            .find_map(|v| sh.ready[v as usize * 2 + pl].pop().map(|s| (v, s))),
+                        None => None,
+                    },
+                };
+                // Its scratch, first fit in the arena; none free: it waits, parked.
+                let ws = match found {
+                    Some((owner, slot)) => {
+                        let s = &sh.slots[owner as usize * sh.cap as usize + slot as usize];
+                        let bytes = self.workspace_of(s.kernel.load(Ordering::Relaxed));
+                        if bytes == 0 {
+                            Some((0, 0))
+                        } else {
+                            self.first_fit(bytes).map(|at| (at, bytes))
+                        }
+                    }
                     None => None,
+                };
+                let found = match (found, ws) {
+                    (Some(task), None) => {
+                        if parked.is_none() {
+                            self.counts.workspace_waits += 1;
+                        }
+                        self.parked[pl] = Some(task);
+                        None
+                    }
+                    (found, _) => found,
                 };
                 let Some((owner, slot)) = found else {
                     // Another AICPU stole the task the turn was for: the turn goes back unless
@@ -76,6 +104,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     }
                     break;
                 };
+                let (ws_start, ws_len) = ws.unwrap_or((0, 0));
                 let core = self.take_core(pl);
                 self.running[pl] += 1;
                 if owner != self.me {
@@ -96,11 +125,34 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                         0
                     },
                     at_ns: turn.map(|(now, _)| now),
+                    workspace: match ws_len {
+                        0 => (0, 0),
+                        _ => (self.me * self.arena + ws_start, ws_len),
+                    },
                 };
+                if ws_len > 0 {
+                    self.arena_used += ws_len;
+                    self.counts.workspace_peak =
+                        self.counts.workspace_peak.max(u64::from(self.arena_used));
+                    if sh.desc_words > 0 {
+                        let offset = issued.workspace.0;
+                        let addr = match sh.workspace.base {
+                            0 => 0,
+                            base => base + u64::from(offset),
+                        };
+                        desc::set_workspace(sh.desc(owner, slot), offset, ws_len, addr);
+                    }
+                }
                 sh.cores[core as usize]
                     .assign((owner as u64) << 32 | slot as u64)
                     .map_err(|_| SchedError::Corrupted("a core was handed two tasks"))?;
-                self.busy.push(Busy { core, owner, slot })?;
+                self.busy.push(Busy {
+                    core,
+                    owner,
+                    slot,
+                    ws_start,
+                    ws_len,
+                })?;
                 env.issued(&issued);
                 env.ring(core);
                 progress = true;
@@ -114,6 +166,36 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             self.counts.rate_wait_ns += env.now_ns().saturating_sub(since);
         }
         Ok(progress)
+    }
+
+    /// Bytes of scratch a task of kernel `kernel` gets.
+    fn workspace_of(&self, kernel: u32) -> u32 {
+        self.interp
+            .program()
+            .kernels()
+            .get(kernel as usize)
+            .map_or(0, |k| {
+                u32::from(k.workspace.get()) * crate::format::WORKSPACE_UNIT
+            })
+    }
+
+    /// The first offset in its arena where `bytes` bytes overlap no running task's scratch
+    /// (first fit), if any. Running tasks are its busy cores' (at most one per core): each
+    /// restart moves past one of their scratches, so this takes at most `busy²` steps.
+    fn first_fit(&self, bytes: u32) -> Option<u32> {
+        let mut at = 0u32;
+        'scan: loop {
+            if at.checked_add(bytes)? > self.arena {
+                return None;
+            }
+            for b in self.busy.as_slice() {
+                if b.ws_len > 0 && b.ws_start < at + bytes && at < b.ws_start + b.ws_len {
+                    at = b.ws_start + b.ws_len;
+                    continue 'scan;
+                }
+            }
+            return Some(at);
+        }
     }
 
     /// The next of its own ready tasks of pool `pl` the timing lets it issue, taken out.
@@ -189,6 +271,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         cfg: &Config,
         pl: usize,
     ) -> bool {
+        if self.parked[pl].is_some() {
+            return true;
+        }
         let me = self.me as usize;
         let pool_of = |slot: &u32| {
             sh.slots[me * sh.cap as usize + *slot as usize]

@@ -134,6 +134,9 @@ pub trait Env {
     fn recorded(&mut self, _aicpu: u32, _task: &Task) {}
     /// One of this AICPU's tasks completed and its successors were released.
     fn completed(&mut self) {}
+    /// This AICPU saw that core `core`, which it had handed task `task`, finished it, and
+    /// freed the task's scratch (for checks that no two running tasks share bytes).
+    fn reclaimed(&mut self, _core: u32, _task: u64) {}
 }
 
 /// A task handed to a core ([`Env::issued`]).
@@ -156,6 +159,8 @@ pub struct Issued {
     pub batch: u64,
     /// Under `rate_limit` timing, the clock reading ([`Env::now_ns`]) the issue was allowed at.
     pub at_ns: Option<u64>,
+    /// Its scratch: offset in the launch's workspace memory and bytes (0: none).
+    pub workspace: (u32, u32),
 }
 
 /// When an AICPU hands its ready tasks to its cores: PTO-WSP's `timing` (spec/pto.md §4.2).
@@ -332,6 +337,46 @@ pub struct Shared<'m, C, L> {
     /// Words per slot in `descs`: at least [`desc::slot_words`] of the program, or 0 when no
     /// kernel reads descriptors (a simulator's scheduler benchmark): then none is written.
     pub desc_words: u32,
+    /// The launch's workspace memory: each AICPU's arena (§4.4).
+    pub workspace: Workspace,
+}
+
+/// The launch's workspace memory (spec/runtime.md §4.4): AICPU `a` allocates its running tasks'
+/// scratch from its **arena**, the `arena` bytes from offset `a × arena`; a task's descriptor
+/// gives its scratch's offset from there (and its address, `base` + offset, when `base` is not
+/// 0). The arena is fixed for the launch: a task whose scratch does not fit waits until
+/// running tasks of the AICPU complete and free theirs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Workspace {
+    /// Bytes of each AICPU's arena.
+    pub arena: u32,
+    /// Address of the launch's workspace memory (`n × arena` bytes); 0 when the launcher gives
+    /// none (descriptors then give offsets only).
+    pub base: u64,
+}
+
+impl Workspace {
+    /// The largest workspace of the program's kernels, bytes (0: no kernel has one).
+    pub fn largest(v: &crate::Verified<'_>) -> u32 {
+        v.kernels()
+            .iter()
+            .map(|k| u32::from(k.workspace.get()) * crate::format::WORKSPACE_UNIT)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Each AICPU's arena for program `v`: the program's `workspace = N` when it gives one;
+    /// else sized from the window, room for the largest workspace on each task an AICPU can
+    /// run at once — `min(window, cores)` for an AICPU driving `cores` cores — so that
+    /// without a smaller arena no task ever waits. Saturates at `u32::MAX`.
+    pub fn arena_for(v: &crate::Verified<'_>, window: u32, cores: u32) -> u32 {
+        match v.config().workspace_arena.get() {
+            0 => u64::from(Workspace::largest(v))
+                .saturating_mul(u64::from(window.min(cores)))
+                .min(u64::from(u32::MAX)) as u32,
+            given => given,
+        }
+    }
 }
 
 impl<C, L> Shared<'_, C, L> {
@@ -369,6 +414,19 @@ pub enum SchedError {
     /// The shared region or the AICPU's buffers are smaller than their layout says.
     #[error("scheduler memory: {0}")]
     Memory(&'static str),
+    /// A kernel's workspace does not fit the launch's arena, or the arenas of all AICPUs
+    /// together do not fit the 32-bit offsets of descriptors.
+    #[error("workspace: kernel {kernel} needs {need} bytes, the arena of each of {aicpus} AICPUs has {arena} (and all arenas together must stay below 4 GiB)")]
+    Workspace {
+        /// The kernel (its index).
+        kernel: u32,
+        /// Its workspace, bytes.
+        need: u32,
+        /// Each AICPU's arena, bytes.
+        arena: u32,
+        /// AICPUs.
+        aicpus: u32,
+    },
     /// A core was handed a task while busy, or a queue that cannot fill filled: the shared
     /// region is being written by someone else.
     #[error("scheduler state corrupted: {0}")]
@@ -405,6 +463,11 @@ pub struct Counts {
     /// `rate_limit` timing: nanoseconds ready tasks waited for the rate (from the first round
     /// that found one waiting to the issue).
     pub rate_wait_ns: u64,
+    /// Tasks that waited for workspace (their scratch did not fit the arena when their turn
+    /// came).
+    pub workspace_waits: u64,
+    /// The most bytes of its arena in use at once.
+    pub workspace_peak: u64,
 }
 
 impl core::ops::AddAssign for Counts {
@@ -424,6 +487,8 @@ impl core::ops::AddAssign for Counts {
             reordered,
             rate_waits,
             rate_wait_ns,
+            workspace_waits,
+            workspace_peak,
         } = o;
         self.tasks += tasks;
         self.cube += cube;
@@ -438,6 +503,9 @@ impl core::ops::AddAssign for Counts {
         self.reordered += reordered;
         self.rate_waits += rate_waits;
         self.rate_wait_ns += rate_wait_ns;
+        self.workspace_waits += workspace_waits;
+        // Arenas are per AICPU: the launch's peak is the largest one's.
+        self.workspace_peak = self.workspace_peak.max(workspace_peak);
     }
 }
 
@@ -461,6 +529,11 @@ pub struct Busy {
     pub owner: u32,
     /// Its slot.
     pub slot: u32,
+    /// Its scratch in this AICPU's arena: first byte (from the arena's start) and bytes (0:
+    /// none). Freed when the entry goes, at the task's completion.
+    pub ws_start: u32,
+    /// Bytes.
+    pub ws_len: u32,
 }
 
 /// One AICPU's private buffers: `cap` words for each of `free`, `retiring`, `unreleased` and
@@ -604,6 +677,12 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     /// turn ([`Shared::next_issue`]) as last read.
     rate_wait_since: Option<u64>,
     rate_due_ns: u64,
+    /// Workspace (`issue.rs`): the task of each pool whose scratch did not fit the arena, taken
+    /// out of its queue and issued first once it fits (`(owner, slot)`).
+    parked: [Option<(u32, u32)>; 2],
+    /// Its arena's bytes (the launch's `Workspace::arena`) and bytes in use.
+    arena: u32,
+    arena_used: u32,
 }
 
 /// How many watermarks an AICPU publishes between two scans for the AICPUs waiting for them

@@ -133,6 +133,21 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             ncube > 0 && free_vector > 0,
             "an AICPU needs a cube core and a vector core",
         )?;
+        // Every kernel's scratch fits the arena (so a task waiting for workspace only waits
+        // for running tasks), and every arena's offsets fit the descriptors' 32 bits.
+        let arena = sh.workspace.arena;
+        let all_fit = u64::from(arena) * u64::from(sh.n) <= u64::from(u32::MAX);
+        for (k, entry) in program.kernels().iter().enumerate() {
+            let bytes = u32::from(entry.workspace.get()) * crate::format::WORKSPACE_UNIT;
+            if bytes > arena || (bytes > 0 && !all_fit) {
+                return Err(SchedError::Workspace {
+                    kernel: k as u32,
+                    need: bytes,
+                    arena,
+                    aicpus: sh.n,
+                });
+            }
+        }
         Ok(Aicpu {
             me,
             interp,
@@ -169,6 +184,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             next_stream: 0,
             rate_due_ns: 0,
             rate_wait_since: None,
+            parked: [None, None],
+            arena,
+            arena_used: 0,
         })
     }
 
@@ -247,6 +265,12 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             self.busy.buf[i] = self.busy.buf[self.busy.len];
             progress = true;
             env.jitter();
+            // Its scratch is free again (the entry held it); the slot is still the task's.
+            self.arena_used -= b.ws_len;
+            if b.ws_len > 0 {
+                let s = &sh.slots[b.owner as usize * sh.cap as usize + b.slot as usize];
+                env.reclaimed(b.core, s.task.load(Ordering::Relaxed));
+            }
             self.core_back(sh, b.core);
             if b.owner == self.me {
                 self.completed(sh, cfg, env, b.slot)?;
@@ -463,8 +487,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 .as_slice()
                 .iter()
                 .any(|b| sh.cores[b.core as usize].idle())
-            || (self.free_cores(0) > 0 && ready(0))
-            || (self.free_cores(1) > 0 && ready(1))
+            // A task waiting for workspace waits for a busy core (above), not a free one.
+            || (self.free_cores(0) > 0 && self.parked[0].is_none() && ready(0))
+            || (self.free_cores(1) > 0 && self.parked[1].is_none() && ready(1))
             || watermarks
             || (!self.staged && self.pending.is_none() && !self.done)
             || self.deferred.is_some()

@@ -263,12 +263,12 @@ impl<'v, 'a> Checker<'v, 'a> {
                 });
             }
         }
-        if c.reserved1.get() != 0 || c.reserved2.iter().any(|r| r.get() != 0) {
+        if c.reserved2.iter().any(|r| r.get() != 0) {
             return Err(VerifyError {
                 kind: ErrorKind::NonZero {
                     what: "config reserved fields",
                 },
-                at: at(offset_of!(Config, reserved1)),
+                at: at(offset_of!(Config, reserved2)),
             });
         }
         Ok(need)

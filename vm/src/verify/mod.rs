@@ -20,7 +20,7 @@ use crate::format::{
     checksum, is_module_text, layout_dim, limits, padded_strtab, sizes, Config, Header,
     KernelEntry, Layout, ModuleInfoEntry, ParamEntry, PlanEntry, PolicySpec, Record, RegionDim,
     Section, TensorEntry, COND_HAS_ELSE, DIM_IS_SLOT, KERNEL_UNDECLARED, LAYOUT_NONE, MAGIC,
-    NONE16, PARAM_HAS_DEFAULT, TENSOR_IMPLICIT, TENSOR_STREAM, VERSION,
+    NONE16, PARAM_HAS_DEFAULT, TENSOR_IMPLICIT, TENSOR_STREAM, VERSION, WORKSPACE_UNIT,
 };
 use crate::opcodes::{Dir, ExprKind, ExprOp, OpClass, Opcode};
 use crate::{

@@ -361,17 +361,31 @@ impl<'v, 'a> Checker<'v, 'a> {
                     at,
                 });
             }
-            if k.reserved.get() != 0 {
-                return nz("kernel reserved field");
-            }
             if k.flags & !KERNEL_UNDECLARED != 0 {
                 return nz("undefined kernel flag bits");
             }
             if k.flags & KERNEL_UNDECLARED != 0 {
-                if k.num_params != 0 || k.num_args != 0 || k.arg_dirs.get() != 0 {
-                    return nz("arity and directions of an undeclared kernel");
+                if k.num_params != 0
+                    || k.num_args != 0
+                    || k.arg_dirs.get() != 0
+                    || k.workspace.get() != 0
+                {
+                    return nz("arity, directions and workspace of an undeclared kernel");
                 }
                 continue;
+            }
+            // A task's scratch must fit the arena it is allocated from (0: sized at launch).
+            let arena = self.v.config.workspace_arena.get();
+            let need = u32::from(k.workspace.get()) * WORKSPACE_UNIT;
+            if arena != 0 && need > arena {
+                return Err(VerifyError {
+                    kind: ErrorKind::Workspace {
+                        kernel: i as u32,
+                        need,
+                        arena,
+                    },
+                    at,
+                });
             }
             limit(
                 "kernel parameter count",
