@@ -174,7 +174,8 @@ pub fn run(v: &Verified<'_>, m: &Module, vals: &[Value<'_>], o: &Opts) -> Result
             reference: &reference,
             bad: None,
         };
-        while it.run(&mut c, u64::MAX).map_err(run_err)? == Status::Paused {}
+        // A READBACK keeps the launch's values here (no task computes).
+        while it.run(&mut c, u64::MAX).map_err(run_err)? != Status::Done {}
         if let Some(b) = c.bad {
             return Err(Fail(Exit::Internal, format!("internal error: {b}")));
         }

@@ -158,6 +158,26 @@ pub fn text(v: &Verified<'_>) -> String {
             o += &format!("  {slot:>3}  {} = {}\n", p.name, render_expr(&m, p.expr));
         }
     }
+    let readbacks: Vec<_> = m
+        .code
+        .iter()
+        .filter(|r| r.opcode == ptovm_vm::Opcode::READBACK as u8)
+        .collect();
+    if !readbacks.is_empty() {
+        o += &format!(
+            "\nread back while running ({}, `wait`: every AICPU waits for every earlier task, then reads the tensor into the runtime array):\n",
+            readbacks.len()
+        );
+        for r in readbacks {
+            let tensor = m.tensors.get(r.op1() as usize).map_or("?", |t| &t.name);
+            let slot = (r.op2() & 0xFFFF) as usize;
+            let array = m.params.get(slot).map_or("?", |p| &p.name);
+            o += &format!(
+                "  {tensor} -> runtime array {slot} ({array}), each element <= {}\n",
+                render_expr(&m, (r.op2() >> 16) as u16)
+            );
+        }
+    }
     o += &format!("\ntensors ({}):\n", m.tensors.len());
     for (i, t) in m.tensors.iter().enumerate() {
         let layout = match layout_text(t.entry.layout.get()) {

@@ -579,6 +579,7 @@ unsafe fn shared_layout(
     let map: *mut DevMap = c.take(1, "TensorMap")?;
     let writers: *mut AtomicU32 = c.take(p.tensors, "live-writer counts")?;
     let next_issue: *mut Padded = c.take(1, "the rate_limit turn")?;
+    let barriers: *mut Padded = c.take(ptovm_vm::limits::MAX_READBACKS, "read-back barriers")?;
     let descs: *mut AtomicU64 = c.take(n * cap * p.desc_words, "task descriptors")?;
     let mem = MapMem::carve(c, &p.layout)?;
     if c.base == 0 {
@@ -616,6 +617,9 @@ unsafe fn shared_layout(
         });
         let writers = fill(writers, p.tensors, |_| AtomicU32::new(0));
         let next_issue = &fill(next_issue, 1, |_| Padded::new(0))[0];
+        let barriers = fill(barriers, ptovm_vm::limits::MAX_READBACKS, |_| {
+            Padded::new(0)
+        });
         let descs = fill(descs, n * cap * p.desc_words, |_| AtomicU64::new(0));
         map.write(DevMap(SpinLock::new(mem.build(&p.layout, p.mode)?)));
         header.write(SharedHeader {
@@ -646,6 +650,7 @@ unsafe fn shared_layout(
                 descs,
                 desc_words: p.desc_words as u32,
                 workspace: p.workspace,
+                barriers,
             },
         });
         (*header).magic.store(SHARED_MAGIC, Ordering::Release);
@@ -691,6 +696,15 @@ unsafe fn instance_layout(
     let tensors: *mut Binding = c.take(p.tensors, "tensor bindings")?;
     let bound: *mut TensorArg = c.take(p.tensors, "the launcher's tensor bindings")?;
     let map = MapMem::carve(c, &p.local)?;
+    // The values its READBACKs read (spec/runtime.md §4.5): the most a read-back may hold,
+    // since the instance is sized before the parameters shape the tensors.
+    let nreadbacks = v.readbacks().len();
+    let rb_words = nreadbacks * ptovm_vm::limits::MAX_READBACK_ELEMS;
+    let rb_values: *mut u32 = c.take(rb_words, "read-back values")?;
+    let rb_slots: *mut Value<'static> = c.take(
+        ptovm_vm::sched::readback_blocks(&v),
+        "read-back parameter blocks",
+    )?;
     let aicpu: *mut Aicpu<'static, 'static, 'static> = c.take(1, "scheduler")?;
     if c.base == 0 {
         return Ok(header);
@@ -748,7 +762,13 @@ unsafe fn instance_layout(
             map: map.build(&p.local, p.mode)?,
         };
         let sched = Aicpu::new(a, interp, local, &(*shared).sched)
-            .map_err(|e| fail!(code_of(&e), "scheduler: {e}"))?;
+            .map_err(|e| fail!(code_of(&e), "scheduler: {e}"))?
+            .with_readback(
+                fill(rb_values, rb_words, |_| 0),
+                fill(rb_slots, ptovm_vm::sched::readback_blocks(&v), |_| {
+                    Value::Scalar(0)
+                }),
+            );
         aicpu.write(sched);
         header.write(InstanceHeader {
             magic: INSTANCE_MAGIC,
@@ -1142,6 +1162,56 @@ impl Env for Device {
     fn ring(&mut self, _: u32) {}
     fn now_ns(&mut self) -> u64 {
         now_ns()
+    }
+    /// Reads a bound tensor's 32-bit elements (row-major, through its strides) after every
+    /// task before the READBACK has completed: the cores' writes were acquired through their
+    /// handshakes and the barrier (spec/runtime.md §4.5); on AArch64 each line is cleaned and
+    /// invalidated first (`dc civac`, then `dsb sy`), for data a DMA engine wrote past the
+    /// caches. An unbound tensor keeps the launch's values.
+    fn read_back(&mut self, _: u32, _: u16, b: &Binding, into: &mut [u32]) -> bool {
+        if b.base == 0 || b.elem_bytes != 4 || b.rank == 0 {
+            return false;
+        }
+        let rank = (b.rank as usize).min(b.dims.len());
+        for (k, x) in into.iter_mut().enumerate() {
+            // Row-major index k → element offset through the binding's strides.
+            let (mut rest, mut offset) = (k as u64, 0u64);
+            for d in (0..rank).rev() {
+                let dim = u64::from(b.dims[d].max(1));
+                offset += (rest % dim) * b.strides[d] as u64;
+                rest /= dim;
+            }
+            let addr = b.base + offset * 4;
+            invalidate(addr);
+            // SAFETY: `Binding::bind` checked that the launcher's memory from `base` holds
+            // every element the shape reaches with these strides, 4-byte aligned; the memory
+            // lives for the launch (the launcher's contract) and no task writes it now.
+            *x = unsafe { core::ptr::read_volatile(addr as *const u32) };
+        }
+        sync_reads();
+        true
+    }
+}
+
+/// Cleans and invalidates the cache line holding `addr` (AArch64 `dc civac`).
+#[inline]
+fn invalidate(addr: u64) {
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: cache maintenance on a mapped address of the tensor; no other effect.
+    unsafe {
+        core::arch::asm!("dc civac, {a}", a = in(reg) addr, options(nostack, preserves_flags));
+    }
+    #[cfg(not(target_arch = "aarch64"))]
+    let _ = addr;
+}
+
+/// Orders the reads after the cache maintenance (AArch64 `dsb sy`).
+#[inline]
+fn sync_reads() {
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: a barrier instruction; no memory is accessed.
+    unsafe {
+        core::arch::asm!("dsb sy", options(nostack, preserves_flags));
     }
 }
 

@@ -76,7 +76,7 @@ fn expand<S: Sink>(bytes: &[u8], aicpus: u32, sink: &mut S) -> u64 {
     let vals = bound.values();
     let p = RuntimeParams::new(&v, &vals).unwrap();
     let mut it = Interpreter::new(v, p, 0, aicpus).unwrap();
-    it.run(sink, u64::MAX).unwrap();
+    it.run_to_end(sink).unwrap();
     it.stats().emitted
 }
 

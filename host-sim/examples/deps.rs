@@ -42,7 +42,7 @@ fn main() {
         d.edges = 0;
         let (v0, p0) = (d.map.visits(), d.map.probes());
         let mut it = Interpreter::new(v, rp, 0, 1).unwrap();
-        it.run(&mut d, u64::MAX).unwrap();
+        it.run_to_end(&mut d).unwrap();
         assert_eq!(d.error, None, "the map refused a task");
         total += it.stats().emitted;
         work = d.map.visits() - v0 + d.map.probes() - p0;

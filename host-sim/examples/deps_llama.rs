@@ -34,7 +34,7 @@ fn main() {
         d.map.reset();
         d.edges = 0;
         let mut it = Interpreter::new(v, rp, 0, 1).unwrap();
-        it.run(&mut d, u64::MAX).unwrap();
+        it.run_to_end(&mut d).unwrap();
         assert_eq!(d.error, None, "the map refused a task");
         total += it.stats().emitted;
         visits = d.map.visits();

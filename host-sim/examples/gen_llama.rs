@@ -37,7 +37,7 @@ fn main() {
     for _ in 0..repeat {
         let mut it = Interpreter::new(v, rp, 0, aicpus).unwrap();
         let mut c = Count(0);
-        it.run(&mut c, u64::MAX).unwrap();
+        it.run_to_end(&mut c).unwrap();
         total += it.stats().emitted;
     }
     let dt = t0.elapsed();

@@ -38,7 +38,8 @@ impl Sink for Collect {
 /// [`Interpreter::next_task`], as the scheduler stages them.
 pub const NEXT_TASK: u64 = 0;
 
-/// Runs AICPU `aicpu` of `aicpus` to the end, keeping at most `keep` tasks (all are counted).
+/// Runs AICPU `aicpu` of `aicpus` to the end, keeping at most `keep` tasks (all are counted);
+/// a `READBACK` keeps the launch's values of its runtime array (no task computes here).
 /// `step` is the emission budget per `run` call, to exercise pausing and resuming, or
 /// [`NEXT_TASK`].
 pub fn expand_aicpu(
@@ -67,7 +68,8 @@ pub fn expand_aicpu(
             }
         }
     } else {
-        while it.run(&mut sink, step).map_err(LaunchError::Run)? == Status::Paused {}
+        // A READBACK keeps the launch's values (nothing computes here).
+        while it.run(&mut sink, step).map_err(LaunchError::Run)? != Status::Done {}
     }
     Ok(Expansion {
         aicpu,

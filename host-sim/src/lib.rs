@@ -32,4 +32,6 @@ pub use deps::{
 };
 pub use expand::{expand_aicpu, expand_all, Expansion, NEXT_TASK};
 pub use params::{Defaults, DefaultsError};
-pub use reference::{expand as reference_expand, RefTask};
+pub use reference::{
+    expand as reference_expand, expand_with as reference_expand_with, OnReadback, RefTask,
+};

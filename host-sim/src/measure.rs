@@ -69,10 +69,10 @@ impl Sink for Count {
 /// Generation alone: every task of the program (one instance, as AICPU 0 of 1) into a sink
 /// that only counts.
 pub fn generate(v: Verified<'_>, p: RuntimeParams<'_>) -> Result<Measured, MeasureError> {
-    Interpreter::new(v, p, 0, 1)?.run(&mut Count, u64::MAX)?;
+    Interpreter::new(v, p, 0, 1)?.run_to_end(&mut Count)?;
     let mut it = Interpreter::new(v, p, 0, 1)?;
     let t0 = Instant::now();
-    it.run(&mut Count, u64::MAX)?;
+    it.run_to_end(&mut Count)?;
     let wall = t0.elapsed();
     Ok(Measured {
         tasks: it.stats().emitted,
@@ -99,7 +99,7 @@ pub fn generate_with_deps(
             ptovm_vm::share::ShareError::Run(e) => MeasureError::Run(e),
             other => MeasureError::Share(other),
         })?;
-    Interpreter::new(v, p, 0, 1)?.run(&mut d, u64::MAX)?;
+    Interpreter::new(v, p, 0, 1)?.run_to_end(&mut d)?;
     if let Some(e) = d.error {
         return Err(e.into());
     }
@@ -107,7 +107,7 @@ pub fn generate_with_deps(
     d.edges = 0;
     let mut it = Interpreter::new(v, p, 0, 1)?;
     let t0 = Instant::now();
-    it.run(&mut d, u64::MAX)?;
+    it.run_to_end(&mut d)?;
     let wall = t0.elapsed();
     if let Some(e) = d.error {
         return Err(e.into());

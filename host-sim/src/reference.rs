@@ -6,7 +6,8 @@
 
 use ptovm_vm::format::{PolicySpec, Record, COND_HAS_ELSE, DIM_IS_SLOT, NONE16, TENSOR_IMPLICIT};
 use ptovm_vm::interp::mix64;
-use ptovm_vm::{Dir, ExprOp, Io, Opcode, Policy, Pool, RunError, RuntimeParams, Verified};
+use ptovm_vm::readback::Readback;
+use ptovm_vm::{Dir, ExprOp, Io, Opcode, Policy, Pool, RunError, RuntimeParams, Value, Verified};
 
 /// A task of the reference expansion.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,13 +66,34 @@ struct Walker<'v, 'a, 'p> {
     pos: Vec<(u64, u64)>,
     out: Vec<RefTask>,
     limit: u64,
+    /// The runtime arrays read back so far (`READBACK`), by slot.
+    read: Vec<Option<Vec<u32>>>,
+    readbacks: u32,
+    on_readback: &'v mut OnReadback<'v>,
 }
+
+/// What a `READBACK` reads ([`expand_with`]): given the point and every task before it (all
+/// of which have completed by then), the tensor's elements as raw 32-bit words, or `None` to
+/// keep the launch's values of the runtime array (no memory to read).
+pub type OnReadback<'x> = dyn FnMut(&Readback, &[RefTask]) -> Option<Vec<u32>> + 'x;
 
 type R<T> = Result<T, RunError>;
 
 /// Expands the whole program; `aicpus` is the AICPU count that owners are computed for.
-/// Stops with `RunError::TooManyTasks` past `limit` tasks.
+/// Stops with `RunError::TooManyTasks` past `limit` tasks. A `READBACK` keeps the launch's
+/// values of its runtime array (as a run whose tensors have no memory does).
 pub fn expand(v: &Verified<'_>, p: &RuntimeParams<'_>, aicpus: u32, limit: u64) -> R<Vec<RefTask>> {
+    expand_with(v, p, aicpus, limit, &mut |_: &Readback, _: &[RefTask]| None)
+}
+
+/// [`expand`] with the values each `READBACK` reads given by `on_readback`.
+pub fn expand_with<'v>(
+    v: &'v Verified<'_>,
+    p: &'v RuntimeParams<'_>,
+    aicpus: u32,
+    limit: u64,
+    on_readback: &'v mut OnReadback<'v>,
+) -> R<Vec<RefTask>> {
     let mut w = Walker {
         v,
         p,
@@ -80,6 +102,9 @@ pub fn expand(v: &Verified<'_>, p: &RuntimeParams<'_>, aicpus: u32, limit: u64) 
         pos: vec![],
         out: vec![],
         limit,
+        read: vec![None; p.values().len()],
+        readbacks: 0,
+        on_readback,
     };
     let c = v.config();
     let mut policy = c.policy;
@@ -104,6 +129,53 @@ impl Walker<'_, '_, '_> {
         self.v.code()[pc as usize]
     }
 
+    /// Runtime array `slot`: the values read back into it, or the launch's.
+    fn array(&self, slot: usize) -> &[u32] {
+        match self.read.get(slot) {
+            Some(Some(a)) => a,
+            _ => self.p.array(slot),
+        }
+    }
+
+    /// A `READBACK`: the values its tensor holds once every task before it has completed,
+    /// checked (range, and the launch's rules for runtime arrays), in place of the array's.
+    fn readback(&mut self, pc: u32, r: Record) -> R<()> {
+        let slot = (r.op2() & 0xFFFF) as usize;
+        let rb = Readback {
+            pc,
+            tensor: r.op1(),
+            slot: slot as u16,
+            bound: self.eval(r.op2() >> 16, pc)?,
+            index: self.readbacks,
+        };
+        self.readbacks += 1;
+        let launch = self.array(slot).to_vec();
+        let values = (self.on_readback)(&rb, &self.out).unwrap_or_else(|| launch.clone());
+        if values.len() != launch.len() {
+            return Err(RunError::ReadbackParams {
+                pc,
+                problem: ptovm_vm::ParamError::Readback {
+                    slot,
+                    len: values.len(),
+                    elems: launch.len() as u64,
+                },
+            });
+        }
+        let dtype = self.v.tensors()[r.op1() as usize].dtype;
+        ptovm_vm::readback::check_values(&rb, dtype, &values)?;
+        self.read[slot] = Some(values);
+        let slots: Vec<Value<'_>> = (0..self.read.len())
+            .map(|s| match (&self.read[s], self.p.values()[s]) {
+                (Some(a), _) => Value::Array(a),
+                (None, v) => v,
+            })
+            .collect();
+        self.p
+            .rebind(self.v, &slots)
+            .map_err(|problem| RunError::ReadbackParams { pc, problem })?;
+        Ok(())
+    }
+
     fn eval(&self, start: u32, pc: u32) -> R<i64> {
         let mut st: Vec<i64> = vec![];
         let ovf = RunError::Overflow { pc };
@@ -121,7 +193,7 @@ impl Walker<'_, '_, '_> {
                 ExprOp::PARAM => self.p.scalar(r.op1() as usize) as i64,
                 ExprOp::ELEM => {
                     let idx = st.pop().expect("verified");
-                    let arr = self.p.array(r.op1() as usize);
+                    let arr = self.array(r.op1() as usize);
                     if idx < 0 || idx as usize >= arr.len() {
                         return Err(RunError::Index {
                             pc,
@@ -185,14 +257,14 @@ impl Walker<'_, '_, '_> {
     fn values(&self, axis: u16, pc: u32) -> R<Vec<i64>> {
         let a = self.v.axes()[axis as usize];
         let op = Opcode::from_u8(a.opcode).expect("verified");
-        let array = self.p.array(a.op1() as usize);
+        let array = self.array(a.op1() as usize);
         let index_error = |index: i64| RunError::Index {
             pc,
             slot: a.op1(),
             index,
             len: array.len(),
         };
-        let indices = || self.p.array((a.op2() >> 16) as usize);
+        let indices = || self.array((a.op2() >> 16) as usize);
         Ok(match op {
             Opcode::AXIS_DENSE => (0..a.op2() as i64).collect(),
             Opcode::AXIS_DENSE_DYN => (0..self.p.scalar(a.op1() as usize) as i64).collect(),
@@ -269,6 +341,10 @@ impl Walker<'_, '_, '_> {
             let op = Opcode::from_u8(r.opcode).expect("verified");
             match op {
                 Opcode::NOP => pc += 1,
+                Opcode::READBACK => {
+                    self.readback(pc, r)?;
+                    pc += 1;
+                }
                 Opcode::TASK => {
                     self.task(pc, r, &policy, iter)?;
                     pc += 1 + (r.op2() & 0xFFFF) + (r.op2() >> 16);

@@ -33,7 +33,6 @@ use zerocopy::FromZeros;
 use crate::compute::Memory;
 use crate::deps::{check_run, heap_map, DepMode, HeapMap, HeapStorage, Ran};
 use crate::kernel::{Call, Kernel, Registry};
-use crate::reference::expand as reference_expand;
 pub use ptovm_vm::WindowMode;
 
 /// Simulator settings.
@@ -189,6 +188,8 @@ pub struct Report {
     pub workspace_waits: u64,
     /// The most bytes of one arena in use at once.
     pub workspace_peak: u64,
+    /// The raw values read back at each `READBACK`, in order (every AICPU read the same).
+    pub read_back: Vec<Vec<u32>>,
     /// Wall-clock time of the run.
     pub wall: Duration,
     /// Whether the run was checked against the reference (and passed).
@@ -283,6 +284,7 @@ struct Region {
     writers: Vec<AtomicU32>,
     next_issue: Padded,
     descs: Box<[AtomicU64]>,
+    barriers: Vec<Padded>,
 }
 
 /// One AICPU's private buffers (`vm::sched::Local` borrows them).
@@ -339,6 +341,8 @@ struct Drivers<'r> {
     /// bookkeeping, so that two running tasks given shared bytes fail the run.
     workspace_live: Vec<Mutex<Vec<(u32, u32, u64)>>>,
     workspace_overlap: Mutex<Option<String>>,
+    /// Each AICPU's values read back at its `READBACK`s, in order.
+    read_back: Vec<Mutex<Vec<Vec<u32>>>>,
 }
 
 impl Drivers<'_> {
@@ -453,6 +457,26 @@ impl Env for StepEnv<'_, '_> {
                 workspace: (0, 0),
             });
         }
+    }
+    fn read_back(&mut self, aicpu: u32, tensor: u16, _: &Binding, into: &mut [u32]) -> bool {
+        // A computing run's tensors have memory: the values the tasks wrote. Without, the
+        // runtime array keeps the launch's values.
+        let t = self
+            .dr
+            .memory
+            .and_then(|m| m.tensors().get(tensor as usize))
+            .filter(|t| t.has_memory() && t.len() == into.len());
+        if let Some(t) = t {
+            for (i, x) in into.iter_mut().enumerate() {
+                *x = t.bits(i) as u32;
+            }
+        }
+        if let Some(m) = self.dr.read_back.get(aicpu as usize) {
+            m.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(into.to_vec());
+        }
+        t.is_some()
     }
     fn reclaimed(&mut self, core: u32, task: u64) {
         if self.dr.check {
@@ -742,6 +766,7 @@ fn launch(
         ))),
         writers: (0..v.tensors().len()).map(|_| AtomicU32::new(0)).collect(),
         next_issue: Padded::new(0),
+        barriers: (0..v.readbacks().len()).map(|_| Padded::new(0)).collect(),
         // Zeroed memory: its pages are touched only as slots are used.
         descs: <[AtomicU64]>::new_box_zeroed_with_elems(n as usize * cap * desc_words)
             .map_err(|_| too_big("the task descriptors"))?,
@@ -762,6 +787,7 @@ fn launch(
         next_issue: &region.next_issue,
         descs: &region.descs,
         desc_words: desc_words as u32,
+        barriers: &region.barriers,
         workspace: Workspace {
             arena: o.workspace.unwrap_or_else(|| {
                 let most = (0..n)
@@ -801,8 +827,19 @@ fn launch(
             tensors: vec![Binding::default(); v.tensors().len()],
         });
     }
+    // Where each AICPU's values read back go (`READBACK`, spec/runtime.md §4.5).
+    let mut rb_values: Vec<Vec<u32>> = (0..n)
+        .map(|_| vec![0; ptovm_vm::sched::readback_words(&v, &p)])
+        .collect();
+    let mut rb_slots: Vec<Vec<ptovm_vm::Value<'_>>> = (0..n)
+        .map(|_| vec![ptovm_vm::Value::Scalar(0); ptovm_vm::sched::readback_blocks(&v)])
+        .collect();
     let mut cpus: Vec<Cpu> = Vec::new();
-    for (i, b) in buffers.iter_mut().enumerate() {
+    for ((i, b), (values, slots)) in buffers
+        .iter_mut()
+        .enumerate()
+        .zip(rb_values.iter_mut().zip(rb_slots.iter_mut()))
+    {
         let i = i as u32;
         let local = Local {
             free: &mut b.free,
@@ -818,7 +855,8 @@ fn launch(
             map: heap_map(local_layout, o.deps).ok_or_else(|| too_big("the local TensorMaps"))?,
         };
         cpus.push(Cpu {
-            sched: Aicpu::new(i, Interpreter::new(v, p, i, n)?, local, &sh)?,
+            sched: Aicpu::new(i, Interpreter::new(v, p, i, n)?, local, &sh)?
+                .with_readback(values, slots),
             counted: false,
             events: Vec::new(),
             jitter: Jitter(o.jitter.map_or(0, |s| s ^ (i as u64 + 1))),
@@ -846,6 +884,7 @@ fn launch(
         kernel_ns: AtomicU64::new(0),
         workspace_live: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
         workspace_overlap: Mutex::new(None),
+        read_back: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
     };
     // AICPU i runs on driver thread i mod threads (and on another one that helps: `drive`).
     let cpus: Vec<Mutex<Cpu>> = cpus.into_iter().map(Mutex::new).collect();
@@ -923,6 +962,21 @@ fn launch(
         return Err(e);
     }
     rep.tasks_total = rep.per_aicpu.iter().sum();
+    // Every AICPU read the same values at each READBACK (they all read after the same barrier).
+    let read: Vec<Vec<u32>> = {
+        let lists: Vec<Vec<Vec<u32>>> = dr
+            .read_back
+            .iter()
+            .map(|m| std::mem::take(&mut *m.lock().unwrap_or_else(|e| e.into_inner())))
+            .collect();
+        if lists.iter().any(|l| *l != lists[0]) {
+            return Err(SimError::Check(
+                "the AICPUs read different values at a READBACK".into(),
+            ));
+        }
+        lists.into_iter().next().unwrap_or_default()
+    };
+    rep.read_back = read.clone();
     if o.check {
         if dr.failed.load(Ordering::SeqCst) {
             return Err(SimError::Check("a task ran twice".into()));
@@ -950,6 +1004,7 @@ fn launch(
             &p,
             n,
             &dr.trace.lock().unwrap_or_else(|e| e.into_inner()),
+            &read,
         )?;
         rep.checked = true;
     }
@@ -1069,8 +1124,20 @@ fn drive(
 
 /// Verifies a run: every reference task ran exactly once, on its pool and AICPU, and started after
 /// every overlap-mode predecessor ended.
-fn check(v: &Verified<'_>, p: &RuntimeParams<'_>, n: u32, tr: &Trace) -> Result<(), SimError> {
-    let reference = reference_expand(v, p, n, u64::MAX)
+/// Checks the run's trace against the reference expansion, whose `READBACK`s read what the
+/// run's AICPUs read (`read`, one list per `READBACK` in order; the run's values themselves are
+/// checked by a computing run's in-order comparison).
+fn check(
+    v: &Verified<'_>,
+    p: &RuntimeParams<'_>,
+    n: u32,
+    tr: &Trace,
+    read: &[Vec<u32>],
+) -> Result<(), SimError> {
+    let mut on_readback = |rb: &ptovm_vm::readback::Readback, _: &[crate::RefTask]| {
+        read.get(rb.index as usize).cloned()
+    };
+    let reference = crate::reference::expand_with(v, p, n, u64::MAX, &mut on_readback)
         .map_err(|e: RunError| SimError::Launch(LaunchError::Run(e)))?;
     check_run(&reference, tr).map_err(SimError::Check)
 }

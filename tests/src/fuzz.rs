@@ -120,12 +120,18 @@ fn run_all(v: Verified<'_>, p: RuntimeParams<'_>, n: u32) -> Result<(), String> 
     for i in 0..n {
         let mut it = Interpreter::new(v, p, i, n).map_err(|e| format!("launch {i}/{n}: {e}"))?;
         let mut sink = Count(0);
-        match it.run(&mut sink, u64::MAX) {
-            Ok(Status::Done) => {}
-            Ok(other) => return Err(format!("AICPU {i}/{n}: unbounded run ended {other:?}")),
-            // A runtime error is the program's (the interpreter's tests check where it is
-            // reported); the invariant is only that it is reported, not a panic.
-            Err(_) => return Ok(()),
+        // A READBACK stops the walk (and keeps the launch's values when it goes on): at most
+        // one stop per READBACK.
+        let mut stops = 0;
+        loop {
+            match it.run(&mut sink, u64::MAX) {
+                Ok(Status::Done) => break,
+                Ok(Status::Readback) if stops < v.readbacks().len() => stops += 1,
+                Ok(other) => return Err(format!("AICPU {i}/{n}: unbounded run ended {other:?}")),
+                // A runtime error is the program's (the interpreter's tests check where it is
+                // reported); the invariant is only that it is reported, not a panic.
+                Err(_) => return Ok(()),
+            }
         }
         let s = it.stats();
         if s.visits + s.count_visits > bound.iterations {

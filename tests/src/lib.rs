@@ -32,6 +32,8 @@ pub struct Gen {
     tiles: Vec<String>,
     /// The module plans `q0` and `q1` (`@plan`), which expressions may read.
     plans: bool,
+    /// Past the module's `wait r0 <= 6`: expressions may read the runtime array `r0`.
+    read_back: bool,
 }
 
 impl Gen {
@@ -48,6 +50,7 @@ impl Gen {
             in_callee: false,
             tiles: vec![],
             plans: false,
+            read_back: false,
         }
     }
 
@@ -112,7 +115,12 @@ impl Gen {
                 1 => self.pick(&["p0", "p1", "p2"]).to_string(),
                 2 if !self.vars.is_empty() => {
                     let i = self.below(self.vars.len() as u64) as usize;
-                    format!("a0[{}]", self.vars[i])
+                    let array = if self.read_back && self.below(2) == 0 {
+                        "r0"
+                    } else {
+                        "a0"
+                    };
+                    format!("{array}[{}]", self.vars[i])
                 }
                 _ if self.runnable => self.below(8).to_string(),
                 _ => self.below(1 << 31).to_string(),
@@ -385,12 +393,29 @@ impl Gen {
             // read it, dispatch keys may not.
             m += &format!("@workload g(%gi: dense[1], %ga: dense[3]) {{\n  parallel_for u in %ga {{\n  cond gi < 2 {{\n{body}\n  }}\n  }}\n}}\n");
         }
+        // Sometimes a tensor read back (`wait`), then a second loop that may read it.
+        let read_back = self.below(3) == 0;
+        if read_back {
+            m += "@tensor r0: i32[80]\n";
+        }
         m += "@workload w(%outer: dense[3], %dyn: dense_dyn(p2)) {\n  parallel_for top in %dyn {\n";
         self.vars.push("top".into());
         let body = self.block(4);
         self.vars.clear();
         m += &body;
-        m += "\n  }\n}\n";
+        m += "\n  }\n";
+        if read_back {
+            m += "  wait r0 <= 6\n  parallel_for top in %dyn {\n";
+            self.read_back = true;
+            self.vars.push("top".into());
+            self.tiles.clear();
+            let body = self.block(3);
+            self.vars.clear();
+            self.read_back = false;
+            m += &body;
+            m += "\n  }\n";
+        }
+        m += "}\n";
         let dispatch = match self.below(6) {
             0 => "round_robin(3)".to_string(),
             1 => "affinity(top)".to_string(),
@@ -780,7 +805,7 @@ pub fn examples() -> Vec<(&'static str, Vec<u8>, Params)> {
 /// The bundled examples' small parameters, by name: small enough that a computing run
 /// (`compute::run`) takes milliseconds.
 pub fn example_params() -> Vec<(&'static str, Named<'static>)> {
-    let cases: [(&str, Named); 6] = [
+    let cases: [(&str, Named); 8] = [
         (
             "llama_layer.pto",
             vec![("N", 8, vec![]), ("D", 64, vec![]), ("F", 176, vec![])],
@@ -801,6 +826,23 @@ pub fn example_params() -> Vec<(&'static str, Named<'static>)> {
                 ("expert_tokens", 0, vec![0, 2, 0, 1, 1, 2]),
                 ("token_experts", 0, vec![0, 2, 2, 7, 0, 7]),
             ],
+        ),
+        (
+            "moe_routed.pto",
+            vec![
+                ("T", 4, vec![]),
+                ("D", 32, vec![]),
+                ("F", 48, vec![]),
+                // Stand-ins (a run without data): token t to experts t and t + 1.
+                ("expert_ptr", 0, vec![0, 1, 3, 5, 7, 8, 8, 8, 8]),
+                ("expert_tokens", 0, vec![0, 0, 1, 1, 2, 2, 3, 3]),
+                ("token_experts", 0, vec![0, 1, 1, 2, 2, 3, 3, 4]),
+            ],
+        ),
+        (
+            "deepseek_indexer.pto",
+            // Fewer tokens than twice the top-k: the first queries have fewer keys than k.
+            vec![("S", 12, vec![]), ("D", 32, vec![]), ("K", 6, vec![])],
         ),
         (
             "flash_decode.pto",

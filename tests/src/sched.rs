@@ -38,6 +38,10 @@ pub struct Rung {
     pub issues: Vec<(u64, Issued)>,
     /// `(task, place)`: when an AICPU reclaimed a task's workspace (`Env::reclaimed`).
     pub reclaims: Vec<(u64, u64)>,
+    /// What a `READBACK` of each tensor reads (`Env::read_back`; a tensor not listed keeps
+    /// the launch's values), and `(aicpu, place)` of every read.
+    pub memory: Vec<(u16, Vec<u32>)>,
+    pub reads: Vec<(u32, u64)>,
 }
 impl Default for Rung {
     fn default() -> Rung {
@@ -47,6 +51,8 @@ impl Default for Rung {
             seq: 1,
             issues: vec![],
             reclaims: vec![],
+            memory: vec![],
+            reads: vec![],
         }
     }
 }
@@ -57,6 +63,23 @@ impl Env for Rung {
     }
     fn now_ns(&mut self) -> u64 {
         self.now
+    }
+    fn read_back(
+        &mut self,
+        aicpu: u32,
+        tensor: u16,
+        _: &ptovm_vm::desc::Binding,
+        into: &mut [u32],
+    ) -> bool {
+        self.reads.push((aicpu, self.seq));
+        self.seq += 1;
+        match self.memory.iter().find(|(t, _)| *t == tensor) {
+            Some((_, m)) if m.len() == into.len() => {
+                into.copy_from_slice(m);
+                true
+            }
+            _ => false,
+        }
     }
     fn reclaimed(&mut self, _core: u32, task: u64) {
         self.reclaims.push((task, self.seq));
@@ -99,6 +122,7 @@ pub struct Region {
     pub descs: Box<[AtomicU64]>,
     pub desc_words: u32,
     pub workspace: Workspace,
+    pub barriers: Vec<Padded>,
 }
 
 impl Region {
@@ -138,6 +162,7 @@ impl Region {
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             desc_words: slot_words(v) as u32,
+            barriers: (0..v.readbacks().len()).map(|_| Padded::new(0)).collect(),
             // Room for the largest workspace on every core (the most an AICPU can run).
             workspace: Workspace {
                 arena: Workspace::arena_for(v, cap as u32, types.len() as u32),
@@ -164,6 +189,7 @@ impl Region {
             descs: &self.descs,
             desc_words: self.desc_words,
             workspace: self.workspace,
+            barriers: &self.barriers,
         }
     }
 }
@@ -190,6 +216,8 @@ pub struct Run {
     pub descs: Vec<(u64, u32, u32)>,
     /// Each AICPU's workspace arena, bytes.
     pub arena: u32,
+    /// `(aicpu, place)` of each read at a `READBACK`.
+    pub reads: Vec<(u32, u64)>,
     pub counts: ptovm_vm::sched::Counts,
 }
 
@@ -215,6 +243,22 @@ pub fn run_with_arena(
     cfg: Config,
     seed: u64,
     arena: Option<u32>,
+) -> Result<Run, String> {
+    run_reading(bytes, params, n, window, cfg, seed, arena, vec![])
+}
+
+/// [`run_with_arena`] where a `READBACK` of tensor `t` reads `memory`'s values for `t` (a
+/// tensor not listed keeps the launch's values).
+#[allow(clippy::too_many_arguments)]
+pub fn run_reading(
+    bytes: &[u8],
+    params: &[(ptovm_vm::ParamKind, u32, Vec<u32>)],
+    n: u32,
+    window: u32,
+    cfg: Config,
+    seed: u64,
+    arena: Option<u32>,
+    memory: Vec<(u16, Vec<u32>)>,
 ) -> Result<Run, String> {
     let v = verify(bytes).unwrap();
     let vals = values(params);
@@ -273,8 +317,18 @@ pub fn run_with_arena(
             )
         })
         .collect();
+    let mut rb_values: Vec<Vec<u32>> = (0..n)
+        .map(|_| vec![0; ptovm_vm::sched::readback_words(&v, &p)])
+        .collect();
+    let mut rb_slots: Vec<Vec<ptovm_vm::Value<'_>>> = (0..n)
+        .map(|_| vec![ptovm_vm::Value::Scalar(0); ptovm_vm::sched::readback_blocks(&v)])
+        .collect();
     let mut cpus = Vec::new();
-    for (i, b) in bufs.iter_mut().enumerate() {
+    for ((i, b), (values, slots)) in bufs
+        .iter_mut()
+        .enumerate()
+        .zip(rb_values.iter_mut().zip(rb_slots.iter_mut()))
+    {
         let local = Local {
             free: &mut b.0,
             retiring: &mut b.1,
@@ -289,10 +343,17 @@ pub fn run_with_arena(
             map: local_map(&v, cap),
         };
         let it = Interpreter::new(v, p, i as u32, n).map_err(|e| e.to_string())?;
-        cpus.push(Aicpu::new(i as u32, it, local, &sh).map_err(|e| e.to_string())?);
+        cpus.push(
+            Aicpu::new(i as u32, it, local, &sh)
+                .map_err(|e| e.to_string())?
+                .with_readback(values, slots),
+        );
     }
     let mut rng = Gen::new(seed);
-    let mut env = Rung::default();
+    let mut env = Rung {
+        memory,
+        ..Rung::default()
+    };
     let mut ran: Vec<(u64, u64, Pool, u32)> = Vec::new();
     // Cores that took their task and have not finished yet.
     let mut running: Vec<u32> = Vec::new();
@@ -327,6 +388,7 @@ pub fn run_with_arena(
                 reclaims: env.reclaims,
                 descs,
                 arena: region.workspace.arena,
+                reads: env.reads,
                 counts,
             });
         }

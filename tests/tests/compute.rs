@@ -14,12 +14,14 @@ use ptovm_vm::{verify, RuntimeParams};
 /// The examples that compute (control.pto's kernels are not in the library: see
 /// `a_kernel_the_library_lacks_is_an_error`), with a loop variable for dispatch expressions and
 /// a runtime scalar for `threshold`.
-const COMPUTING: [(&str, &str, &str); 5] = [
+const COMPUTING: [(&str, &str, &str); 7] = [
     ("attention.pto", "b", "batch"),
     ("llama_layer.pto", "t", "N"),
     ("moe.pto", "e", "T"),
+    ("moe_routed.pto", "e", "T"),
     ("flash_decode.pto", "b", "B"),
     ("decode_planned.pto", "b", "B"),
+    ("deepseek_indexer.pto", "t", "S"),
 ];
 
 fn opts(aicpus: u32, window: usize) -> sim::Options {
@@ -390,5 +392,105 @@ fn the_planned_decode_computes_attention_under_every_plan() {
                 assert!(x.ok(), "max_blocks {max_blocks}: {x:?}");
             }
         }
+    }
+}
+
+/// `examples/moe_routed.pto` (issue 20's MoE with on-device routing): the router's top-2
+/// routing is computed by a task and read back (`wait`); the experts run over exactly the pairs
+/// it chose — the default routing, every token on one expert (`hot`), and experts with no
+/// token (`active`) — and the answer and the routing match the model.
+#[test]
+fn the_routed_moe_reads_its_routing_back_and_computes_the_model() {
+    use ptovm_tests::example;
+    for (given, expect) in [
+        (vec![], None),
+        (vec![("hot", 5u32, vec![])], Some((5usize, 0usize))),
+        (vec![("active", 3, vec![])], Some((usize::MAX, 3))),
+    ] {
+        let (code, params) = example("moe_routed.pto", &given);
+        for aicpus in [1, 3, 6] {
+            let mut o = opts(aicpus, 8);
+            o.jitter = Some(aicpus as u64);
+            o.work_steal = aicpus == 3;
+            let c = compute(&code, &params, o, 11).unwrap_or_else(|e| panic!("{given:?}: {e}"));
+            assert!(c.report.checked);
+            for x in &c.model.as_ref().unwrap().1 {
+                assert!(x.ok(), "{given:?}: {x:?}");
+            }
+            // The routing read back: 16 tokens × 2 = 32 (expert, token) pairs, two expert
+            // tasks each, and what `hot` and `active` ask for.
+            let ptr = &c.report.read_back[0];
+            assert_eq!(ptr.len(), 9);
+            assert_eq!(ptr[8], 32);
+            assert_eq!(c.report.tasks_total, 16 + 1 + 2 * 32 + 16);
+            let count = |e: usize| (ptr[e + 1] - ptr[e]) as usize;
+            match expect {
+                Some((hot, _)) if hot < 8 => assert_eq!(count(hot), 16, "{ptr:?}"),
+                Some((_, active)) => {
+                    assert!((active..8).all(|e| count(e) == 0), "{ptr:?}");
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+/// `examples/deepseek_indexer.pto` (issue 20's DeepSeek V3.2 indexer attention, seed 002 §8):
+/// the MLA and indexer prologs run in parallel (no edge joins them), the lightning indexer of
+/// token t waits for the indexer prologs of tokens 0 ..= t only, the sparse attention of t for
+/// t's indexer and the MLA prologs of tokens 0 ..= t — and the whole computes the model.
+#[test]
+fn the_deepseek_indexer_attention_has_the_seeds_dependencies_and_computes() {
+    use ptovm_tests::example;
+    let given = [("S", 12, vec![]), ("D", 32, vec![]), ("K", 6, vec![])];
+    let (code, params) = example("deepseek_indexer.pto", &given);
+    let v = verify(&code).unwrap();
+    let vals = values(&params);
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    let tasks = ptovm_host_sim::reference_expand(&v, &p, 6, 1 << 12).unwrap();
+    let m = ptovm_assembler::Module::decode(&v);
+    let kernel = |id: u64| m.kernels[tasks[id as usize].kernel as usize].name.as_str();
+    let token = |id: u64| tasks[id as usize].params[0];
+    let mut preds: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
+    for e in ptovm_host_sim::edges(&tasks, DepMode::Overlap) {
+        preds.entry(e.to).or_default().push(e.from);
+    }
+    let s = 12;
+    assert_eq!(tasks.len(), 4 * s);
+    for t in &tasks {
+        let mut from: Vec<(&str, i64)> = preds.get(&t.id).map_or(vec![], |p| {
+            p.iter().map(|&f| (kernel(f), token(f))).collect()
+        });
+        from.sort();
+        let tok = t.params[0];
+        let want: Vec<(&str, i64)> = match kernel(t.id) {
+            "mla_prolog" | "indexer_prolog" => vec![],
+            "lightning_indexer" => {
+                let mut w: Vec<(&str, i64)> = (0..=tok).map(|k| ("indexer_prolog", k)).collect();
+                w.sort();
+                w
+            }
+            _ => {
+                let mut w: Vec<(&str, i64)> = (0..=tok).map(|k| ("mla_prolog", k)).collect();
+                w.push(("lightning_indexer", tok));
+                w.sort();
+                w
+            }
+        };
+        assert_eq!(from, want, "task {} {}({tok})", t.id, kernel(t.id));
+    }
+    // Computing: the top-6 of 12 keys, the first five queries with fewer (−1 padding).
+    for aicpus in [1, 6] {
+        let c = compute(&code, &params, opts(aicpus, 4), 3).unwrap();
+        for x in &c.model.as_ref().unwrap().1 {
+            assert!(x.ok(), "{x:?}");
+        }
+        let idx = c.memory.tensor("idx").unwrap();
+        assert_eq!(idx.get(0), 0.0);
+        assert_eq!(idx.get(1), -1.0, "query 0 has one key");
+        assert!(
+            (0..6).all(|i| idx.get(11 * 6 + i) >= 0.0),
+            "query 11 has 12 keys"
+        );
     }
 }

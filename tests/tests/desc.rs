@@ -100,6 +100,8 @@ fn every_example_task_reaches_its_kernel_with_its_descriptor() {
         ("flash_decode.pto", &[][..]),
         ("decode_planned.pto", &[][..]),
         ("moe.pto", &[][..]),
+        ("moe_routed.pto", &[][..]),
+        ("deepseek_indexer.pto", &[("S", 8)][..]),
         ("llama_layer.pto", &[("N", 4)][..]),
     ] {
         let code = example(name);

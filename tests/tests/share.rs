@@ -666,7 +666,7 @@ fn the_in_order_window_finds_exactly_the_reference_edges_in_it() {
             d.classify(&Interpreter::new(v, p, 0, 1).unwrap()).unwrap();
             Interpreter::new(v, p, 0, 1)
                 .unwrap()
-                .run(&mut d, u64::MAX)
+                .run_to_end(&mut d)
                 .unwrap();
             assert_eq!(d.error, None);
             let want = edges

@@ -108,7 +108,7 @@ fn the_tier_reaches_the_descriptor() {
         seen.push((d.kernel, d.tier, d.pool, d.params[1]));
         true
     };
-    it.run(&mut SinkFn(&mut sink), u64::MAX).unwrap();
+    it.run_to_end(&mut SinkFn(&mut sink)).unwrap();
     // d2k (kernel 0, vector), d8k (kernel 1, vector), dbig (kernel 3, cube).
     assert_eq!(seen, [(0, 0, 1, 10), (1, 1, 1, 5000), (3, 3, 0, 100000)]);
 }

@@ -308,6 +308,12 @@ pub enum ErrorKind {
         /// The arena, bytes.
         arena: u32,
     },
+    /// A `READBACK` that breaks a rule of §5.9.
+    #[error("read-back: {problem}")]
+    Readback {
+        /// What.
+        problem: &'static str,
+    },
     /// A runtime parameter's default is not where or what the format requires.
     #[error("runtime parameter {slot}: {problem}")]
     BadDefault {
@@ -441,6 +447,7 @@ impl VerifyError {
             ErrorKind::StreamOrder { .. } => 37,
             ErrorKind::Plan { .. } => 38,
             ErrorKind::Workspace { .. } => 39,
+            ErrorKind::Readback { .. } => 40,
         }
     }
 }

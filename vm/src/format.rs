@@ -45,6 +45,10 @@ pub mod limits {
     /// (a sum over a million-entry array of a few nodes each fits; a quadratic plan over it
     /// does not).
     pub const MAX_PLAN_WORK: u64 = 1 << 26;
+    /// `READBACK` instructions of a program (spec/bytecode.md §5.9).
+    pub const MAX_READBACKS: usize = 4;
+    /// Elements of one tensor read back (`READBACK`): a small tensor of counts and lists.
+    pub const MAX_READBACK_ELEMS: usize = 1 << 16;
     /// Mesh axes a `layout` shard may name (`S(0)` ..= `S(13)`).
     pub const MAX_MESH_AXIS: u32 = 13;
     /// Bytes of one name.

@@ -29,6 +29,7 @@ pub mod interp;
 pub mod opcodes;
 pub mod params;
 pub mod planning;
+pub mod readback;
 pub mod ring;
 pub mod sched;
 pub mod share;

@@ -50,6 +50,9 @@ pub enum OpClass {
     Io,
     /// An axis definition: only in the axis section.
     Axis,
+    /// `READBACK`: a point where every AICPU waits for all earlier tasks, then reads a tensor
+    /// back as a runtime array (spec/bytecode.md §5.9).
+    Sync,
 }
 
 macro_rules! opcode_table {
@@ -126,6 +129,10 @@ opcode_table! {
     COMBINE = 0x14, Block, ["branches": Op1, "end": Op2];
     /// `sequential { steps }`: `steps` direct child statements, in order.
     SEQUENTIAL = 0x15, Block, ["steps": Op1, "end": Op2];
+    /// `wait tensor <= bound`: every AICPU waits until every task before it has completed,
+    /// then reads `tensor` back into the runtime array `slot` (each element in 0 ..= `bound`),
+    /// which later statements read (v6 addition; top level only).
+    READBACK = 0x16, Sync, ["tensor": Op1, "slot": Op2Lo, "bound": Op2Hi];
     /// Emits one task of `kernel`, followed by `params` PARAM_* and `io` IO_* records; `tier`
     /// is the index of the tier that chose `kernel` in its tier set (0 without one), which the
     /// task's descriptor carries.

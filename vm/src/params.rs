@@ -91,6 +91,17 @@ pub enum ParamError {
         /// Why.
         problem: crate::planning::PlanProblem,
     },
+    /// The runtime array a tensor is read back into (`READBACK`) does not have one entry per
+    /// element of the tensor, or the tensor has more elements than a read-back may.
+    #[error("runtime array {slot} is read back from a tensor of {elems} elements (at most 65536) but has {len} entries")]
+    Readback {
+        /// The array's slot.
+        slot: usize,
+        /// Its length.
+        len: usize,
+        /// The tensor's elements.
+        elems: u64,
+    },
     /// The AICPU id or count is invalid.
     #[error("AICPU {aicpu} of {count}: the count must be in 1..=64 and the id below it")]
     Aicpu {
@@ -126,6 +137,54 @@ impl<'p> RuntimeParams<'p> {
     /// axis' `outer` count within its array when runtime parameters alone decide it. Then
     /// computes the program's planned values (`crate::planning`), in plan order.
     pub fn new(v: &Verified<'_>, slots: &'p [Value<'p>]) -> Result<RuntimeParams<'p>, ParamError> {
+        Self::check_kinds(v, slots)?;
+        let mut me = RuntimeParams {
+            slots,
+            planned: [0; crate::limits::MAX_PLANS as usize],
+            plan_work: 0,
+        };
+        // Plans first: a flattened axis' `outer` may read one, and so may a tensor's shape.
+        crate::planning::plan(v, &mut me)
+            .map_err(|(plan, problem)| ParamError::Plan { plan, problem })?;
+        me.check_arrays(v)?;
+        for (_, r) in crate::readback::records(v) {
+            let slot = (r.op2() & 0xFFFF) as usize;
+            let len = me.array(slot).len();
+            let elems = v.tensors().get(r.op1() as usize).map_or(0, |t| {
+                (0..t.rank as usize)
+                    .map(|d| u64::from(me.tensor_dim(t, d)))
+                    .product()
+            });
+            if elems > crate::limits::MAX_READBACK_ELEMS as u64 || len as u64 != elems {
+                return Err(ParamError::Readback { slot, len, elems });
+            }
+        }
+        Ok(me)
+    }
+
+    /// These parameters with `slots` in place of the given values — the same kinds, runtime
+    /// arrays read back (`READBACK`) replaced — checked as the launch checks them; the planned
+    /// values are kept (computed at launch, they read no read-back array).
+    pub fn rebind<'q>(
+        &self,
+        v: &Verified<'_>,
+        slots: &'q [Value<'q>],
+    ) -> Result<RuntimeParams<'q>, ParamError>
+    where
+        'p: 'q,
+    {
+        Self::check_kinds(v, slots)?;
+        let me = RuntimeParams {
+            slots,
+            planned: self.planned,
+            plan_work: self.plan_work,
+        };
+        me.check_arrays(v)?;
+        Ok(me)
+    }
+
+    /// One value per slot, of the slot's kind.
+    fn check_kinds(v: &Verified<'_>, slots: &[Value<'_>]) -> Result<(), ParamError> {
         let params = v.params();
         if slots.len() != params.len() {
             return Err(ParamError::Count {
@@ -146,24 +205,23 @@ impl<'p> RuntimeParams<'p> {
                 given,
             });
         }
-        let mut me = RuntimeParams {
-            slots,
-            planned: [0; crate::limits::MAX_PLANS as usize],
-            plan_work: 0,
-        };
-        // Plans first: a flattened axis' `outer` may read one.
-        crate::planning::plan(v, &mut me)
-            .map_err(|(plan, problem)| ParamError::Plan { plan, problem })?;
+        Ok(())
+    }
+
+    /// Every sparse axis' indptr non-empty, non-decreasing and within its indices array;
+    /// every flattened axis' `outer` count within its array when runtime parameters alone
+    /// decide it.
+    fn check_arrays(&self, v: &Verified<'_>) -> Result<(), ParamError> {
         for a in v.axes() {
             let op = Opcode::from_u8(a.opcode);
             if op.is_some_and(|o| o.is_sparse_axis()) {
-                me.check_sparse(a)?;
+                self.check_sparse(a)?;
             }
             if matches!(op, Some(Opcode::AXIS_RAGGED | Opcode::AXIS_SPARSE)) {
-                me.check_outer(v, a)?;
+                self.check_outer(v, a)?;
             }
         }
-        Ok(me)
+        Ok(())
     }
 
     /// A flattened axis whose `outer` reads no loop variable has the same count wherever it

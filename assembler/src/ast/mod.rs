@@ -152,6 +152,14 @@ pub enum StmtK {
         /// Arguments: names in the caller's scope.
         args: Vec<Ident>,
     },
+    /// `wait T <= bound` (ptovm): every task before it completes, then tensor `T` is read
+    /// back as the runtime array `T`, each element in `0 ..= bound`.
+    Wait {
+        /// The tensor (and the runtime array it becomes).
+        tensor: Ident,
+        /// The bound of its elements: runtime scalars and planned values.
+        bound: Expr,
+    },
     /// `task @k(args) resources(...)`.
     Task {
         /// Kernel name, or a tier set's with `selector`.

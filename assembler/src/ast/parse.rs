@@ -390,7 +390,7 @@ impl<'s> Parser<'_, 's> {
     }
 
     pub(super) fn stmt(&mut self) -> PR<Stmt> {
-        let kw = self.keyword("a statement (`parallel_for`, `for_each`, `select`, `cond`, `combine`, `sequential`, `dispatch` or `task`)")?;
+        let kw = self.keyword("a statement (`parallel_for`, `for_each`, `select`, `cond`, `combine`, `sequential`, `dispatch`, `call`, `wait` or `task`)")?;
         let span = kw.span;
         let kind = match kw.name.as_str() {
             "parallel_for" | "for_each" | "select" => {
@@ -441,6 +441,13 @@ impl<'s> Parser<'_, 's> {
                 self.expect("(")?;
                 let args = self.list(")", |p| p.ident("an argument (a name)"))?;
                 StmtK::Call { target, args }
+            }
+            "wait" => {
+                // `wait T <= bound`: a READBACK of tensor T (spec/pto.md §4.7).
+                let tensor = self.ident("the tensor to read back")?;
+                self.expect("<=")?;
+                let bound = self.expr()?;
+                StmtK::Wait { tensor, bound }
             }
             "task" => {
                 self.expect("@")?;

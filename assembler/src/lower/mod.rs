@@ -110,6 +110,12 @@ struct Lower<'a, 'r, 's> {
     tier_subst: Option<(String, Expr)>,
     /// The schedule's `workspace = N` knob, where it is written.
     workspace_span: Option<Span>,
+    /// The tensors the workload reads back (`wait T <= bound`) and where, and those whose
+    /// `wait` is lowered already: only then may an expression read the runtime array `T`.
+    waits: HashMap<String, Span>,
+    waited: HashSet<String>,
+    /// Conds and dispatch blocks around the point being lowered (a `wait` is at none).
+    guards: usize,
 }
 
 /// A `tile(…)` loop's size and its base axis's extent, as postfix nodes (no `END`) that read
@@ -274,6 +280,9 @@ pub fn lower(
         tier_sets: HashMap::new(),
         tier_subst: None,
         workspace_span: None,
+        waits: HashMap::new(),
+        waited: HashSet::new(),
+        guards: 0,
     };
     l.m.code.clear();
     l.name_fits(&w.name)?;
@@ -325,6 +334,7 @@ pub fn lower(
         None => vec![],
     };
     l.workspaces_fit()?;
+    stmt::collect_waits(&w.body, &mut l.waits);
     l.stmts(&w.body)?;
     l.m.code.push(Record::new(Opcode::HALT as u8, 0, 0, 0));
     l.name_stream_tensor();
@@ -406,6 +416,30 @@ impl<'a> Lower<'a, '_, '_> {
     }
 
     fn slot(&mut self, name: &Ident, kind: ParamKind) -> R<u16> {
+        if let Some(&at) = self.waits.get(&name.name) {
+            if self.plan_now.is_some() {
+                return Err(self.rep.error(
+                    DiagKind::Type,
+                    name.span,
+                    format!(
+                        "`{}` is read back by the `wait` at line {}; a planned value is computed at launch, before any task, and cannot read it",
+                        name.name,
+                        self.line_of(at)
+                    ),
+                ));
+            }
+            if !self.waited.contains(&name.name) {
+                return Err(self.rep.error(
+                    DiagKind::Type,
+                    name.span,
+                    format!(
+                        "`{}` is read back by the `wait` at line {}: read it after that statement (before it, the runtime array holds the launch's values, not the tensor's)",
+                        name.name,
+                        self.line_of(at)
+                    ),
+                ));
+            }
+        }
         if let Some(&i) = self.plan_ids.get(&name.name) {
             if kind != ParamKind::Scalar {
                 return Err(self.rep.error(

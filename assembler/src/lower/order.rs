@@ -311,7 +311,7 @@ impl Rewrite<'_, '_, '_> {
             StmtK::Combine(b) | StmtK::Sequential(b) | StmtK::Dispatch(_, _, b) => {
                 self.stmts(b, outer)?
             }
-            StmtK::Call { .. } | StmtK::Task { .. } => {}
+            StmtK::Call { .. } | StmtK::Task { .. } | StmtK::Wait { .. } => {}
         }
         Ok(())
     }
@@ -665,6 +665,7 @@ impl Rewrite<'_, '_, '_> {
                     not_expr(a, "passed to a call")?;
                 }
             }
+            StmtK::Wait { bound, .. } => self.expr(bound, b, value, tile)?,
             StmtK::Task {
                 selector,
                 args,
@@ -859,6 +860,7 @@ fn mentions_stmts(body: &[Stmt], v: &str) -> bool {
         }
         StmtK::Combine(b) | StmtK::Sequential(b) | StmtK::Dispatch(_, _, b) => mentions_stmts(b, v),
         StmtK::Call { args, .. } => args.iter().any(|a| a.name == v),
+        StmtK::Wait { tensor, bound } => tensor.name == v || mentions(bound, v),
         StmtK::Task {
             selector,
             args,

@@ -224,7 +224,7 @@ pub(super) fn collect_vars<'a>(
                     }
                 }
             }
-            StmtK::Task { .. } => {}
+            StmtK::Task { .. } | StmtK::Wait { .. } => {}
         }
     }
 }
@@ -240,7 +240,7 @@ pub(super) fn check_levels(rep: &Reporter<'_>, ast: &ModuleAst) -> R<()> {
             | StmtK::Sequential(body)
             | StmtK::Dispatch(_, _, body) => find(body),
             StmtK::Cond { then, els, .. } => find(then).or_else(|| els.as_deref().and_then(find)),
-            StmtK::Call { .. } | StmtK::Task { .. } => None,
+            StmtK::Call { .. } | StmtK::Task { .. } | StmtK::Wait { .. } => None,
         })
     }
     for w in ast.workloads.iter().filter(|w| w.level == Level::Npu) {

@@ -103,8 +103,10 @@ impl<'a> Lower<'a, '_, '_> {
                 self.patch_end(at, s.span)?;
                 self.frames -= 1;
             }
+            StmtK::Wait { tensor, bound } => self.wait(s, tensor, bound)?,
             StmtK::Cond { pred, then, els } => {
                 self.open(s.span)?;
+                self.guards += 1;
                 let e = self.expr(pred, Ctx::Scope)?;
                 let at = self.emit(
                     Opcode::COND,
@@ -120,6 +122,7 @@ impl<'a> Lower<'a, '_, '_> {
                     self.stmts(els)?;
                     self.patch_end(at, s.span)?;
                 }
+                self.guards -= 1;
                 self.frames -= 1;
             }
             StmtK::Combine(b) | StmtK::Sequential(b) => {
@@ -177,7 +180,9 @@ impl<'a> Lower<'a, '_, '_> {
                 };
                 let at = self.emit(Opcode::DISPATCH_FILTER, flags as u8, arg, 0);
                 let saved = std::mem::replace(&mut self.need, (need, *pspan));
+                self.guards += 1;
                 self.stmts(b)?;
+                self.guards -= 1;
                 self.need = saved;
                 self.patch_end(at, s.span)?;
                 self.frames -= 1;
@@ -208,6 +213,50 @@ impl<'a> Lower<'a, '_, '_> {
                 self.task(s, kernel, args, resources, 0)?
             }
         }
+        Ok(())
+    }
+
+    /// `wait T <= bound` (spec/pto.md §4.7): a `READBACK` of tensor `T` into the runtime
+    /// array `T`, at the top level of the workload.
+    fn wait(&mut self, s: &Stmt, tensor: &Ident, bound: &Expr) -> R<()> {
+        if !self.scope.is_empty() || self.guards > 0 || self.cur != 0 {
+            return Err(self.rep.error(
+                DiagKind::Type,
+                s.span,
+                "`wait` stands at the top level of the workload (inside `sequential` or `combine` at most), where every AICPU reaches it once: not in a loop, a `cond`, a dispatch block or a called workload",
+            ));
+        }
+        let Some(&tid) = self.tensor_ids.get(&tensor.name) else {
+            return Err(self.rep.error(
+                DiagKind::UnknownName,
+                tensor.span,
+                format!(
+                    "`{}` is not a declared tensor (`wait` reads back a tensor its tasks write: declare it with `@tensor {}: i32[...]`)",
+                    tensor.name, tensor.name
+                ),
+            ));
+        };
+        let t = &self.m.tensors[tid as usize].entry;
+        if t.dtype != DType::I32 as u8 && t.dtype != DType::U32 as u8 {
+            return Err(self.rep.error(
+                DiagKind::Type,
+                tensor.span,
+                format!(
+                    "`{}` is read back as a runtime array of integers: its elements must be i32 or u32",
+                    tensor.name
+                ),
+            ));
+        }
+        if !self.waited.insert(tensor.name.clone()) {
+            return Err(self.rep.error(
+                DiagKind::DuplicateName,
+                tensor.span,
+                format!("`{}` is read back twice", tensor.name),
+            ));
+        }
+        let slot = self.slot(tensor, ParamKind::Array)?;
+        let b = self.expr(bound, Ctx::NoVars)?;
+        self.emit(Opcode::READBACK, 0, tid, slot as u32 | (b as u32) << 16);
         Ok(())
     }
 
@@ -433,5 +482,28 @@ impl<'a> Lower<'a, '_, '_> {
             self.emit(Dir::InOut.io_opcode(), 1, st.tensor, st.region);
         }
         Ok(())
+    }
+}
+
+/// The tensors a workload body reads back (`wait`), with where (nested ones too, which are
+/// then reported where they stand).
+pub(super) fn collect_waits(body: &[Stmt], out: &mut HashMap<String, Span>) {
+    for s in body {
+        match &s.kind {
+            StmtK::Wait { tensor, .. } => {
+                out.entry(tensor.name.clone()).or_insert(s.span);
+            }
+            StmtK::Loop { body, .. }
+            | StmtK::Combine(body)
+            | StmtK::Sequential(body)
+            | StmtK::Dispatch(_, _, body) => collect_waits(body, out),
+            StmtK::Cond { then, els, .. } => {
+                collect_waits(then, out);
+                if let Some(e) = els {
+                    collect_waits(e, out);
+                }
+            }
+            StmtK::Call { .. } | StmtK::Task { .. } => {}
+        }
     }
 }

@@ -230,6 +230,10 @@ pub fn run_in_order(
         .map(|_| ptovm_vm::sync::AtomicU64::new(0))
         .collect();
     let resolved = kernels.resolve(&v);
+    // A READBACK reads this memory, every task before it having run (`readback::read`).
+    let mut rb_values = vec![0u32; ptovm_vm::sched::readback_words(&v, &p)];
+    let mut rb_slots = vec![ptovm_vm::Value::Scalar(0); ptovm_vm::sched::readback_blocks(&v)];
+    let (mut values, mut slots) = (&mut rb_values[..], &mut rb_slots[..]);
     let mut it = Interpreter::new(v, p, 0, 1).map_err(SimError::Launch)?;
     let mut tasks = 0u64;
     loop {
@@ -258,6 +262,34 @@ pub fn run_in_order(
                 })?;
             }
             tasks += 1;
+        }
+        if status == Status::Readback {
+            let rb = it.readback().ok_or_else(|| {
+                DataError::Sim(SimError::Check("a READBACK stop without its point".into()))
+            })?;
+            let read = |into: &mut [u32]| {
+                let t = memory
+                    .tensors()
+                    .get(rb.tensor as usize)
+                    .filter(|t| t.has_memory() && t.len() == into.len());
+                if let Some(t) = t {
+                    for (i, x) in into.iter_mut().enumerate() {
+                        *x = t.bits(i) as u32;
+                    }
+                }
+                t.is_some()
+            };
+            let old = *it.params();
+            let p = ptovm_vm::readback::read(&v, &old, &rb, &mut values, &mut slots, read)
+                .map_err(|e| match e {
+                    ptovm_vm::readback::ReadError::Run(e) => {
+                        SimError::Launch(ptovm_vm::LaunchError::Run(e))
+                    }
+                    ptovm_vm::readback::ReadError::Short => {
+                        SimError::Check("read-back buffers too small".into())
+                    }
+                })?;
+            it.rebind(p);
         }
         if status == Status::Done {
             return Ok(tasks);

@@ -61,6 +61,11 @@ impl<'a> Inputs<'a> {
             .ok_or_else(|| format!("the module has no runtime parameter {name}"))
     }
 
+    /// Runtime scalar `name`.
+    fn scalar(&self, name: &str) -> R<u32> {
+        Ok(self.p.scalar(self.slot(name)?))
+    }
+
     /// Runtime array `name`.
     fn array(&self, name: &str) -> R<Vec<i64>> {
         Ok(self
@@ -99,6 +104,16 @@ pub const MODELS: &[Model] = &[
         workload: "moe",
         what: "a dense mixture of experts masked by the routing",
         outputs: moe,
+    },
+    Model {
+        workload: "moe_routed",
+        what: "a dense mixture of experts masked by the top-2 routing of its own logits",
+        outputs: moe_routed,
+    },
+    Model {
+        workload: "deepseek_indexer",
+        what: "the prologs as matrix products, the indexer's top-k of its scores, attention over those keys",
+        outputs: deepseek_indexer,
     },
     Model {
         workload: "flash_decode",
@@ -253,6 +268,80 @@ fn llama_layer(x: &Inputs<'_>) -> R<Vec<Expected>> {
 }
 
 fn moe(x: &Inputs<'_>) -> R<Vec<Expected>> {
+    let routes = x.array("token_experts")?;
+    let (out, _) = moe_layer(x, |_, _| Ok(routes.clone()))?;
+    Ok(vec![Expected {
+        tensor: "out".into(),
+        values: out,
+    }])
+}
+
+/// The mixture of experts with its routing computed from the router's logits, as
+/// `route_top2` does (each token's two largest logits among the experts below `active`,
+/// expert `hot` first when it is one of them; ties to the lower expert), and the routing
+/// itself: by token and as the CSR matrix by expert the workload reads back.
+fn moe_routed(x: &Inputs<'_>) -> R<Vec<Expected>> {
+    let active = x.scalar("active")? as usize;
+    let hot = x.scalar("hot")? as usize;
+    let (out, (routes, e)) = moe_layer(x, |logits, e| {
+        let t = logits.len() / e;
+        let mut routes = Vec::with_capacity(2 * t);
+        for tok in 0..t {
+            let score = |c: usize| {
+                if c == hot {
+                    f64::INFINITY
+                } else {
+                    logits[tok * e + c]
+                }
+            };
+            // Stable: among equal scores the lower expert comes first.
+            let mut order: Vec<usize> = (0..active.clamp(2, e)).collect();
+            order.sort_by(|&a, &b| score(b).total_cmp(&score(a)));
+            routes.extend([order[0] as i64, order[1] as i64]);
+        }
+        Ok(routes)
+    })?;
+    let mut ptr = vec![0.0; e + 1];
+    let mut by_expert = vec![];
+    for c in 0..e {
+        for (i, &r) in routes.iter().enumerate() {
+            if r as usize == c {
+                by_expert.push((i / 2) as f64);
+            }
+        }
+        ptr[c + 1] = by_expert.len() as f64;
+    }
+    Ok(vec![
+        Expected {
+            tensor: "out".into(),
+            values: out,
+        },
+        Expected {
+            tensor: "token_experts".into(),
+            values: routes.iter().map(|&r| r as f64).collect(),
+        },
+        Expected {
+            tensor: "expert_ptr".into(),
+            values: ptr,
+        },
+        Expected {
+            tensor: "expert_tokens".into(),
+            values: by_expert,
+        },
+    ])
+}
+
+/// A routing: each token's experts, k per token, and the expert count.
+type Routing = (Vec<i64>, usize);
+
+/// A mixture-of-experts layer over tensors `x`, `w_router`, `w_gate` and `w_down`: every
+/// expert's FFN on every token, combined per token over the experts `route` gives it (k per
+/// token, from the router's logits and the expert count) weighted by the softmax of their
+/// logits. Returns the output and the routing with the expert count.
+fn moe_layer(
+    x: &Inputs<'_>,
+    route: impl FnOnce(&[f64], usize) -> R<Vec<i64>>,
+) -> R<(Vec<f64>, Routing)> {
     let (xs, xd) = x.tensor("x", 2)?;
     let (t, d) = (xd[0], xd[1]);
     let (wr, wrd) = x.tensor("w_router", 2)?;
@@ -260,8 +349,8 @@ fn moe(x: &Inputs<'_>) -> R<Vec<Expected>> {
     let (wg, wgd) = x.tensor("w_gate", 3)?;
     let f = wgd[2];
     let (wdn, _) = x.tensor("w_down", 3)?;
-    let routes = x.array("token_experts")?;
     let logits = matmul(&xs, t, d, &wr, e);
+    let routes = route(&logits, e)?;
     // Dense: every expert on every token.
     let ffn: Vec<Vec<f64>> = (0..e)
         .map(|ex| {
@@ -298,10 +387,87 @@ fn moe(x: &Inputs<'_>) -> R<Vec<Expected>> {
             }
         }
     }
-    Ok(vec![Expected {
-        tensor: "out".into(),
-        values: out,
-    }])
+    Ok((out, (routes, e)))
+}
+
+/// DeepSeek V3.2's indexer attention, causal: the prologs' products (compared with the run's
+/// within the tolerance), the indexer's choice — each query's `K` keys of largest score among
+/// keys `0 ..= t`, `Σ_h wt[t,h]·relu(qi[t,h]·ki[s])`, ties to the lower key, -1 past them —
+/// computed in `f64` from the run's stored indexer tensors (a choice between two nearly equal
+/// scores must not depend on the model's own rounding; the stored tensors are themselves
+/// compared), exactly; and attention over the chosen keys from the model's own q and kv.
+fn deepseek_indexer(x: &Inputs<'_>) -> R<Vec<Expected>> {
+    let (xs, xd) = x.tensor("x", 2)?;
+    let (s, d) = (xd[0], xd[1]);
+    let (wq, wqd) = x.tensor("w_q", 2)?;
+    let dk = wqd[1];
+    let (wkv, _) = x.tensor("w_kv", 2)?;
+    let (wqi, wqid) = x.tensor("w_qi", 2)?;
+    let (wki, wkid) = x.tensor("w_ki", 2)?;
+    let (ww, wwd) = x.tensor("w_w", 2)?;
+    let (qn, di, heads) = (wqid[1], wkid[1], wwd[1]);
+    if heads * di != qn {
+        return Err(format!(
+            "{qn} indexer query columns for {heads} heads of {di}"
+        ));
+    }
+    let q = matmul(&xs, s, d, &wq, dk);
+    let kv = matmul(&xs, s, d, &wkv, dk);
+    // The indexer's inputs as the run stored them decide the choice.
+    let (qi, _) = x.tensor("qi", 2)?;
+    let (ki, _) = x.tensor("ki", 2)?;
+    let (wt, _) = x.tensor("wt", 2)?;
+    let (_, idxd) = x.tensor("idx", 2)?;
+    let k = idxd[1];
+    let mut idx = vec![-1.0; s * k];
+    let mut o = vec![0.0; s * dk];
+    for t in 0..s {
+        let score = |key: usize| -> f64 {
+            (0..heads)
+                .map(|h| {
+                    let dot: f64 = (0..di)
+                        .map(|j| qi[t * qn + h * di + j] * ki[key * di + j])
+                        .sum();
+                    wt[t * heads + h] * dot.max(0.0)
+                })
+                .sum()
+        };
+        let mut keys: Vec<(f64, usize)> = (0..=t).map(|key| (score(key), key)).collect();
+        // Larger score first; equal scores: the lower key first.
+        keys.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let chosen: Vec<usize> = keys.iter().take(k).map(|&(_, key)| key).collect();
+        for (i, &key) in chosen.iter().enumerate() {
+            idx[t * k + i] = key as f64;
+        }
+        let mut sc: Vec<f64> = chosen
+            .iter()
+            .map(|&key| {
+                (0..dk)
+                    .map(|j| q[t * dk + j] * kv[key * dk + j])
+                    .sum::<f64>()
+                    / (dk as f64).sqrt()
+            })
+            .collect();
+        softmax(&mut sc);
+        for (&key, w) in chosen.iter().zip(&sc) {
+            for j in 0..dk {
+                o[t * dk + j] += w * kv[key * dk + j];
+            }
+        }
+    }
+    let expected = |tensor: &str, values: Vec<f64>| Expected {
+        tensor: tensor.into(),
+        values,
+    };
+    Ok(vec![
+        expected("q", q),
+        expected("kv", kv),
+        expected("qi", matmul(&xs, s, d, &wqi, qn)),
+        expected("ki", matmul(&xs, s, d, &wki, di)),
+        expected("wt", matmul(&xs, s, d, &ww, heads)),
+        expected("idx", idx),
+        expected("o", o),
+    ])
 }
 
 fn flash_decode(x: &Inputs<'_>) -> R<Vec<Expected>> {

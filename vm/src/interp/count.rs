@@ -337,6 +337,33 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     fn max_extent(&self, axis: u16) -> u64 {
         let a = self.axis_rec(axis);
         let array = self.p.array(a.op1() as usize);
+        // An array read back later (`READBACK`) holds values up to its bound, whatever the
+        // launch's stand-in holds: a row's extent is at most the bound, a flattened ragged
+        // axis' every length is.
+        if let Some(bound) = self.readback_bound(a.op1()) {
+            return match Opcode::from_u8(a.opcode) {
+                Some(Opcode::AXIS_RAGGED) => (array.len() as u64).saturating_mul(bound),
+                Some(Opcode::AXIS_SPARSE | Opcode::AXIS_SPARSE_ROW) => bound,
+                Some(Opcode::AXIS_RAGGED_ROW) => bound,
+                Some(Opcode::AXIS_TILE) if a.op1() != axis => self.max_extent(a.op1()),
+                _ => self.max_extent_of(a, axis, array),
+            };
+        }
+        self.max_extent_of(a, axis, array)
+    }
+
+    /// The largest value a runtime array read back into `slot` may hold (its bound; a bound
+    /// that fails to evaluate counts as unbounded), `None` for an array no `READBACK` fills.
+    fn readback_bound(&self, slot: u16) -> Option<u64> {
+        let (pc, r) = crate::readback::records(&self.v).find(|(_, r)| r.op2() as u16 == slot)?;
+        Some(
+            self.eval(r.op2() >> 16, pc)
+                .map_or(u64::MAX, |b| b.max(0) as u64),
+        )
+    }
+
+    /// [`Interpreter::max_extent`] from the launch's values of `array`.
+    fn max_extent_of(&self, a: Record, axis: u16, array: &[u32]) -> u64 {
         match Opcode::from_u8(a.opcode) {
             Some(Opcode::AXIS_DENSE) => a.op2() as u64,
             Some(Opcode::AXIS_DENSE_DYN) => self.p.scalar(a.op1() as usize) as u64,

@@ -232,6 +232,10 @@ pub struct Interpreter<'a, 'p> {
     /// values `lo .. hi`; `lo > hi` for one that is evaluated at every iteration.
     conds: [(u32, i64, i64); COND_MEMO],
     nconds: u8,
+    /// The `READBACK` the walk stopped at last ([`Status::Readback`]), and how many it has
+    /// passed.
+    readback: Option<crate::readback::Readback>,
+    readbacks: u32,
     stats: Stats,
 }
 
@@ -281,6 +285,8 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             resume: (u32::MAX, 0),
             conds: [(0, 0, 0); COND_MEMO],
             nconds: 0,
+            readback: None,
+            readbacks: 0,
             stats: Stats::default(),
         };
         let c = v.config();
@@ -332,9 +338,21 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         self.v
     }
 
-    /// The runtime parameters of the launch.
+    /// The runtime parameters of the launch (after a `READBACK`, with the values read back).
     pub fn params(&self) -> &RuntimeParams<'p> {
         &self.p
+    }
+
+    /// The `READBACK` the walk stopped at ([`Status::Readback`]), until the walk goes on.
+    pub fn readback(&self) -> Option<crate::readback::Readback> {
+        self.readback
+    }
+
+    /// Continues after a `READBACK` with `p`: the launch's parameters with the values read
+    /// back in its runtime array (`RuntimeParams::rebind`, which checked them as the launch
+    /// checks arrays). The caller checks the values' range (`readback::check_values`) first.
+    pub fn rebind(&mut self, p: RuntimeParams<'p>) {
+        self.p = p;
     }
 
     /// The AICPU count of the launch.

@@ -70,6 +70,30 @@ pub enum RunError {
     /// More tasks than a 64-bit counter holds.
     #[error("the program generates more than 2^64 - 1 tasks")]
     TooManyTasks,
+    /// A tensor read back (`READBACK`) holds a value outside 0 ..= its bound.
+    #[error("instruction {pc}: element {index} of the tensor read back into runtime array {slot} is {value}, outside 0 ..= {bound}")]
+    ReadbackRange {
+        /// Instruction index of the `READBACK`.
+        pc: u32,
+        /// The runtime array it fills.
+        slot: u16,
+        /// The element.
+        index: u32,
+        /// Its value (as a signed 32-bit integer).
+        value: i64,
+        /// The bound.
+        bound: i64,
+    },
+    /// The values read back break a rule the launch checks for runtime arrays (a sparse
+    /// axis' indptr that decreases or runs past its indices, a flattened axis' `outer` past
+    /// its array).
+    #[error("instruction {pc}: the values read back: {problem}")]
+    ReadbackParams {
+        /// Instruction index of the `READBACK`.
+        pc: u32,
+        /// What the launch's check says.
+        problem: crate::params::ParamError,
+    },
 }
 
 /// One IO region of a task. Equality compares the named dimensions only (the interpreter
@@ -241,6 +265,11 @@ pub enum Status {
     Done,
     /// The budget was used or the sink asked to pause; call `run` again to continue.
     Paused,
+    /// The walk reached a `READBACK` ([`Interpreter::readback`] says which): the caller waits
+    /// until every task before it has completed, gives the values read back
+    /// ([`Interpreter::rebind`]; or keeps the launch's, with no memory to read), and calls
+    /// `run` again to continue after it.
+    Readback,
 }
 
 /// Why an interpreter could not start.

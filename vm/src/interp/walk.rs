@@ -194,12 +194,25 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         self.run(&mut Pause, 1)
     }
 
+    /// Runs the program to its end, every task to `sink`; a `READBACK` keeps the launch's
+    /// values of its runtime array (what a caller with no memory to read does). Stops early only
+    /// if the sink asks to pause (then returns [`Status::Paused`]).
+    pub fn run_to_end<S: Sink + ?Sized>(&mut self, sink: &mut S) -> R<Status> {
+        loop {
+            match self.run(sink, u64::MAX)? {
+                Status::Readback => continue,
+                other => return Ok(other),
+            }
+        }
+    }
+
     /// Runs until the program ends, `budget` tasks were emitted, or the sink asks to pause.
     pub fn run<S: Sink + ?Sized>(&mut self, sink: &mut S, budget: u64) -> R<Status> {
         let mut emitted = 0u64;
         if self.done {
             return Ok(Status::Done);
         }
+        self.readback = None;
         loop {
             if self.pc >= self.frames[self.sp].end {
                 if self.sp == 0 {
@@ -257,6 +270,21 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 }
                 Some(OpClass::Loop) => self.enter_loop(pc, r)?,
                 Some(OpClass::Block) => self.enter_block(pc, r)?,
+                Some(OpClass::Sync) => {
+                    // Every AICPU stops here (the verifier keeps it out of loops, conds and
+                    // dispatch blocks); the caller waits, reads back, rebinds, runs on.
+                    let bound = self.eval(r.op2() >> 16, pc)?;
+                    self.pc = pc + 1;
+                    self.readback = Some(crate::readback::Readback {
+                        pc,
+                        tensor: r.op1(),
+                        slot: (r.op2() & 0xFFFF) as u16,
+                        bound,
+                        index: self.readbacks,
+                    });
+                    self.readbacks += 1;
+                    return Ok(Status::Readback);
+                }
                 _ => self.pc = pc + 1,
             }
         }

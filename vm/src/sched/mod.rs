@@ -13,19 +13,22 @@
 //!   task, and optional hooks for tracing and stress testing.
 //!
 //! This file holds the types; the loop is in `step.rs`, handing ready tasks to cores (and the
-//! `timing` policies) in `issue.rs`, recording a task in `record.rs`, and completion and
-//! retirement in `retire.rs`.
+//! `timing` policies) in `issue.rs`, recording a task in `record.rs`, completion and
+//! retirement in `retire.rs`, and the barrier of a `READBACK` in `barrier.rs`.
 
 use crate::desc::{self, BindError, Binding, TensorArg};
 use crate::handshake::{self, CoreSlot};
-use crate::interp::{Interpreter, RunError, Task};
+use crate::interp::{Interpreter, RunError, Status, Task};
+use crate::params::Value;
 use crate::ring::{Cell, Ring};
 use crate::share::{self, Class, ShareError, Sharing, SiteUses};
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::tmap::{MapError, MapLayout, Slices, Storage, TensorMap, Use};
 use crate::waitlist::{self, tag_of, NIL};
 use crate::{Pool, WindowMode};
+pub use barrier::{readback_blocks, readback_words};
 
+mod barrier;
 mod issue;
 mod record;
 mod retire;
@@ -137,6 +140,20 @@ pub trait Env {
     /// This AICPU saw that core `core`, which it had handed task `task`, finished it, and
     /// freed the task's scratch (for checks that no two running tasks share bytes).
     fn reclaimed(&mut self, _core: u32, _task: u64) {}
+    /// At a `READBACK` (§4.5), once every task before it has completed: AICPU `aicpu` reads
+    /// tensor `tensor`, bound as `binding`, into `into` — its elements in row-major order, as
+    /// raw 32-bit words — and says it did. Without memory to read (an unbound tensor, a run
+    /// whose kernels compute nothing) it leaves `into`, which holds the launch's values of the
+    /// runtime array, as it is: the default.
+    fn read_back(
+        &mut self,
+        _aicpu: u32,
+        _tensor: u16,
+        _binding: &Binding,
+        _into: &mut [u32],
+    ) -> bool {
+        false
+    }
 }
 
 /// A task handed to a core ([`Env::issued`]).
@@ -339,6 +356,9 @@ pub struct Shared<'m, C, L> {
     pub desc_words: u32,
     /// The launch's workspace memory: each AICPU's arena (§4.4).
     pub workspace: Workspace,
+    /// `barriers[k]`: the AICPUs that have reached the program's `k`-th `READBACK` with all
+    /// their tasks before it completed (§4.5); one per `READBACK` of the program.
+    pub barriers: &'m [Padded],
 }
 
 /// The launch's workspace memory (spec/runtime.md §4.4): AICPU `a` allocates its running tasks'
@@ -643,7 +663,7 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     free_cube: usize,
     free_vector: usize,
     preds: &'m mut [Pred],
-    shares: &'m [Sharing],
+    shares: &'m mut [Sharing],
     /// The tensors' bindings, which descriptors resolve regions against.
     tensors: &'m [Binding],
     /// How its sites' regions are recorded.
@@ -683,6 +703,14 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     /// Its arena's bytes (the launch's `Workspace::arena`) and bytes in use.
     arena: u32,
     arena_used: u32,
+    /// Read-back (`readback.rs`, §4.5): the `READBACK` its generation stopped at, and whether
+    /// it has arrived at that barrier (all its tasks before it completed).
+    barrier: Option<crate::readback::Readback>,
+    arrived: bool,
+    /// The memory the values read back go to ([`Aicpu::with_readback`]): the part not used
+    /// yet of the elements buffer, and of the runtime-parameter blocks (one per `READBACK`).
+    readback_values: &'p mut [u32],
+    readback_slots: &'p mut [Value<'p>],
 }
 
 /// How many watermarks an AICPU publishes between two scans for the AICPUs waiting for them

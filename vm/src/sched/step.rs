@@ -67,6 +67,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         )?;
         need(local.busy.len() >= local.cores.len(), "busy cores")?;
         need(local.preds.len() >= n * cap, "predecessor scratch")?;
+        need(
+            sh.barriers.len() >= interp.program().readbacks().len(),
+            "barrier words",
+        )?;
         need(interp.aicpus() == sh.n, "the interpreter's AICPU count")?;
         let fits = |l: MapLayout, handles: usize| {
             let v = interp.program();
@@ -187,6 +191,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             parked: [None, None],
             arena,
             arena_used: 0,
+            barrier: None,
+            arrived: false,
+            readback_values: &mut [],
+            readback_slots: &mut [],
         })
     }
 
@@ -323,12 +331,20 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 self.deferred = Some((slot, left));
             }
         }
+        // A READBACK's barrier (§4.5): generation waits there.
+        progress |= self.barrier_round(sh, env)?;
         // (3) Generation (§4.1), as far as it goes without waiting.
         loop {
-            if !self.staged && self.pending.is_none() && !self.done {
+            if !self.staged && self.pending.is_none() && !self.done && self.barrier.is_none() {
                 env.jitter();
                 let before = self.interp.stats().emitted;
-                self.interp.next_task()?;
+                if self.interp.next_task()? == Status::Readback {
+                    if let Some(rb) = self.interp.readback() {
+                        self.stop_at(sh, env, rb);
+                    }
+                    progress = true;
+                    break;
+                }
                 let mark = if self.interp.stats().emitted > before {
                     self.staged = true;
                     let id = self.interp.current_task().id;
@@ -491,8 +507,23 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             || (self.free_cores(0) > 0 && self.parked[0].is_none() && ready(0))
             || (self.free_cores(1) > 0 && self.parked[1].is_none() && ready(1))
             || watermarks
-            || (!self.staged && self.pending.is_none() && !self.done)
+            || (!self.staged && self.pending.is_none() && !self.done && self.barrier.is_none())
             || self.deferred.is_some()
+            || self.barrier_ready(sh)
+    }
+
+    /// At a `READBACK`'s barrier: whether it can arrive now (its window empty), or every
+    /// AICPU has arrived and it can read back.
+    fn barrier_ready<C, L>(&self, sh: &Shared<'_, C, L>) -> bool {
+        let Some(rb) = self.barrier else {
+            return false;
+        };
+        if !self.arrived {
+            return self.in_window == 0 && self.busy.is_empty() && self.deferred.is_none();
+        }
+        sh.barriers
+            .get(rb.index as usize)
+            .is_some_and(|w| w.0.load(Ordering::Acquire) >= u64::from(sh.n))
     }
 
     /// Wakes the AICPUs that announced a need the watermark `mark` (published last) is the
@@ -500,7 +531,12 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     /// announcing and re-reading the watermarks, so one whose need an earlier scanned
     /// watermark reached was woken then or saw that watermark itself, and one that misses
     /// `mark` is seen here.
-    fn wake_waiters<C, L>(&mut self, sh: &Shared<'_, C, L>, env: &mut impl Env, mark: u64) {
+    pub(super) fn wake_waiters<C, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        env: &mut impl Env,
+        mark: u64,
+    ) {
         fence(Ordering::SeqCst);
         for a in 0..sh.n {
             let need = sh.waiting_for[a as usize].0.load(Ordering::Relaxed);

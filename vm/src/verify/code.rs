@@ -24,8 +24,9 @@ impl<'v, 'a> Checker<'v, 'a> {
         Ok(op)
     }
 
-    /// The structural pass over the code section. Returns (deepest loop nesting, TASK count).
-    pub(super) fn code(&mut self, module_need: u32) -> R<(u32, u32)> {
+    /// The structural pass over the code section. Returns the deepest loop nesting, the TASK
+    /// count and the `READBACK`s' instruction indices.
+    pub(super) fn code(&mut self, module_need: u32) -> R<(u32, u32, Readbacks)> {
         let code = self.v.code;
         let n = code.len() as u32;
         let last = n - 1;
@@ -50,6 +51,8 @@ impl<'v, 'a> Checker<'v, 'a> {
         let mut max_loops = 0u32;
         let mut tasks = 0u32;
         let mut else_pending = false;
+        // The `READBACK`s so far: the runtime arrays they fill and where they are.
+        let mut readbacks = Readbacks::default();
         let mut pc = 0u32;
         loop {
             // Close every body that ends here.
@@ -119,6 +122,12 @@ impl<'v, 'a> Checker<'v, 'a> {
                     })
                 }
                 OpClass::Nop => {}
+                OpClass::Sync => {
+                    let top_level = stack[1..=sp]
+                        .iter()
+                        .all(|f| matches!(f.op, Some(Opcode::SEQUENTIAL | Opcode::COMBINE)));
+                    self.readback(pc, r, top_level, &mut readbacks, at)?;
+                }
                 OpClass::Task => {
                     let used = self.task(pc, loops, stack[sp].need, parent_end)?;
                     tasks += 1;
@@ -258,7 +267,7 @@ impl<'v, 'a> Checker<'v, 'a> {
             }
             pc += 1;
         }
-        Ok((max_loops, tasks))
+        Ok((max_loops, tasks, readbacks))
     }
 
     pub(super) fn close(&self, f: &Frame) -> R<()> {
@@ -280,6 +289,73 @@ impl<'v, 'a> Checker<'v, 'a> {
     }
 
     /// Checks a TASK at `pc` and its operand records; returns how many operand records follow.
+    /// A `READBACK` (§5.9): at the top level (inside `SEQUENTIAL` and `COMBINE` blocks only,
+    /// so every AICPU reaches it once); a declared integer tensor; a runtime array slot that
+    /// no other `READBACK` fills; a bound that reads no loop variable; at most
+    /// `MAX_READBACKS` of them.
+    fn readback(
+        &self,
+        pc: u32,
+        r: &Record,
+        top_level: bool,
+        seen: &mut Readbacks,
+        at: Location,
+    ) -> R<()> {
+        let bad = |problem| {
+            Err(VerifyError {
+                kind: ErrorKind::Readback { problem },
+                at,
+            })
+        };
+        if !top_level {
+            return bad("a READBACK inside a loop, a COND or a dispatch block");
+        }
+        let tensor = r.op1() as u32;
+        let Some(t) = self.v.tensors.get(tensor as usize) else {
+            return Err(VerifyError {
+                kind: ErrorKind::OutOfRange {
+                    what: "tensor",
+                    index: tensor,
+                    len: self.v.tensors.len() as u32,
+                },
+                at,
+            });
+        };
+        if t.flags.get() & (TENSOR_IMPLICIT | TENSOR_STREAM) != 0 {
+            return bad("the tensor read back has no declared shape");
+        }
+        if t.dtype != DType::I32 as u8 && t.dtype != DType::U32 as u8 {
+            return bad("the tensor read back is not of i32 or u32 elements");
+        }
+        let slot = (r.op2() & 0xFFFF) as u16;
+        match self.v.params.get(slot as usize) {
+            Some(p) if p.kind == ParamKind::Array as u8 => {}
+            Some(_) => return bad("the slot read back into is not a runtime array"),
+            None => {
+                return Err(VerifyError {
+                    kind: ErrorKind::OutOfRange {
+                        what: "runtime parameter",
+                        index: slot as u32,
+                        len: self.v.params.len() as u32,
+                    },
+                    at,
+                })
+            }
+        }
+        let n = seen.len as usize;
+        if seen.slots[..n].contains(&slot) {
+            return bad("two READBACKs fill one runtime array");
+        }
+        if n == limits::MAX_READBACKS {
+            return bad("more than 4 READBACKs");
+        }
+        seen.slots[n] = slot;
+        seen.pcs[n] = pc;
+        seen.len += 1;
+        self.expr(r.op2() >> 16, Some(0), at)?;
+        Ok(())
+    }
+
     pub(super) fn task(&mut self, pc: u32, loops: u32, need: u32, parent_end: u32) -> R<u32> {
         let code = self.v.code;
         let at = self.code_loc(pc);

@@ -48,6 +48,35 @@ pub struct Verified<'a> {
     max_loop_depth: u32,
     task_sites: u32,
     stream_tensor: Option<u16>,
+    readbacks: Readbacks,
+}
+
+/// The `READBACK`s of a program (spec/bytecode.md §5.9): the runtime arrays they fill and
+/// their instruction indices, in code order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Readbacks {
+    slots: [u16; limits::MAX_READBACKS],
+    pcs: [u32; limits::MAX_READBACKS],
+    len: u8,
+}
+
+impl Readbacks {
+    /// `(instruction index, runtime array)` of each, in code order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u16)> + '_ {
+        self.pcs
+            .iter()
+            .copied()
+            .zip(self.slots.iter().copied())
+            .take(self.len as usize)
+    }
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 impl<'a> Verified<'a> {
@@ -145,6 +174,10 @@ impl<'a> Verified<'a> {
     /// Number of `TASK` instructions.
     pub fn task_sites(&self) -> u32 {
         self.task_sites
+    }
+    /// The `READBACK`s (spec/bytecode.md §5.9).
+    pub fn readbacks(&self) -> &Readbacks {
+        &self.readbacks
     }
     /// The stream-order tensor of `stream_by` ([`crate::format::TENSOR_STREAM`]), if the
     /// schedule orders streams: every task's last IO region is its stream's element of it.
@@ -534,6 +567,7 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
         max_loop_depth: 0,
         task_sites: 0,
         stream_tensor: None,
+        readbacks: Readbacks::default(),
     };
     let mut c = Checker {
         v: &v,
@@ -549,8 +583,9 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
     c.axes()?;
     c.regions()?;
     let need = c.config()?;
-    let (depth, tasks) = c.code(need)?;
+    let (depth, tasks, readbacks) = c.code(need)?;
     let stream = c.stream;
+    v.readbacks = readbacks;
     v.stream_tensor = stream.map(|i| i as u16);
     v.max_loop_depth = depth;
     v.task_sites = tasks;

@@ -10,6 +10,7 @@
 mod attention;
 mod dense;
 mod moe;
+mod sparse;
 
 pub use attention::{
     attn_finalize, attn_init, attn_kernel, decode_chunk, decode_full, merge_states, online_softmax,
@@ -18,7 +19,10 @@ pub use attention::{
 pub use dense::{
     add, matmul, matmul_silu, residual, rmsnorm, rope, rope_angle, silu, silu_mul, RMS_EPS,
 };
-pub use moe::combine_topk;
+pub use moe::{combine_topk, route_top2};
+pub use sparse::{
+    indexer_prolog, indexer_score, lightning_indexer, mla_prolog, sparse_attn, top_k,
+};
 
 use ptovm_vm::desc::Descriptor;
 
@@ -66,9 +70,15 @@ pub fn library() -> Registry {
         ("decode_full_long", decode_full),
         // Mixture of experts.
         ("router", matmul),
+        ("route_top2", route_top2),
         ("expert_up", matmul_silu),
         ("expert_down", matmul),
         ("combine_topk", combine_topk),
+        // DeepSeek V3.2's sparse attention.
+        ("mla_prolog", mla_prolog),
+        ("indexer_prolog", indexer_prolog),
+        ("lightning_indexer", lightning_indexer),
+        ("sparse_attn", sparse_attn),
     ];
     let mut r = Registry::new();
     for &(name, k) in table {
