@@ -35,3 +35,21 @@ pub use params::{Defaults, DefaultsError};
 pub use reference::{
     expand as reference_expand, expand_with as reference_expand_with, OnReadback, RefTask,
 };
+
+/// Memory for the values `n` AICPUs read back at the program's `READBACK`s
+/// (`vm::sched::Aicpu::with_readback`, `vm::readback::read`): per AICPU, the elements of every
+/// read-back array and one runtime-parameter block per `READBACK`.
+pub fn readback_buffers<'x>(
+    v: &ptovm_vm::Verified<'_>,
+    p: &ptovm_vm::RuntimeParams<'_>,
+    n: u32,
+) -> (Vec<Vec<u32>>, Vec<Vec<ptovm_vm::Value<'x>>>) {
+    let words = ptovm_vm::sched::readback_words(v, p);
+    let blocks = ptovm_vm::sched::readback_blocks(v);
+    (
+        (0..n).map(|_| vec![0; words]).collect(),
+        (0..n)
+            .map(|_| vec![ptovm_vm::Value::Scalar(0); blocks])
+            .collect(),
+    )
+}

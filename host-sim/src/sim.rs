@@ -828,12 +828,7 @@ fn launch(
         });
     }
     // Where each AICPU's values read back go (`READBACK`, spec/runtime.md §4.5).
-    let mut rb_values: Vec<Vec<u32>> = (0..n)
-        .map(|_| vec![0; ptovm_vm::sched::readback_words(&v, &p)])
-        .collect();
-    let mut rb_slots: Vec<Vec<ptovm_vm::Value<'_>>> = (0..n)
-        .map(|_| vec![ptovm_vm::Value::Scalar(0); ptovm_vm::sched::readback_blocks(&v)])
-        .collect();
+    let (mut rb_values, mut rb_slots) = crate::readback_buffers(&v, &p, n);
     let mut cpus: Vec<Cpu> = Vec::new();
     for ((i, b), (values, slots)) in buffers
         .iter_mut()

@@ -463,6 +463,37 @@ impl Gen {
     }
 }
 
+/// The reference expansion of module text `src` for `n` AICPUs (`given` overriding parameter
+/// defaults by name), after checking that the AICPUs' own expansions partition it — ids,
+/// owners, parameters and regions — and that the work bound bounds it.
+pub fn expand_checked(
+    src: &str,
+    given: &[(&str, Vec<u32>)],
+    n: u32,
+) -> Vec<ptovm_host_sim::RefTask> {
+    let (bytes, m) = assemble_text(src);
+    let v = ptovm_vm::verify(&bytes).unwrap();
+    let vals = named_values(&m, given);
+    let p = ptovm_vm::RuntimeParams::new(&v, &vals).unwrap();
+    let reference = ptovm_host_sim::reference_expand(&v, &p, n, 1 << 20).unwrap();
+    let mut all = vec![];
+    for aicpu in 0..n {
+        let e = ptovm_host_sim::expand_aicpu(v, p, aicpu, n, 1 << 20, 64).unwrap();
+        all.extend(e.tasks);
+    }
+    all.sort_by_key(|t| t.id);
+    assert_eq!(all.len(), reference.len());
+    for (a, r) in all.iter().zip(&reference) {
+        assert_eq!(
+            (a.id, a.owner, &a.params, &a.io),
+            (r.id, r.owner, &r.params, &r.io)
+        );
+    }
+    let bound = ptovm_vm::Interpreter::new(v, p, 0, n).unwrap().work_bound();
+    assert!(bound.tasks >= reference.len() as u64);
+    reference
+}
+
 /// Runtime parameters for a module made by [`Gen`]: scalars `p0..p2` in 0..6; arrays `a0`
 /// (values 0..6), `a1` (ragged lengths 0..4), `a2` (a monotone indptr) and `a3` (indices
 /// 0..11), each of 80 entries. Returns owned arrays; see [`values`].

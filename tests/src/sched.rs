@@ -231,35 +231,28 @@ pub fn run(
     cfg: Config,
     seed: u64,
 ) -> Result<Run, String> {
-    run_with_arena(bytes, params, n, window, cfg, seed, None)
+    run_with(bytes, params, (n, window), cfg, seed, Extra::default())
 }
 
-/// [`run`] with each AICPU's workspace arena `arena` bytes (`None`: room for every core).
-pub fn run_with_arena(
-    bytes: &[u8],
-    params: &[(ptovm_vm::ParamKind, u32, Vec<u32>)],
-    n: u32,
-    window: u32,
-    cfg: Config,
-    seed: u64,
-    arena: Option<u32>,
-) -> Result<Run, String> {
-    run_reading(bytes, params, n, window, cfg, seed, arena, vec![])
+/// What a [`run_with`] adds to [`run`]: each AICPU's workspace arena (`None`: room for
+/// every core) and what a `READBACK` of each tensor reads (a tensor not listed keeps the
+/// launch's values).
+#[derive(Clone, Debug, Default)]
+pub struct Extra {
+    pub arena: Option<u32>,
+    pub memory: Vec<(u16, Vec<u32>)>,
 }
 
-/// [`run_with_arena`] where a `READBACK` of tensor `t` reads `memory`'s values for `t` (a
-/// tensor not listed keeps the launch's values).
-#[allow(clippy::too_many_arguments)]
-pub fn run_reading(
+/// [`run`] with the workspace arena and the read-back values of `extra`.
+pub fn run_with(
     bytes: &[u8],
     params: &[(ptovm_vm::ParamKind, u32, Vec<u32>)],
-    n: u32,
-    window: u32,
+    (n, window): (u32, u32),
     cfg: Config,
     seed: u64,
-    arena: Option<u32>,
-    memory: Vec<(u16, Vec<u32>)>,
+    extra: Extra,
 ) -> Result<Run, String> {
+    let Extra { arena, memory } = extra;
     let v = verify(bytes).unwrap();
     let vals = values(params);
     let p = RuntimeParams::new(&v, &vals).map_err(|e| e.to_string())?;
@@ -317,12 +310,7 @@ pub fn run_reading(
             )
         })
         .collect();
-    let mut rb_values: Vec<Vec<u32>> = (0..n)
-        .map(|_| vec![0; ptovm_vm::sched::readback_words(&v, &p)])
-        .collect();
-    let mut rb_slots: Vec<Vec<ptovm_vm::Value<'_>>> = (0..n)
-        .map(|_| vec![ptovm_vm::Value::Scalar(0); ptovm_vm::sched::readback_blocks(&v)])
-        .collect();
+    let (mut rb_values, mut rb_slots) = ptovm_host_sim::readback_buffers(&v, &p, n);
     let mut cpus = Vec::new();
     for ((i, b), (values, slots)) in bufs
         .iter_mut()

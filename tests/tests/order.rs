@@ -12,34 +12,12 @@ use std::time::Duration;
 use ptovm_assembler::{assemble, DiagKind, Options};
 use ptovm_host_sim::sim::{self, SimError};
 use ptovm_host_sim::{edges, expand_aicpu, reference_expand, DepMode, RefTask};
-use ptovm_vm::{verify, Interpreter, Opcode, RuntimeParams, Value, WindowMode};
+use ptovm_vm::{verify, Opcode, RuntimeParams, Value, WindowMode};
 
 use ptovm_tests::{assemble_text as asm, named_values as values};
 
-/// The reference expansion of `src` for `n` AICPUs, after checking that the AICPUs' own
-/// expansions partition it (ids, owners, parameters, regions) and that the work bound holds.
 fn expand(src: &str, given: &[(&str, Vec<u32>)], n: u32) -> Vec<RefTask> {
-    let (bytes, m) = asm(src);
-    let v = verify(&bytes).unwrap();
-    let vals = values(&m, given);
-    let p = RuntimeParams::new(&v, &vals).unwrap();
-    let reference = reference_expand(&v, &p, n, 1 << 20).unwrap();
-    let mut all = vec![];
-    for aicpu in 0..n {
-        let e = expand_aicpu(v, p, aicpu, n, 1 << 20, 64).unwrap();
-        all.extend(e.tasks);
-    }
-    all.sort_by_key(|t| t.id);
-    assert_eq!(all.len(), reference.len());
-    for (a, r) in all.iter().zip(&reference) {
-        assert_eq!(
-            (a.id, a.owner, &a.params, &a.io),
-            (r.id, r.owner, &r.params, &r.io)
-        );
-    }
-    let bound = Interpreter::new(v, p, 0, n).unwrap().work_bound();
-    assert!(bound.tasks >= reference.len() as u64);
-    reference
+    ptovm_tests::expand_checked(src, given, n)
 }
 
 /// The tasks' parameters in generation order.

@@ -10,7 +10,7 @@
 use ptovm_assembler::{assemble, DiagKind, Options};
 use ptovm_host_sim::sim;
 use ptovm_host_sim::{check_run, reference_expand_with, RefTask};
-use ptovm_tests::sched::{config, run_reading, Run};
+use ptovm_tests::sched::{config, run_with, Extra, Run};
 use ptovm_tests::Params;
 use ptovm_vm::readback::Readback;
 use ptovm_vm::{verify, ParamKind, RunError, RuntimeParams, Value};
@@ -34,6 +34,30 @@ const ROUTED: &str = "
   }
 }
 ";
+
+/// A run in the adversarial interleavings of `seed` (its scheduling knobs too), a `READBACK`
+/// of each listed tensor reading `memory`'s values.
+fn reading(
+    bytes: &[u8],
+    params: &Params,
+    n: u32,
+    window: u32,
+    seed: u64,
+    memory: Vec<(u16, Vec<u32>)>,
+) -> Result<Run, String> {
+    let extra = Extra {
+        arena: None,
+        memory,
+    };
+    run_with(
+        bytes,
+        params,
+        (n, window),
+        config(seed, window),
+        seed,
+        extra,
+    )
+}
 
 fn code(src: &str) -> Vec<u8> {
     assemble("rb.pto", src, &Options::default()).unwrap().bytes
@@ -109,14 +133,12 @@ fn the_values_read_back_decide_the_tasks_in_any_interleaving() {
             _ => vec![(seed % 9) as u32, 1, 8, (seed % 5) as u32],
         };
         let cfg = config(seed, window);
-        let r = run_reading(
+        let r = reading(
             &bytes,
             &params(),
             n,
             window,
-            cfg,
             seed,
-            None,
             vec![(counts, memory.clone())],
         )
         .unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
@@ -142,16 +164,7 @@ fn the_values_read_back_decide_the_tasks_in_any_interleaving() {
 fn values_out_of_range_stop_the_run() {
     let bytes = code(ROUTED);
     for (memory, want_value) in [(vec![0, 9, 0, 0], 9i64), (vec![0, 0, u32::MAX, 0], -1)] {
-        let Err(e) = run_reading(
-            &bytes,
-            &params(),
-            2,
-            4,
-            config(0, 4),
-            0,
-            None,
-            vec![(1, memory)],
-        ) else {
+        let Err(e) = reading(&bytes, &params(), 2, 4, 0, vec![(1, memory)]) else {
             panic!("values out of range were accepted");
         };
         let want = RunError::ReadbackRange {
@@ -184,31 +197,12 @@ fn values_out_of_range_stop_the_run() {
         (ParamKind::Array, 0, vec![0, 1, 2]),
         (ParamKind::Array, 0, vec![0, 1]),
     ];
-    let Err(e) = run_reading(
-        &b,
-        &p,
-        1,
-        4,
-        config(0, 4),
-        0,
-        None,
-        vec![(0, vec![0, 2, 1])],
-    ) else {
+    let Err(e) = reading(&b, &p, 1, 4, 0, vec![(0, vec![0, 2, 1])]) else {
         panic!("a decreasing indptr was accepted");
     };
     assert!(e.contains("decreases at index 2"), "{e}");
     // Both read back, fine: expert 0 gets tokens 1 and 0, expert 1 none.
-    let r = run_reading(
-        &b,
-        &p,
-        2,
-        4,
-        config(1, 4),
-        1,
-        None,
-        vec![(0, vec![0, 2, 2]), (1, vec![1, 0])],
-    )
-    .unwrap();
+    let r = reading(&b, &p, 2, 4, 1, vec![(0, vec![0, 2, 2]), (1, vec![1, 0])]).unwrap();
     let want = reference(&b, &p, 2, &[(0, vec![0, 2, 2]), (1, vec![1, 0])]);
     check_run(&want, &r.ran).unwrap();
     let got: Vec<Vec<i64>> = want[1..].iter().map(|t| t.params.clone()).collect();

@@ -5,7 +5,7 @@
 
 use ptovm_assembler::{assemble, Options};
 use ptovm_host_sim::{expand_aicpu, reference_expand};
-use ptovm_vm::{verify, ErrorKind, Interpreter, Opcode, RunError, RuntimeParams};
+use ptovm_vm::{verify, ErrorKind, Opcode, RunError, RuntimeParams};
 
 use ptovm_tests::{assemble_text as asm, named_values as values};
 
@@ -15,27 +15,7 @@ type Seen = (Vec<i64>, Vec<(i64, i64)>);
 /// Each AICPU's tasks for `n` AICPUs, checked against the reference expansion (ids, owners,
 /// parameters and regions), in id order.
 fn expand(src: &str, given: &[(&str, Vec<u32>)], n: u32) -> Vec<Seen> {
-    let (bytes, m) = asm(src);
-    let v = verify(&bytes).unwrap();
-    let vals = values(&m, given);
-    let p = RuntimeParams::new(&v, &vals).unwrap();
-    let reference = reference_expand(&v, &p, n, 1 << 16).unwrap();
-    let mut all = vec![];
-    for aicpu in 0..n {
-        let e = expand_aicpu(v, p, aicpu, n, 1 << 16, 64).unwrap();
-        all.extend(e.tasks);
-    }
-    all.sort_by_key(|t| t.id);
-    assert_eq!(all.len(), reference.len());
-    for (a, r) in all.iter().zip(&reference) {
-        assert_eq!(
-            (a.id, a.owner, &a.params, &a.io),
-            (r.id, r.owner, &r.params, &r.io)
-        );
-    }
-    // The work bound bounds the walk.
-    let bound = Interpreter::new(v, p, 0, n).unwrap().work_bound();
-    assert!(bound.tasks >= reference.len() as u64);
+    let reference = ptovm_tests::expand_checked(src, given, n);
     reference
         .iter()
         .map(|t| {

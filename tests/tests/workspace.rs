@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use ptovm_assembler::{assemble, DiagKind, Options};
 use ptovm_host_sim::sim;
-use ptovm_tests::sched::{check, config, run_with_arena, Run};
+use ptovm_tests::sched::{check, config, run_with, Extra, Run};
 use ptovm_vm::{verify, ParamKind, RuntimeParams, Value, WindowMode};
 
 /// Three kernels with scratch of 1,000 (1,024 as lines), 200 (256) and 64 bytes, one without,
@@ -101,7 +101,11 @@ fn no_two_running_tasks_share_bytes_in_any_interleaving() {
         // The largest scratch alone, a little more, two of them, or room for every core.
         let arena = [Some(1024), Some(1088), Some(2048), None][(seed / 12) as usize % 4];
         let cfg = config(seed, window);
-        let r = run_with_arena(&code, &params, n, window, cfg, seed, arena)
+        let extra = Extra {
+            arena,
+            memory: vec![],
+        };
+        let r = run_with(&code, &params, (n, window), cfg, seed, extra)
             .unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
         check(&code, &params, n, &r).unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
         // Without one: room for the largest scratch on min(window, cores) tasks.
@@ -125,7 +129,11 @@ fn an_arena_of_one_scratch_runs_the_tasks_one_at_a_time() {
     let params = vec![(ParamKind::Scalar, 12, vec![])];
     for seed in 0..40u64 {
         let cfg = config(seed, 8);
-        let r = run_with_arena(&code, &params, 1, 8, cfg, seed, Some(1024)).unwrap();
+        let extra = Extra {
+            arena: Some(1024),
+            memory: vec![],
+        };
+        let r = run_with(&code, &params, (1, 8), cfg, seed, extra).unwrap();
         check(&code, &params, 1, &r).unwrap();
         no_shared_bytes(&r, 1024).unwrap();
         let mut open: Vec<u64> = vec![];
