@@ -270,24 +270,29 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 }
                 Some(OpClass::Loop) => self.enter_loop(pc, r)?,
                 Some(OpClass::Block) => self.enter_block(pc, r)?,
-                Some(OpClass::Sync) => {
-                    // Every AICPU stops here (the verifier keeps it out of loops, conds and
-                    // dispatch blocks); the caller waits, reads back, rebinds, runs on.
-                    let bound = self.eval(r.op2() >> 16, pc)?;
-                    self.pc = pc + 1;
-                    self.readback = Some(crate::readback::Readback {
-                        pc,
-                        tensor: r.op1(),
-                        slot: (r.op2() & 0xFFFF) as u16,
-                        bound,
-                        index: self.readbacks,
-                    });
-                    self.readbacks += 1;
-                    return Ok(Status::Readback);
-                }
+                Some(OpClass::Sync) => return self.stop_at_readback(pc, r),
                 _ => self.pc = pc + 1,
             }
         }
+    }
+
+    /// A `READBACK`: every AICPU stops here (the verifier keeps it out of loops, conds and
+    /// dispatch blocks); the caller waits, reads back, rebinds and runs on. Out of line: the
+    /// walk's loop stays as small as without it.
+    #[cold]
+    #[inline(never)]
+    fn stop_at_readback(&mut self, pc: u32, r: Record) -> R<Status> {
+        let bound = self.eval(r.op2() >> 16, pc)?;
+        self.pc = pc + 1;
+        self.readback = Some(crate::readback::Readback {
+            pc,
+            tensor: r.op1(),
+            slot: (r.op2() & 0xFFFF) as u16,
+            bound,
+            index: self.readbacks,
+        });
+        self.readbacks += 1;
+        Ok(Status::Readback)
     }
 
     pub(super) fn push(&mut self, mut f: Frame) {

@@ -69,6 +69,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 };
                 // Its scratch, first fit in the arena; none free: it waits, parked.
                 let ws = match found {
+                    Some(_) if self.kernel_ws.is_empty() => Some((0, 0)),
                     Some((owner, slot)) => {
                         let s = &sh.slots[owner as usize * sh.cap as usize + slot as usize];
                         let bytes = self.workspace_of(s.kernel.load(Ordering::Relaxed));
@@ -170,13 +171,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
 
     /// Bytes of scratch a task of kernel `kernel` gets.
     fn workspace_of(&self, kernel: u32) -> u32 {
-        self.interp
-            .program()
-            .kernels()
-            .get(kernel as usize)
-            .map_or(0, |k| {
-                u32::from(k.workspace.get()) * crate::format::WORKSPACE_UNIT
-            })
+        self.kernel_ws.get(kernel as usize).map_or(0, |k| {
+            u32::from(k.workspace.get()) * crate::format::WORKSPACE_UNIT
+        })
     }
 
     /// The first offset in its arena where `bytes` bytes overlap no running task's scratch

@@ -700,6 +700,9 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     /// Workspace (`issue.rs`): the task of each pool whose scratch did not fit the arena, taken
     /// out of its queue and issued first once it fits (`(owner, slot)`).
     parked: [Option<(u32, u32)>; 2],
+    /// The program's kernels when one has workspace, else none: what `issue` looks a task's
+    /// scratch up in (an empty table skips the lookup).
+    kernel_ws: &'a [crate::format::KernelEntry],
     /// Its arena's bytes (the launch's `Workspace::arena`) and bytes in use.
     arena: u32,
     arena_used: u32,

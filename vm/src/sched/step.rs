@@ -189,6 +189,11 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             rate_due_ns: 0,
             rate_wait_since: None,
             parked: [None, None],
+            kernel_ws: if Workspace::largest(&program) > 0 {
+                program.kernels()
+            } else {
+                &[]
+            },
             arena,
             arena_used: 0,
             barrier: None,
