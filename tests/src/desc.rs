@@ -2,7 +2,6 @@
 //! the tensor declarations, regions resolved row-major (spec/runtime.md §3.8). The threaded
 //! simulator's kernels and the aarch64 harness's cores must see exactly these.
 
-use ptovm_host_sim::reference::expand;
 use ptovm_vm::desc::{Descriptor, RegionDesc, TensorArg};
 use ptovm_vm::format::{DIM_IS_SLOT, TENSOR_STREAM};
 use ptovm_vm::{verify, DType, Pool, RuntimeParams};
@@ -27,12 +26,29 @@ pub fn expected_bound(
     params: &Params,
     tensors: &[TensorArg],
 ) -> Option<Vec<Descriptor>> {
+    expected_reading(code, params, tensors, &[])
+}
+
+/// [`expected_bound`] where a `READBACK` of tensor `t` reads `memory`'s values for `t` (the
+/// others keep the launch's values).
+pub fn expected_reading(
+    code: &[u8],
+    params: &Params,
+    tensors: &[TensorArg],
+    memory: &[(u16, Vec<u32>)],
+) -> Option<Vec<Descriptor>> {
     let v = verify(code).ok()?;
     let vals = values(params);
     let p = RuntimeParams::new(&v, &vals).ok()?;
     // A given scalar, or past them a planned value (`@plan`, which a tensor dimension may name).
     let scalar = |slot: usize| p.scalar(slot);
-    let tasks = expand(&v, &p, 1, u64::MAX).ok()?;
+    let mut read = |rb: &ptovm_vm::readback::Readback, _: &[ptovm_host_sim::RefTask]| {
+        memory
+            .iter()
+            .find(|(t, _)| *t == rb.tensor)
+            .map(|(_, m)| m.clone())
+    };
+    let tasks = ptovm_host_sim::reference_expand_with(&v, &p, 1, u64::MAX, &mut read).ok()?;
     let descs = tasks
         .iter()
         .map(|t| {

@@ -250,6 +250,20 @@ pub fn run_single_bound(
     max_bytes: u64,
     max_rounds: u64,
 ) -> Result<Option<(Ran, u32)>, Failure> {
+    run_single_reading(code, params, tensors, &[], launch, (max_bytes, max_rounds))
+}
+
+/// [`run_single_bound`] whose descriptors are checked against a reference where a `READBACK`
+/// of tensor `t` reads `memory`'s values for `t`: what the tensor's bound memory holds (the
+/// cores here compute nothing).
+pub fn run_single_reading(
+    code: &[u8],
+    params: &Params,
+    tensors: &[TensorArg],
+    memory: &[(u16, Vec<u32>)],
+    launch: PtovmLaunch,
+    (max_bytes, max_rounds): (u64, u64),
+) -> Result<Option<(Ran, u32)>, Failure> {
     let fail = |call, (code, message): (i32, String)| Failure {
         call,
         code,
@@ -259,7 +273,7 @@ pub fn run_single_bound(
         return Ok(None);
     };
     let (sizes, sh) = (prep.sizes, prep.shared_ptr());
-    let want = crate::desc::expected_bound(code, params, tensors);
+    let want = crate::desc::expected_reading(code, params, tensors, memory);
     let instances = &mut prep.instances;
     let mut ran: Ran = Vec::new();
     let mut clock = 1u64;

@@ -592,3 +592,72 @@ fn tensors_bound_through_the_c_abi() {
         "18 tensor bindings for a program of 19 tensors",
     );
 }
+
+/// A `READBACK` through the C ABI (spec/runtime.md §4.5): the device reads the bound tensor's
+/// memory itself (`Env::read_back`, through the binding's strides) once every task before it
+/// has completed — here memory the test wrote, since these cores compute nothing — and the
+/// tasks after it follow those values, not the launch's stand-ins: checked task by task,
+/// descriptors included, against the reference that reads the same values.
+#[test]
+fn a_readback_reads_the_bound_tensor_through_the_c_abi() {
+    use ptovm_vm::desc::TensorArg;
+    let code = ptovm_tests::assemble_text(
+        "@param T = 8
+@param E = 4
+@param counts = [2, 0, 3, 1]
+@tensor x: f32[T]
+@tensor counts: i32[E]
+@tensor y: f32[E, T]
+@kernel route(t): vector(in x, inout counts)
+@kernel expert(e, i): cube(in x, out y)
+@workload w(%tok: dense_dyn(T), %ex: dense_dyn(E)) {
+  parallel_for t in %tok { task @route(t) resources(x[t], counts) }
+  wait counts <= T
+  parallel_for e in %ex {
+    for_each i in dense_dyn(counts[e]) { task @expert(e, i) resources(x[i], y[e, i]) }
+  }
+}",
+    )
+    .0;
+    let params: Params = vec![
+        (ParamKind::Scalar, 8, vec![]),
+        (ParamKind::Scalar, 4, vec![]),
+        (ParamKind::Array, 0, vec![2, 0, 3, 1]),
+    ];
+    // The router's counts, as its tasks would have written them: 4 + 0 + 1 + 5 experts' tasks.
+    let memory: Vec<i32> = vec![4, 0, 1, 5];
+    let bound = |base: u64, bytes: u64, dtype: ptovm_vm::DType| TensorArg {
+        base,
+        bytes,
+        dtype: dtype as u8,
+        ..TensorArg::default()
+    };
+    let tensors = [
+        TensorArg::default(),
+        bound(memory.as_ptr() as u64, 16, ptovm_vm::DType::I32),
+        TensorArg::default(),
+    ];
+    let read = [(1u16, memory.iter().map(|&c| c as u32).collect::<Vec<u32>>())];
+    for n in [1, 2, 3] {
+        let (ran, _) = ptovm_tests::device::run_single_reading(
+            &code,
+            &params,
+            &tensors,
+            &read,
+            settings(n, 4),
+            (1 << 30, 1_000_000),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(ran.len(), 8 + 10, "{n} AICPUs");
+        let v = ptovm_vm::verify(&code).unwrap();
+        let vals = ptovm_tests::values(&params);
+        let p = ptovm_vm::RuntimeParams::new(&v, &vals).unwrap();
+        let mut with = |_: &ptovm_vm::readback::Readback, _: &[ptovm_host_sim::RefTask]| {
+            Some(read[0].1.clone())
+        };
+        let reference =
+            ptovm_host_sim::reference_expand_with(&v, &p, n, u64::MAX, &mut with).unwrap();
+        ptovm_host_sim::check_run(&reference, &ran).unwrap();
+    }
+}
