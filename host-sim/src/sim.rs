@@ -461,22 +461,17 @@ impl Env for StepEnv<'_, '_> {
     fn read_back(&mut self, aicpu: u32, tensor: u16, _: &Binding, into: &mut [u32]) -> bool {
         // A computing run's tensors have memory: the values the tasks wrote. Without, the
         // runtime array keeps the launch's values.
-        let t = self
+        let read = self
             .dr
             .memory
             .and_then(|m| m.tensors().get(tensor as usize))
-            .filter(|t| t.has_memory() && t.len() == into.len());
-        if let Some(t) = t {
-            for (i, x) in into.iter_mut().enumerate() {
-                *x = t.bits(i) as u32;
-            }
-        }
+            .is_some_and(|t| t.read_words(into));
         if let Some(m) = self.dr.read_back.get(aicpu as usize) {
             m.lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(into.to_vec());
         }
-        t.is_some()
+        read
     }
     fn reclaimed(&mut self, core: u32, task: u64) {
         if self.dr.check {

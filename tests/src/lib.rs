@@ -463,6 +463,28 @@ impl Gen {
     }
 }
 
+/// A module that reads a tensor back (`wait`, spec/pto.md §4.7): a router writes `counts`
+/// (a count per expert, launch stand-ins `[2, 0, 3, 1]`) while reading its token; after the
+/// `wait`, expert `e` runs `counts[e]` tasks, each reading a token and writing its own output.
+/// Tensor 1 is `counts`, runtime slot 2 its array.
+pub const ROUTED: &str = "
+@param T = 8
+@param E = 4
+@param counts = [2, 0, 3, 1]
+@tensor x: f32[T]
+@tensor counts: i32[E]
+@tensor y: f32[E, T]
+@kernel route(t): vector(in x, inout counts)
+@kernel expert(e, i): cube(in x, out y)
+@workload w(%tok: dense_dyn(T), %ex: dense_dyn(E)) {
+  parallel_for t in %tok { task @route(t) resources(x[t], counts) }
+  wait counts <= T
+  parallel_for e in %ex {
+    for_each i in dense_dyn(counts[e]) { task @expert(e, i) resources(x[i], y[e, i]) }
+  }
+}
+";
+
 /// The reference expansion of module text `src` for `n` AICPUs (`given` overriding parameter
 /// defaults by name), after checking that the AICPUs' own expansions partition it — ids,
 /// owners, parameters and regions — and that the work bound bounds it.

@@ -601,24 +601,7 @@ fn tensors_bound_through_the_c_abi() {
 #[test]
 fn a_readback_reads_the_bound_tensor_through_the_c_abi() {
     use ptovm_vm::desc::TensorArg;
-    let code = ptovm_tests::assemble_text(
-        "@param T = 8
-@param E = 4
-@param counts = [2, 0, 3, 1]
-@tensor x: f32[T]
-@tensor counts: i32[E]
-@tensor y: f32[E, T]
-@kernel route(t): vector(in x, inout counts)
-@kernel expert(e, i): cube(in x, out y)
-@workload w(%tok: dense_dyn(T), %ex: dense_dyn(E)) {
-  parallel_for t in %tok { task @route(t) resources(x[t], counts) }
-  wait counts <= T
-  parallel_for e in %ex {
-    for_each i in dense_dyn(counts[e]) { task @expert(e, i) resources(x[i], y[e, i]) }
-  }
-}",
-    )
-    .0;
+    let code = ptovm_tests::assemble_text(ptovm_tests::ROUTED).0;
     let params: Params = vec![
         (ParamKind::Scalar, 8, vec![]),
         (ParamKind::Scalar, 4, vec![]),

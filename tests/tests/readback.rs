@@ -11,29 +11,9 @@ use ptovm_assembler::{assemble, DiagKind, Options};
 use ptovm_host_sim::sim;
 use ptovm_host_sim::{check_run, reference_expand_with, RefTask};
 use ptovm_tests::sched::{config, run_with, Extra, Run};
-use ptovm_tests::Params;
+use ptovm_tests::{Params, ROUTED};
 use ptovm_vm::readback::Readback;
 use ptovm_vm::{verify, ParamKind, RunError, RuntimeParams, Value};
-
-/// A router writes `counts` (a count per expert) while reading its token; after the `wait`,
-/// expert `e` runs `counts[e]` tasks, each reading a token and writing its own output.
-const ROUTED: &str = "
-@param T = 8
-@param E = 4
-@param counts = [2, 0, 3, 1]
-@tensor x: f32[T]
-@tensor counts: i32[E]
-@tensor y: f32[E, T]
-@kernel route(t): vector(in x, inout counts)
-@kernel expert(e, i): cube(in x, out y)
-@workload w(%tok: dense_dyn(T), %ex: dense_dyn(E)) {
-  parallel_for t in %tok { task @route(t) resources(x[t], counts) }
-  wait counts <= T
-  parallel_for e in %ex {
-    for_each i in dense_dyn(counts[e]) { task @expert(e, i) resources(x[i], y[e, i]) }
-  }
-}
-";
 
 /// A run in the adversarial interleavings of `seed` (its scheduling knobs too), a `READBACK`
 /// of each listed tensor reading `memory`'s values.
@@ -296,7 +276,12 @@ fn misplaced_waits_and_early_reads_are_located_errors() {
     );
     assert_eq!(asm_error(&twice).0, DiagKind::DuplicateName);
     let looped_bound = ROUTED.replace("wait counts <= T", "wait counts <= t");
-    assert!(asm_error(&looped_bound).0 != DiagKind::Syntax);
+    let (kind, m, _) = asm_error(&looped_bound);
+    assert_eq!(kind, DiagKind::Type);
+    assert!(
+        m.contains("`t` is a loop variable; a `wait`'s bound"),
+        "{m}"
+    );
 }
 
 #[test]

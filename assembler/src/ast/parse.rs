@@ -625,14 +625,7 @@ impl<'s> Parser<'_, 's> {
                     KnobValue::SpatialMap(grid, span)
                 }
                 "timing" | "ready" | "start" | "window_mode" => {
-                    let n = self.keyword("a value")?;
-                    let arg = if self.eat("(") {
-                        let a = self.int("an integer")?;
-                        self.expect(")")?;
-                        Some(a)
-                    } else {
-                        None
-                    };
+                    let (n, arg) = self.named_value()?;
                     KnobValue::Named(n, arg)
                 }
                 _ => {
@@ -673,7 +666,13 @@ impl<'s> Parser<'_, 's> {
             let depth = self.int("a prefetch depth (an integer)")?;
             return Ok(KnobValue::PerLoop(var, None, Some(depth)));
         }
-        let value = self.keyword("a value")?;
+        let (value, arg) = self.named_value()?;
+        Ok(KnobValue::PerLoop(var, Some(value), arg))
+    }
+
+    /// A knob's value `name` or `name(N)`.
+    fn named_value(&mut self) -> PR<(Ident, Option<(u64, Span)>)> {
+        let n = self.keyword("a value")?;
         let arg = if self.eat("(") {
             let a = self.int("an integer")?;
             self.expect(")")?;
@@ -681,7 +680,7 @@ impl<'s> Parser<'_, 's> {
         } else {
             None
         };
-        Ok(KnobValue::PerLoop(var, Some(value), arg))
+        Ok((n, arg))
     }
 
     /// `layout T = (S(k), R, ...)` after the `layout` keyword.

@@ -42,9 +42,14 @@ impl<'a> Lower<'a, '_, '_> {
                 Some(d) => Ok(Meaning::Var(d as u32)),
                 None => Ok(named(name)),
             },
-            Ctx::NoVars => {
+            Ctx::NoVars | Ctx::WaitBound => {
+                let what = if matches!(ctx, Ctx::WaitBound) {
+                    "a `wait`'s bound stands outside every loop and"
+                } else {
+                    "a threshold selector is evaluated at launch and"
+                };
                 if self.var_depths.contains_key(name) {
-                    Err(self.rep.error(DiagKind::Type, span, format!("`{name}` is a loop variable; a threshold selector is evaluated at launch and may only read runtime parameters")))
+                    Err(self.rep.error(DiagKind::Type, span, format!("`{name}` is a loop variable; {what} may only read runtime parameters")))
                 } else {
                     Ok(named(name))
                 }

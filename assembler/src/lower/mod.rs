@@ -51,6 +51,8 @@ enum Ctx {
     Workload,
     /// No loop variables (threshold selectors).
     NoVars,
+    /// A `wait`'s bound: runtime parameters and planned values, no loop variable.
+    WaitBound,
     /// A planned value: the variables of the reductions around (`Lower::plan_vars`), no loop
     /// variable.
     Plan,

@@ -255,7 +255,7 @@ impl<'a> Lower<'a, '_, '_> {
             ));
         }
         let slot = self.slot(tensor, ParamKind::Array)?;
-        let b = self.expr(bound, Ctx::NoVars)?;
+        let b = self.expr(bound, Ctx::WaitBound)?;
         self.emit(Opcode::READBACK, 0, tid, slot as u32 | (b as u32) << 16);
         Ok(())
     }

@@ -85,6 +85,19 @@ impl Tensor {
         }
     }
 
+    /// Reads the raw 32-bit words of every element into `into` (a `READBACK`, which the
+    /// verifier keeps to `i32` and `u32` tensors) and says it did: not without memory or
+    /// with another element count.
+    pub fn read_words(&self, into: &mut [u32]) -> bool {
+        if !self.has_memory() || self.len() != into.len() {
+            return false;
+        }
+        for (i, x) in into.iter_mut().enumerate() {
+            *x = self.bits(i) as u32;
+        }
+        true
+    }
+
     /// Element `i` as an `f32` (integers converted, `bool` 0 or 1). Panics past the end.
     pub fn get(&self, i: usize) -> f32 {
         let b = self.bits(i);

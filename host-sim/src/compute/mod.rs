@@ -268,16 +268,10 @@ pub fn run_in_order(
                 DataError::Sim(SimError::Check("a READBACK stop without its point".into()))
             })?;
             let read = |into: &mut [u32]| {
-                let t = memory
+                memory
                     .tensors()
                     .get(rb.tensor as usize)
-                    .filter(|t| t.has_memory() && t.len() == into.len());
-                if let Some(t) = t {
-                    for (i, x) in into.iter_mut().enumerate() {
-                        *x = t.bits(i) as u32;
-                    }
-                }
-                t.is_some()
+                    .is_some_and(|t| t.read_words(into))
             };
             let old = *it.params();
             let p = ptovm_vm::readback::read(&v, &old, &rb, &mut values, &mut slots, read)

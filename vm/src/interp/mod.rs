@@ -232,7 +232,7 @@ pub struct Interpreter<'a, 'p> {
     /// values `lo .. hi`; `lo > hi` for one that is evaluated at every iteration.
     conds: [(u32, i64, i64); COND_MEMO],
     nconds: u8,
-    /// The `READBACK` the walk stopped at last ([`Status::Readback`]), and how many it has
+    /// The `READBACK` the walk last stopped at ([`Status::Readback`]), and how many it has
     /// passed.
     readback: Option<crate::readback::Readback>,
     readbacks: u32,
@@ -343,7 +343,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         &self.p
     }
 
-    /// The `READBACK` the walk stopped at ([`Status::Readback`]), until the walk goes on.
+    /// The `READBACK` the walk last stopped at ([`Status::Readback`]; `None` before the first).
     pub fn readback(&self) -> Option<crate::readback::Readback> {
         self.readback
     }

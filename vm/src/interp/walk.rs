@@ -212,7 +212,6 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         if self.done {
             return Ok(Status::Done);
         }
-        self.readback = None;
         loop {
             if self.pc >= self.frames[self.sp].end {
                 if self.sp == 0 {

@@ -61,7 +61,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             .ok_or(SchedError::Memory("barrier words"))?;
         let mut progress = false;
         if !self.arrived {
-            if self.in_window > 0 || !self.busy.is_empty() || self.deferred.is_some() {
+            if !self.may_arrive() {
                 return Ok(false);
             }
             if !self.retiring.is_empty() {
@@ -86,6 +86,12 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         self.barrier = None;
         self.arrived = false;
         Ok(true)
+    }
+
+    /// Whether every task of its own before the barrier has completed: its window is empty,
+    /// none of its cores is busy, no task waits for predecessors.
+    pub(super) fn may_arrive(&self) -> bool {
+        self.in_window == 0 && self.busy.is_empty() && self.deferred.is_none()
     }
 
     /// Reads `rb`'s tensor into the next part of the values buffer (the launch's values stay

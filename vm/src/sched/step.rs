@@ -524,7 +524,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             return false;
         };
         if !self.arrived {
-            return self.in_window == 0 && self.busy.is_empty() && self.deferred.is_none();
+            return self.may_arrive();
         }
         sh.barriers
             .get(rb.index as usize)
