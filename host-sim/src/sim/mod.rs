@@ -1,0 +1,336 @@
+//! The threaded simulator (spec/runtime.md): every AICPU runs the scheduler of `vm::sched` —
+//! the loop of §4.3 over its own interpreter, window and ready queues, with the cross-AICPU
+//! protocol of §4.1–4.2 on real atomics and the global TensorMap of §3.2 — the same code the
+//! device library runs. The AICPU loops are non-blocking steps, multiplexed over a few OS
+//! threads (`Options::threads`, by default the host's 2 cores) that also run the AICores' tasks:
+//! concurrency is real (several threads), but a waiting AICPU costs no context switch, and an
+//! idle thread parks instead of spinning. Cores are handshake slots (§3.4); the thread that
+//! hands a core a task runs it after its round (`threaded.rs`). The launch's memory — the shared
+//! region, each AICPU's buffers and schedulers — is built in `launch.rs`, which the
+//! simulated-time model (`crate::model`) builds its launches with too.
+//!
+//! A core runs its task's kernel, looked up by name in a `kernel::Registry`
+//! ([`run_with_kernels`]); the default kernel does nothing, and the simulator records every run.
+//! `Options::check` verifies a run against the reference expander.
+
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use ptovm_vm::desc::{BindError, TensorArg};
+use ptovm_vm::sched::SchedError;
+use ptovm_vm::{LaunchError, RunError, RuntimeParams, Verified};
+
+use crate::compute::Memory;
+use crate::deps::{check_run, DepMode, Ran};
+use crate::kernel::Registry;
+
+pub(crate) mod launch;
+mod threaded;
+
+pub use ptovm_vm::WindowMode;
+
+/// Simulator settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// AICPUs.
+    pub aicpus: u32,
+    /// Cube cores in all (shared out among the AICPUs).
+    pub cube: u32,
+    /// Vector cores in all.
+    pub vector: u32,
+    /// Window slots per AICPU.
+    pub window: usize,
+    /// Full-window behaviour.
+    pub mode: WindowMode,
+    /// OS threads running the AICPU loops and the cores' tasks.
+    pub threads: usize,
+    /// Verify the run against the reference expander.
+    pub check: bool,
+    /// Inject random yields into generation and completion (stress testing), with this seed.
+    pub jitter: Option<u64>,
+    /// Skip the watermark wait (the naïve protocol), to show that the check catches it.
+    pub naive: bool,
+    /// Record trace events (`Report::events`).
+    pub trace: bool,
+    /// When an AICPU starts handing tasks to its cores (seed 003 §7).
+    pub start: Start,
+    /// Most tasks of one pool an AICPU keeps running at once (0: as many as it has cores).
+    pub pipeline_depth: u32,
+    /// Idle cores take ready tasks from other AICPUs' queues (`ready = work_steal`).
+    pub work_steal: bool,
+    /// Completed tasks whose successors an AICPU releases together (`batch_deps`, seed 003
+    /// §2.6): it holds completions back until it has this many, or until it has nothing else
+    /// to do. 0 and 1 release each completion at once.
+    pub batch_deps: u32,
+    /// When an AICPU hands its ready tasks to its cores (`timing`, spec/pto.md §4.2).
+    pub timing: IssueTiming,
+    /// How the TensorMap matches regions: overlap (every dependency of the reference graph) or
+    /// exact (pto-isa's map: equal regions only; `check` then fails where that misses an edge).
+    pub deps: DepMode,
+    /// Write each task's descriptor into its window slot (spec/runtime.md §3.8), as the device
+    /// does. Always done when a kernel is registered (`run_with_kernels`: kernels read their
+    /// descriptors); without kernels nothing reads them, and a scheduler benchmark may leave
+    /// them out.
+    pub descriptors: bool,
+    /// Bytes of each AICPU's workspace arena (spec/runtime.md §4.4); `None`: the program's
+    /// `workspace = N`, or sized from the window.
+    pub workspace: Option<u32>,
+}
+
+pub use ptovm_vm::sched::{IssueTiming, Start};
+
+/// What a trace event shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// An AICPU recorded a task's dependencies: from emitting it to its registration (§4.1).
+    Record,
+    /// A core ran a task.
+    Run,
+    /// An AICPU handed a task to a core (an instant: `start_ns == end_ns`); `aicpu` is the AICPU
+    /// that issued it (its owner unless stolen).
+    Issue,
+}
+
+/// One span of the trace.
+#[derive(Clone, Copy, Debug)]
+pub struct Event {
+    /// What.
+    pub kind: EventKind,
+    /// The AICPU that owns the task.
+    pub aicpu: u32,
+    /// The core that ran it (for `Run`): cube cores first, then vector cores.
+    pub core: u32,
+    /// Task id.
+    pub task: u64,
+    /// Kernel index.
+    pub kernel: u16,
+    /// Start, nanoseconds since the run began.
+    pub start_ns: u64,
+    /// End.
+    pub end_ns: u64,
+    /// `Issue` under `batched` timing: the issuing AICPU's batch number (from 1); else 0.
+    pub batch: u64,
+    /// `Issue`: the task's stream (0 without `stream_by`).
+    pub stream: u32,
+    /// `Issue`: the task's scratch, offset in the launch's workspace memory and bytes (0, 0:
+    /// none).
+    pub workspace: (u32, u32),
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            aicpus: 6,
+            cube: 24,
+            vector: 48,
+            window: 1024,
+            mode: WindowMode::Stall,
+            threads: 2,
+            check: false,
+            jitter: None,
+            naive: false,
+            trace: false,
+            start: Start::Immediate,
+            pipeline_depth: 0,
+            work_steal: false,
+            batch_deps: 0,
+            timing: IssueTiming::Immediate,
+            deps: DepMode::Overlap,
+            descriptors: false,
+            workspace: None,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// Tasks run.
+    pub tasks_total: u64,
+    /// Tasks per AICPU.
+    pub per_aicpu: Vec<u64>,
+    /// Cube tasks.
+    pub cube_tasks: u64,
+    /// Vector tasks.
+    pub vector_tasks: u64,
+    /// Dependency edges registered on running predecessors.
+    pub edges: u64,
+    /// Of those, between AICPUs.
+    pub cross_aicpu_edges: u64,
+    /// Times generation found its window full.
+    pub window_stalls: u64,
+    /// Overflows counted in benchmark mode.
+    pub overflows: u64,
+    /// Tasks run on another AICPU's cores (work stealing).
+    pub stolen: u64,
+    /// Dependency releases: each a batch of completed tasks whose successors were released
+    /// together (one per task when `batch_deps` ≤ 1).
+    pub dep_batches: u64,
+    /// `batched` timing: batches the AICPUs opened.
+    pub issue_batches: u64,
+    /// Of those, opened short (none of the AICPU's cores busy).
+    pub short_batches: u64,
+    /// `interleaved` timing: tasks issued ahead of an older ready task to keep the rotation.
+    pub reordered: u64,
+    /// `rate_limit` timing: AICPU rounds in which a ready task waited for the rate.
+    pub rate_waits: u64,
+    /// `rate_limit` timing: nanoseconds ready tasks waited for the rate, summed over AICPUs.
+    pub rate_wait_ns: u64,
+    /// Bytes of each AICPU's workspace arena.
+    pub workspace_arena: u32,
+    /// Tasks that waited for workspace (their scratch did not fit their AICPU's arena yet).
+    pub workspace_waits: u64,
+    /// The most bytes of one arena in use at once.
+    pub workspace_peak: u64,
+    /// The raw values read back at each `READBACK`, in order (every AICPU read the same).
+    pub read_back: Vec<Vec<u32>>,
+    /// Wall-clock time of the run.
+    pub wall: Duration,
+    /// Whether the run was checked against the reference (and passed).
+    pub checked: bool,
+    /// In a computing run, nanoseconds the cores spent in kernels, summed over the driver
+    /// threads (0 otherwise: no-op kernels are not timed).
+    pub kernel_ns: u64,
+    /// Driver threads the run used.
+    pub threads: usize,
+    /// Trace events, in no particular order (with `Options::trace`).
+    pub events: Vec<Event>,
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// Launch or runtime error of the program.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// A window overflowed in abort mode.
+    #[error("AICPU {aicpu}'s task window ({window} slots) is full and the window mode is abort")]
+    WindowAbort {
+        /// The AICPU.
+        aicpu: u32,
+        /// Its window size.
+        window: usize,
+    },
+    /// The run broke a rule the check verifies.
+    #[error("check failed: {0}")]
+    Check(String),
+    /// A bad option.
+    #[error("{0}")]
+    Options(String),
+    /// A tensor binding was refused.
+    #[error("tensor binding: {0}")]
+    Bind(#[from] BindError),
+    /// A kernel failed.
+    #[error("task {task} (kernel {kernel}) failed: {message}")]
+    Kernel {
+        /// Program-order task id.
+        task: u64,
+        /// The kernel's name.
+        kernel: String,
+        /// What it said.
+        message: String,
+    },
+}
+
+impl From<SchedError> for SimError {
+    fn from(e: SchedError) -> SimError {
+        match e {
+            SchedError::Run(e) => SimError::Launch(LaunchError::Run(e)),
+            SchedError::WindowAbort { aicpu, window } => SimError::WindowAbort {
+                aicpu,
+                window: window as usize,
+            },
+            SchedError::Bind(e) => SimError::Bind(e),
+            e @ SchedError::Workspace { .. } => SimError::Options(e.to_string()),
+            other => SimError::Check(other.to_string()),
+        }
+    }
+}
+
+/// Per-task execution record for the check: (start, end, pool, aicpu), on one clock.
+pub(crate) type Trace = Vec<Ran>;
+
+/// The values read back at each `READBACK`, from each AICPU's list: every AICPU read the same
+/// (they all read after the same barrier), or the run is wrong.
+pub(crate) fn same_reads(lists: Vec<Vec<Vec<u32>>>) -> Result<Vec<Vec<u32>>, SimError> {
+    if lists.iter().any(|l| *l != lists[0]) {
+        return Err(SimError::Check(
+            "the AICPUs read different values at a READBACK".into(),
+        ));
+    }
+    Ok(lists.into_iter().next().unwrap_or_default())
+}
+
+/// Runs the program on the simulator.
+pub fn run(v: Verified<'_>, p: RuntimeParams<'_>, o: Options) -> Result<Report, SimError> {
+    run_with_progress(v, p, o, None)
+}
+
+/// Runs the program, adding each completed task to `progress` (for a progress display).
+pub fn run_with_progress(
+    v: Verified<'_>,
+    p: RuntimeParams<'_>,
+    o: Options,
+    progress: Option<&AtomicU64>,
+) -> Result<Report, SimError> {
+    run_with_kernels(v, p, o, progress, &Registry::new())
+}
+
+/// Runs the program with the kernels of `kernels` (by name; the others do nothing), adding
+/// each completed task to `progress`.
+pub fn run_with_kernels(
+    v: Verified<'_>,
+    p: RuntimeParams<'_>,
+    o: Options,
+    progress: Option<&AtomicU64>,
+    kernels: &Registry,
+) -> Result<Report, SimError> {
+    run_bound(v, p, o, progress, kernels, &[])
+}
+
+/// [`run_with_kernels`] with the program's tensors bound to memory: one [`TensorArg`] per
+/// tensor of the program (checked against its declaration, spec/runtime.md §3.8), or none.
+/// Descriptors then give each region's address.
+pub fn run_bound(
+    v: Verified<'_>,
+    p: RuntimeParams<'_>,
+    o: Options,
+    progress: Option<&AtomicU64>,
+    kernels: &Registry,
+    tensors: &[TensorArg],
+) -> Result<Report, SimError> {
+    threaded::launch(v, p, o, progress, kernels, tensors, None)
+}
+
+/// Runs the program's tasks with the kernels of `kernels` on the tensors of `memory` (bound
+/// to it, `Memory::bindings`): a computing run, whose kernels see their regions
+/// (`kernel::Call::views`). `compute::run` checks the kernels and the answer around it.
+pub fn run_on_memory(
+    v: Verified<'_>,
+    p: RuntimeParams<'_>,
+    o: Options,
+    progress: Option<&AtomicU64>,
+    kernels: &Registry,
+    memory: &Memory,
+) -> Result<Report, SimError> {
+    threaded::launch(v, p, o, progress, kernels, &memory.bindings(), Some(memory))
+}
+
+/// Verifies a run: every reference task ran exactly once, on its pool and AICPU, and started after
+/// every overlap-mode predecessor ended. Checks the run's trace against the reference expansion, whose `READBACK`s read what the
+/// run's AICPUs read (`read`, one list per `READBACK` in order; the run's values themselves are
+/// checked by a computing run's in-order comparison).
+pub(crate) fn check(
+    v: &Verified<'_>,
+    p: &RuntimeParams<'_>,
+    n: u32,
+    tr: &Trace,
+    read: &[Vec<u32>],
+) -> Result<(), SimError> {
+    let mut on_readback = |rb: &ptovm_vm::readback::Readback, _: &[crate::RefTask]| {
+        read.get(rb.index as usize).cloned()
+    };
+    let reference = crate::reference::expand_with(v, p, n, u64::MAX, &mut on_readback)
+        .map_err(|e: RunError| SimError::Launch(LaunchError::Run(e)))?;
+    check_run(&reference, tr).map_err(SimError::Check)
+}
