@@ -18,6 +18,8 @@ mod budget;
 mod expand;
 mod inspect;
 mod metg;
+mod model;
+mod report;
 mod run;
 
 /// The bundled LLaMA-7B layer, run by `ptovm run` without a file.
@@ -118,12 +120,12 @@ enum Cmd {
         /// AICPU count (default: the program's schedule).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
         aicpus: Option<u32>,
-        /// Cube cores in all.
-        #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=4096))]
-        cube: u32,
-        /// Vector cores in all.
-        #[arg(long, default_value_t = 48, value_parser = clap::value_parser!(u32).range(1..=4096))]
-        vector: u32,
+        /// Cube cores in all (default: 24, or the machine's with `--model`).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        cube: Option<u32>,
+        /// Vector cores in all (default: 48, or the machine's with `--model`).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        vector: Option<u32>,
         /// Task window per AICPU (default: the program's schedule).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
         window: Option<u32>,
@@ -133,6 +135,24 @@ enum Cmd {
         /// A runtime parameter, as for `expand`. Repeat for each.
         #[arg(long = "param", value_name = "NAME=VALUE")]
         params: Vec<String>,
+        /// Simulated time (spec/runtime.md §9): step the same scheduler in virtual time on a
+        /// model of the machine, kernels taking their modelled durations, and report the
+        /// makespan, utilization, critical path and idle time by cause instead of host speed.
+        /// Deterministic: the same inputs give the same output, byte for byte.
+        #[arg(long)]
+        model: bool,
+        /// With `--model`: the machine (a TOML file; default an Ascend 910B: 6 AICPUs, 24 cube
+        /// and 48 vector cores, spec/runtime.md §9.1). Implies `--model`.
+        #[arg(long, value_name = "FILE")]
+        machine: Option<PathBuf>,
+        /// With `--model`: kernel durations measured on hardware, overriding the module's (a
+        /// TOML file, spec/pto.md §4.8). Implies `--model`.
+        #[arg(long, value_name = "FILE")]
+        costs: Option<PathBuf>,
+        /// With `--model`: write an HTML report (utilization over time, per core and per
+        /// AICPU) that a browser opens from the file. Implies `--model`.
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
         /// Verify the run against the reference expander: every task once, on its pool, after
         /// all its predecessors.
         #[arg(long)]
@@ -569,34 +589,44 @@ fn run(cli: Cli) -> Result<(), Fail> {
             data,
             save,
             workspace,
+            model,
+            machine,
+            costs,
+            report,
         } => {
-            let data = data.map(|seed| run::Data {
-                seed,
-                save: save.clone(),
-            });
+            let modelled = model || machine.is_some() || costs.is_some() || report.is_some();
+            if modelled && data.is_some() {
+                return Err(Fail(
+                    Exit::Usage,
+                    "error: --data computes on the threaded run; it cannot be combined with --model (simulated time)".into(),
+                ));
+            }
+            let args = run::RunArgs {
+                aicpus,
+                cube,
+                vector,
+                window,
+                mode: window_mode.map(|m| match m {
+                    Mode::Stall => WindowMode::Stall,
+                    Mode::Abort => WindowMode::Abort,
+                    Mode::Benchmark => WindowMode::Benchmark,
+                }),
+                check,
+                json,
+                trace,
+                start,
+                deps: deps.mode(),
+                max_tasks,
+                data: data.map(|seed| run::Data { seed, save }),
+                workspace,
+                model: modelled.then_some(model::ModelArgs {
+                    machine,
+                    costs,
+                    report,
+                }),
+            };
             let out = with_program(input.as_deref(), params, |v, m, vals| {
-                run::run(
-                    v,
-                    m,
-                    vals,
-                    aicpus,
-                    cube,
-                    vector,
-                    window,
-                    window_mode.map(|m| match m {
-                        Mode::Stall => WindowMode::Stall,
-                        Mode::Abort => WindowMode::Abort,
-                        Mode::Benchmark => WindowMode::Benchmark,
-                    }),
-                    check,
-                    json,
-                    trace.as_deref(),
-                    start,
-                    deps.mode(),
-                    max_tasks,
-                    data.as_ref(),
-                    workspace,
-                )
+                run::run(v, m, vals, &args)
             })?;
             write_out(Path::new("-"), out.as_bytes())
         }

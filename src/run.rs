@@ -12,35 +12,66 @@ use serde_json::json;
 
 use crate::{Exit, Fail};
 
+/// What `ptovm run` was asked for, besides the program and its parameters.
+#[derive(Clone, Debug)]
+pub struct RunArgs {
+    /// AICPUs (default: the program's schedule).
+    pub aicpus: Option<u32>,
+    /// Cube and vector cores (default: 24 and 48, or the machine's in simulated time).
+    pub cube: Option<u32>,
+    pub vector: Option<u32>,
+    /// Window and window mode (default: the program's schedule).
+    pub window: Option<u32>,
+    pub mode: Option<WindowMode>,
+    /// Check against the reference.
+    pub check: bool,
+    /// JSON instead of the summary.
+    pub json: bool,
+    /// Where to write a Perfetto trace.
+    pub trace: Option<PathBuf>,
+    /// Start policy (default: the program's schedule).
+    pub start: Option<sim::Start>,
+    /// The TensorMap's match mode.
+    pub deps: DepMode,
+    /// The task budget.
+    pub max_tasks: u64,
+    /// `--data`: compute.
+    pub data: Option<Data>,
+    /// Each AICPU's workspace arena.
+    pub workspace: Option<u32>,
+    /// Simulated time instead of threads.
+    pub model: Option<crate::model::ModelArgs>,
+}
+
+impl RunArgs {
+    /// The simulator's options for program `v`: its schedule with what was asked for on top.
+    pub fn options(&self, v: &Verified<'_>) -> sim::Options {
+        let mut o = options(
+            v,
+            self.cube.unwrap_or(24),
+            self.vector.unwrap_or(48),
+            self.deps,
+        );
+        o.aicpus = self.aicpus.unwrap_or(o.aicpus);
+        o.window = self.window.map_or(o.window, |w| w as usize);
+        o.mode = self.mode.unwrap_or(o.mode);
+        o.check = self.check;
+        o.trace = self.trace.is_some();
+        o.start = self.start.unwrap_or(o.start);
+        o.workspace = self.workspace;
+        o
+    }
+}
+
 /// Runs and renders. Errors carry their exit code.
-#[allow(clippy::too_many_arguments)]
-pub fn run(
-    v: &Verified<'_>,
-    m: &Module,
-    vals: &[Value<'_>],
-    aicpus: Option<u32>,
-    cube: u32,
-    vector: u32,
-    window: Option<u32>,
-    mode: Option<WindowMode>,
-    check: bool,
-    json: bool,
-    trace: Option<&std::path::Path>,
-    start: Option<sim::Start>,
-    deps: DepMode,
-    max_tasks: u64,
-    data: Option<&Data>,
-    workspace: Option<u32>,
-) -> Result<String, Fail> {
-    let p = crate::budget::params(v, vals, max_tasks)?;
-    let mut o = options(v, cube, vector, deps);
-    o.aicpus = aicpus.unwrap_or(o.aicpus);
-    o.window = window.map_or(o.window, |w| w as usize);
-    o.mode = mode.unwrap_or(o.mode);
-    o.check = check;
-    o.trace = trace.is_some();
-    o.start = start.unwrap_or(o.start);
-    o.workspace = workspace;
+pub fn run(v: &Verified<'_>, m: &Module, vals: &[Value<'_>], a: &RunArgs) -> Result<String, Fail> {
+    let p = crate::budget::params(v, vals, a.max_tasks)?;
+    if let Some(model) = &a.model {
+        return crate::model::run(v, m, &p, a, model);
+    }
+    let o = a.options(v);
+    let (cube, vector, json, trace, deps) = (o.cube, o.vector, a.json, a.trace.as_deref(), a.deps);
+    let data = a.data.as_ref();
     let (r, computed) = match data {
         None => (
             with_progress(v, &p, |progress| sim::run_with_progress(*v, p, o, progress))
@@ -399,7 +430,13 @@ pub fn sim_fail(e: SimError) -> Fail {
 /// with the span from emitting each task to having recorded its dependencies and an instant
 /// where it issued each task to a core (with its `batched` batch and its stream), and a track
 /// per AICore with the tasks it ran, named by kernel.
-fn chrome_trace(m: &Module, r: &sim::Report, aicpus: u32, cube: u32, vector: u32) -> String {
+pub(crate) fn chrome_trace(
+    m: &Module,
+    r: &sim::Report,
+    aicpus: u32,
+    cube: u32,
+    vector: u32,
+) -> String {
     use std::fmt::Write as _;
     let mut s = String::from("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
     let _ = write!(
@@ -447,6 +484,13 @@ fn chrome_trace(m: &Module, r: &sim::Report, aicpus: u32, cube: u32, vector: u32
                     e.stream,
                     e.workspace.0,
                     e.workspace.1
+                );
+            }
+            sim::EventKind::Round => {
+                let _ = write!(
+                    s,
+                    ",\n{{\"name\":\"round\",\"cat\":\"round\",\"ph\":\"X\",\"pid\":1,\"tid\":{},\"ts\":{ts:.3},\"dur\":{dur:.3}}}",
+                    e.aicpu
                 );
             }
             sim::EventKind::Run => {

@@ -20,6 +20,8 @@ pub mod kernel;
 pub mod measure;
 #[cfg(not(loom))]
 pub mod metg;
+#[cfg(not(loom))]
+pub mod model;
 pub mod params;
 pub mod reference;
 #[cfg(not(loom))]

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 mod hostile;
+mod model;
 
 fn ptovm(args: &[&str], dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ptovm"))

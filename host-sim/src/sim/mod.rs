@@ -89,6 +89,8 @@ pub enum EventKind {
     /// An AICPU handed a task to a core (an instant: `start_ns == end_ns`); `aicpu` is the AICPU
     /// that issued it (its owner unless stolen).
     Issue,
+    /// A round of an AICPU's scheduler loop (the simulated-time model only: its modelled cost).
+    Round,
 }
 
 /// One span of the trace.

@@ -180,6 +180,23 @@ pub struct Issued {
     pub workspace: (u32, u32),
 }
 
+/// What holds an AICPU's generation up ([`Aicpu::blocked`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blocked {
+    /// Nothing: it can generate its next task.
+    Not,
+    /// Its window is full: the next task waits for a slot.
+    Window,
+    /// The next task waits for the other AICPUs' watermarks (§4.1).
+    Watermarks,
+    /// A task waits for predecessors beyond its waiter nodes (§4.1 step 6).
+    Predecessors,
+    /// It waits at a `READBACK`'s barrier (§4.5).
+    Readback,
+    /// It has generated all its tasks.
+    Done,
+}
+
 /// When an AICPU hands its ready tasks to its cores: PTO-WSP's `timing` (spec/pto.md §4.2).
 /// Every policy issues only ready tasks and never holds one back when holding could stall the
 /// launch.

@@ -218,6 +218,26 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         self.finished
     }
 
+    /// What holds its generation up now (between two rounds: the simulated-time model's stall
+    /// causes, spec/runtime.md §9.3).
+    pub fn blocked(&self) -> Blocked {
+        if self.done && !self.staged && self.pending.is_none() {
+            Blocked::Done
+        } else if self.barrier.is_some() {
+            Blocked::Readback
+        } else if self.deferred.is_some() {
+            Blocked::Predecessors
+        } else if self.pending.is_some() {
+            // A placed task is left unrecorded only while it waits for the watermarks.
+            Blocked::Watermarks
+        } else if self.staged {
+            // A staged task is left unplaced only when the window has no room.
+            Blocked::Window
+        } else {
+            Blocked::Not
+        }
+    }
+
     /// Its interpreter (for its work counters).
     pub fn interpreter(&self) -> &Interpreter<'a, 'p> {
         &self.interp

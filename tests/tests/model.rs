@@ -1,0 +1,284 @@
+//! The simulated-time machine model (spec/runtime.md §9; issue 21): exact makespans on graphs
+//! whose answer is known — independent equal tasks, a chain, fork-join, a cube → vector
+//! pipeline — with no overheads and with the modelled ones; the critical path and the work
+//! bound; the same tasks and dependencies as the threaded run (both checked against the
+//! reference); and the same report for the same inputs.
+
+use ptovm_host_sim::model::{self, AicpuCosts, CostTable, Duration, KernelCosts, Machine};
+use ptovm_host_sim::sim::{self, Options};
+use ptovm_tests::{assemble_named, examples, values};
+use ptovm_vm::{verify, RuntimeParams};
+
+/// A machine on which only kernels take time.
+fn free_machine(cube: u32, vector: u32) -> Machine {
+    Machine {
+        aicpus: 6,
+        cube_cores: cube,
+        vector_cores: vector,
+        core_clock_mhz: 1000,
+        handshake_ns: 0,
+        notice_ns: 0,
+        default_kernel_ns: 1,
+        idle_poll_ns: 1,
+        aicpu: AicpuCosts {
+            round_ns: 0,
+            instruction_ns: 0,
+            task_ns: 0,
+            probe_ns: 0,
+            visit_ns: 0,
+            insert_ns: 0,
+            edge_ns: 0,
+            cross_edge_ns: 0,
+            dispatch_ns: 0,
+            completion_ns: 0,
+        },
+    }
+}
+
+/// Models `src` with runtime parameters `given`, `aicpus` AICPUs and kernel durations `costs`
+/// (by name, ns), checked against the reference.
+fn model(
+    src: &str,
+    given: &[(&str, u32, Vec<u32>)],
+    aicpus: u32,
+    machine: &Machine,
+    costs: &[(&str, u64)],
+) -> model::ModelReport {
+    let (code, params) = assemble_named("m.pto", src, given);
+    let v = verify(&code).unwrap();
+    let vals = values(&params);
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    let table = CostTable {
+        kernels: costs
+            .iter()
+            .map(|(k, ns)| (k.to_string(), Duration::Ns(*ns)))
+            .collect(),
+    };
+    let costs = KernelCosts::new(&v, machine, &table).unwrap();
+    let o = Options {
+        aicpus,
+        window: 1024,
+        check: true,
+        ..Options::default()
+    };
+    let r = model::simulate(v, p, o, machine, &costs).unwrap();
+    assert!(r.run.checked);
+    r
+}
+
+const INDEPENDENT: &str = "
+@tensor A: f32[N]
+@kernel k(i) : vector (out A)
+@workload w(%n: dense_dyn(N)) {
+  parallel_for i in dense_dyn(N) { task @k(i) resources(A[i]) }
+}
+@schedule s for w { dispatch = round_robin }
+";
+
+#[test]
+fn independent_equal_tasks_take_ceil_n_over_cores_times_d() {
+    for (n, cores, aicpus) in [
+        (1, 1, 1),
+        (7, 3, 1),
+        (12, 4, 1),
+        (100, 8, 1),
+        (24, 6, 2),
+        (60, 12, 3),
+    ] {
+        let d = 1_000;
+        let r = model(
+            INDEPENDENT,
+            &[("N", n, vec![])],
+            aicpus,
+            &free_machine(aicpus, cores),
+            &[("k", d)],
+        );
+        // Each AICPU drives cores/aicpus cores and owns n/aicpus tasks (both divide evenly).
+        let per = (n as u64 / aicpus as u64).div_ceil((cores / aicpus) as u64);
+        assert_eq!(
+            r.makespan_ns,
+            per * d,
+            "n {n}, cores {cores}, aicpus {aicpus}"
+        );
+        assert_eq!(r.critical_path_ns, d);
+        assert_eq!(r.work_bound_ns, (n as u64 * d).div_ceil(cores as u64));
+        assert_eq!(r.pools[1].busy_ns, n as u64 * d);
+        assert_eq!(r.pools[1].tasks, n as u64);
+    }
+}
+
+#[test]
+fn independent_tasks_pay_the_modelled_overheads_exactly() {
+    // One AICPU, `cores` vector cores, issues and handshakes as spec/runtime.md §9.2 says:
+    // round 0 generates all (r + n·g); the next round issues the first wave (r, then the
+    // handshake h); each wave runs d, its finishes are seen q later by a round that completes
+    // the wave (r + wave·c) and issues the next; the last such round ends the launch.
+    let (r_ns, g, c, h, q, d) = (40, 60, 30, 500, 300, 2_000);
+    let mut m = free_machine(1, 4);
+    m.aicpu.round_ns = r_ns;
+    m.aicpu.task_ns = g;
+    m.aicpu.completion_ns = c;
+    m.handshake_ns = h;
+    m.notice_ns = q;
+    for n in [1u64, 4, 5, 11] {
+        let r = model(INDEPENDENT, &[("N", n as u32, vec![])], 1, &m, &[("k", d)]);
+        let cores = 4;
+        let waves = n.div_ceil(cores);
+        let last = n - (waves - 1) * cores;
+        let expect = (2 * r_ns + n * g)
+            + waves * (h + d + q)
+            + (waves - 1) * (r_ns + cores * c)
+            + (r_ns + last * c);
+        assert_eq!(r.makespan_ns, expect, "n = {n}");
+        // Every core-nanosecond is busy or idle for a cause.
+        let p = r.pools[1];
+        assert_eq!(
+            p.busy_ns + p.no_task_ns + p.aicpu_ns + p.handshake_ns,
+            p.cores as u64 * r.makespan_ns
+        );
+    }
+}
+
+#[test]
+fn a_chain_takes_the_sum_of_its_tasks() {
+    let src = "
+@tensor A: f32[1]
+@kernel step(i) : cube (inout A)
+@workload w(%n: dense_dyn(K)) {
+  for_each i in dense_dyn(K) { task @step(i) resources(A) }
+}
+@schedule s for w { dispatch = round_robin }
+";
+    for (k, aicpus) in [(1, 1), (10, 1), (10, 2), (33, 3)] {
+        let r = model(
+            src,
+            &[("K", k, vec![])],
+            aicpus,
+            &free_machine(aicpus, aicpus),
+            &[("step", 700)],
+        );
+        assert_eq!(r.makespan_ns, k as u64 * 700, "k {k} on {aicpus} AICPUs");
+        assert_eq!(r.critical_path_ns, k as u64 * 700);
+        assert_eq!(r.efficiency(), 1.0);
+    }
+}
+
+#[test]
+fn fork_join_takes_source_waves_and_join() {
+    let src = "
+@tensor X: f32[1]
+@tensor Y: f32[M]
+@tensor Z: f32[1]
+@kernel src() : cube (out X)
+@kernel mid(i) : vector (in X, out Y)
+@kernel join() : cube (in Y, out Z)
+@workload w(%m: dense_dyn(M)) {
+  task @src() resources(X)
+  parallel_for i in dense_dyn(M) { task @mid(i) resources(X, Y[i]) }
+  task @join() resources(Y, Z)
+}
+@schedule s for w { dispatch = round_robin(1) }
+";
+    for (m, vector) in [(1, 1), (8, 8), (9, 4), (20, 6)] {
+        let r = model(
+            src,
+            &[("M", m, vec![])],
+            1,
+            &free_machine(1, vector),
+            &[("src", 100), ("mid", 1_000), ("join", 50)],
+        );
+        let expect = 100 + (m as u64).div_ceil(vector as u64) * 1_000 + 50;
+        assert_eq!(r.makespan_ns, expect, "m {m}, {vector} vector cores");
+        assert_eq!(r.critical_path_ns, 1_150);
+    }
+}
+
+#[test]
+fn a_cube_to_vector_pipeline_overlaps_its_stages() {
+    let src = "
+@tensor A: f32[N]
+@tensor B: f32[N]
+@kernel mm(i) : cube (out A)
+@kernel post(i) : vector (in A, out B)
+@workload w(%n: dense_dyn(N)) {
+  for_each i in dense_dyn(N) {
+    task @mm(i) resources(A[i])
+    task @post(i) resources(A[i], B[i])
+  }
+}
+@schedule s for w { dispatch = round_robin(1) }
+";
+    // One cube and one vector core: the vector stage of item i runs beside the cube stage of
+    // item i + 1, so n items take n cube stages and the last vector stage when the cube stage
+    // is the longer, and the first cube stage and n vector stages otherwise.
+    for (n, cube_ns, vec_ns) in [
+        (1u64, 300u64, 200u64),
+        (6, 300, 200),
+        (6, 200, 300),
+        (5, 250, 250),
+    ] {
+        let r = model(
+            src,
+            &[("N", n as u32, vec![])],
+            1,
+            &free_machine(1, 1),
+            &[("mm", cube_ns), ("post", vec_ns)],
+        );
+        let expect = if cube_ns >= vec_ns {
+            n * cube_ns + vec_ns
+        } else {
+            cube_ns + n * vec_ns
+        };
+        assert_eq!(r.makespan_ns, expect, "n {n}, {cube_ns}/{vec_ns}");
+        assert_eq!(r.critical_path_ns, cube_ns + vec_ns);
+        assert_eq!(r.work_bound_ns, n * cube_ns.max(vec_ns));
+    }
+}
+
+#[test]
+fn the_model_and_the_threaded_run_run_the_same_tasks_checked() {
+    for (name, code, params) in examples() {
+        let v = verify(&code).unwrap();
+        let vals = values(&params);
+        let p = RuntimeParams::new(&v, &vals).unwrap();
+        for aicpus in [1, 2, 3] {
+            let o = Options {
+                aicpus,
+                window: 8,
+                check: true,
+                ..Options::default()
+            };
+            let threaded = sim::run(v, p, o).unwrap();
+            let machine = Machine::default();
+            let costs = KernelCosts::new(&v, &machine, &CostTable::default()).unwrap();
+            let modelled = model::simulate(v, p, o, &machine, &costs).unwrap();
+            assert!(threaded.checked && modelled.run.checked, "{name}");
+            assert_eq!(threaded.per_aicpu, modelled.run.per_aicpu, "{name}");
+            assert_eq!(threaded.cube_tasks, modelled.run.cube_tasks, "{name}");
+            assert_eq!(threaded.read_back, modelled.run.read_back, "{name}");
+            assert!(modelled.makespan_ns >= modelled.lower_bound_ns(), "{name}");
+        }
+    }
+}
+
+#[test]
+fn the_same_inputs_give_the_same_report() {
+    let (code, params) = ptovm_tests::example("llama_layer.pto", &[("N", 24, vec![])]);
+    let v = verify(&code).unwrap();
+    let vals = values(&params);
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    let machine = Machine::default();
+    let costs = KernelCosts::new(&v, &machine, &CostTable::default()).unwrap();
+    let o = Options {
+        trace: true,
+        ..Options::default()
+    };
+    let a = model::simulate(v, p, o, &machine, &costs).unwrap();
+    let b = model::simulate(v, p, o, &machine, &costs).unwrap();
+    assert_eq!(format!("{:?}", a.run.events), format!("{:?}", b.run.events));
+    assert_eq!(a.makespan_ns, b.makespan_ns);
+    assert_eq!(a.cores, b.cores);
+    assert_eq!(a.aicpus, b.aicpus);
+    assert_eq!(a.timeline, b.timeline);
+    assert!(!a.run.events.is_empty());
+}
