@@ -90,19 +90,24 @@ impl<L: AccessList> Default for Bucket<L> {
 }
 
 impl<L: AccessList> Bucket<L> {
-    /// Visits the lists that a region with dimension-1 point `d1` (`None`: wider) may overlap,
-    /// dropping those that end up empty, so that a map holds only live accesses.
-    pub(crate) fn visit(&mut self, d1: Option<i64>, visit: &mut impl FnMut(&mut L)) {
-        match d1 {
-            Some(j) => {
-                if let Some(l) = self.points.get_mut(&j) {
-                    visit(l);
-                    if l.is_empty() {
-                        self.points.remove(&j);
+    /// Visits the lists that a region whose dimension-1 range is `r1` (`None`: the whole
+    /// dimension) may overlap, dropping those that end up empty, so that a map holds only live
+    /// accesses. A range narrower than the bucket's points is looked up point by point (a
+    /// stencil's `G[t - 1, i - 1 : i + 2]` among a timestep's thousand points), a wider one
+    /// scans them.
+    pub(crate) fn visit(&mut self, r1: Option<(i64, i64)>, visit: &mut impl FnMut(&mut L)) {
+        match r1 {
+            Some((lo, hi)) if hi.saturating_sub(lo) as u64 <= self.points.len() as u64 => {
+                for j in lo..hi {
+                    if let Some(l) = self.points.get_mut(&j) {
+                        visit(l);
+                        if l.is_empty() {
+                            self.points.remove(&j);
+                        }
                     }
                 }
             }
-            None => {
+            _ => {
                 self.points.values_mut().for_each(&mut *visit);
                 self.points.retain(|_, l| !l.is_empty());
             }
@@ -331,16 +336,17 @@ impl DepBuilder {
                         }
                     };
                     let (d0, d1) = (point(io, 0), point(io, 1));
+                    let r1 = (io.ndims > 1).then_some(io.ranges[1]);
                     match d0 {
                         Some(i) => {
                             if let Some(b) = live.buckets.get_mut(&i) {
-                                b.visit(d1, &mut visit);
+                                b.visit(r1, &mut visit);
                             }
                         }
                         None => {
                             live.buckets
                                 .values_mut()
-                                .for_each(|b| b.visit(d1, &mut visit));
+                                .for_each(|b| b.visit(r1, &mut visit));
                             live.buckets.retain(|_, b| !b.is_empty());
                         }
                     }
