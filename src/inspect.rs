@@ -210,10 +210,15 @@ pub fn text(v: &Verified<'_>) -> String {
             );
         } else {
             o += &format!(
-                "  {i:>3}  {} on {pool}, {} param(s), args ({})\n",
+                "  {i:>3}  {} on {pool}, {} param(s), args ({}){}{}\n",
                 k.name,
                 k.entry.num_params,
-                dirs(k).join(", ")
+                dirs(k).join(", "),
+                match workspace(k) {
+                    0 => String::new(),
+                    n => format!("; workspace {n} bytes"),
+                },
+                cost(&m, k).map_or(String::new(), |c| format!("; cost {c}"))
             );
         }
     }
@@ -302,6 +307,8 @@ pub fn json(v: &Verified<'_>) -> String {
                 "declared": k.entry.flags & KERNEL_UNDECLARED == 0,
                 "params": k.entry.num_params,
                 "args": dirs(k),
+                "workspace_bytes": workspace(k),
+                "cost": cost(&m, k),
             })
         }).collect::<Vec<_>>(),
         "axes": (0..m.axes.len()).map(|i| render_axis(&m, i as u16)).collect::<Vec<_>>(),
@@ -327,4 +334,17 @@ fn stream_by(m: &Module) -> Option<String> {
             .then(|| r.op2() as usize)
     })?;
     Some(render_expr(m, m.regions.get(region)?.start.get()))
+}
+
+/// Bytes of scratch each task of kernel `k` gets.
+fn workspace(k: &ptovm_assembler::model::Kernel) -> u32 {
+    u32::from(k.entry.workspace.get()) * ptovm_vm::format::WORKSPACE_UNIT
+}
+
+/// Kernel `k`'s declared cost as text (`a1` is the task's parameter 1, `size(r0)` and
+/// `extent(r0, d)` measure its region 0), with its unit.
+fn cost(m: &Module, k: &ptovm_assembler::model::Kernel) -> Option<String> {
+    k.entry
+        .cost()
+        .map(|(e, unit)| format!("{} {}", render_expr(m, e), unit.name()))
 }

@@ -1,14 +1,14 @@
 //! The listing format: the disassembler's output, a line-per-record text form of a PTOW file
 //! that the assembler turns back into identical bytes (spec/bytecode.md §9). The assembler
-//! recognises it by its first directive, `.ptow 6`.
+//! recognises it by its first directive, `.ptow 7`.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use ptovm_vm::format::{
-    is_module_text, layout_dim, limits, slot_max, KernelEntry, PolicySpec, RegionDim, TensorEntry,
-    DIM_IS_SLOT, KERNEL_UNDECLARED, LAYOUT_NONE, LAYOUT_REPLICATE, LAYOUT_SHARD, NONE16,
-    TENSOR_IMPLICIT, TENSOR_STREAM, WORKSPACE_UNIT,
+    is_module_text, layout_dim, limits, slot_max, CostUnit, KernelEntry, PolicySpec, RegionDim,
+    TensorEntry, DIM_IS_SLOT, KERNEL_UNDECLARED, LAYOUT_NONE, LAYOUT_REPLICATE, LAYOUT_SHARD,
+    NONE16, TENSOR_IMPLICIT, TENSOR_STREAM, WORKSPACE_UNIT,
 };
 use ptovm_vm::{
     DType, Dir, ExprOp, Field, InfoKind, Level, Opcode, ParamKind, Policy, Pool, ReadyPolicy,
@@ -212,7 +212,7 @@ pub fn print(m: &Module) -> String {
             .collect();
         let _ = writeln!(
             o,
-            ".kernel {} {} {} params={} args=[{}]{}",
+            ".kernel {} {} {} params={} args=[{}]{}{}",
             i,
             k.name,
             pool,
@@ -221,6 +221,10 @@ pub fn print(m: &Module) -> String {
             match e.workspace.get() {
                 0 => String::new(),
                 n => format!(" workspace={}", u32::from(n) * WORKSPACE_UNIT),
+            },
+            match e.cost() {
+                None => String::new(),
+                Some((expr, unit)) => format!(" cost={expr} unit={}", unit.name()),
             }
         );
     }
@@ -934,7 +938,19 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
                         }
                         entry.workspace = U16::new((bytes / unit) as u16);
                     }
-                    kv.no_extra(&p, ["params", "args", "workspace"].into_iter())?;
+                    if let Some((v, w)) = kv.map.get("cost") {
+                        entry.cost_expr = U16::new(p.num(w, v, 0xFFFE)? as u16);
+                        let (v, w) = kv.get(&p, "unit", line_span)?;
+                        entry.cost_unit = match v {
+                            "ns" => CostUnit::Ns,
+                            "cycles" => CostUnit::Cycles,
+                            _ => return Err(p.err(w.span, "a cost's unit is ns or cycles")),
+                        } as u8;
+                    }
+                    kv.no_extra(
+                        &p,
+                        ["params", "args", "workspace", "cost", "unit"].into_iter(),
+                    )?;
                 }
                 m.kernels.push(Kernel { name, entry });
             }
@@ -1063,6 +1079,14 @@ fn render_expr_in(m: &Module, start: u16, nesting: usize) -> String {
             ExprOp::END => return st.pop().map_or("?".into(), |(s, _)| s),
             ExprOp::CONST => st.push(((r.op2() as i32).to_string(), 9)),
             ExprOp::VAR => st.push((format!("v{}", r.op1()), 9)),
+            ExprOp::ARG => st.push((format!("a{}", r.op1()), 9)),
+            ExprOp::SIZE => st.push((
+                match r.op2() {
+                    0 => format!("size(r{})", r.op1()),
+                    d => format!("extent(r{}, {})", r.op1(), d - 1),
+                },
+                9,
+            )),
             ExprOp::PARAM => st.push((pname(r.op1()), 9)),
             ExprOp::ELEM => {
                 let Some((i, _)) = st.pop() else {

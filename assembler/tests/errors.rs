@@ -343,23 +343,23 @@ fn listing_errors() {
     assert_eq!((d.kind, d.line, d.col), (DiagKind::Listing, 1, 7));
     assert_eq!(
         d.message,
-        "unsupported listing version \"3\"; this assembler reads and writes version 6"
+        "unsupported listing version \"3\"; this assembler reads and writes version 7"
     );
-    let d = fail(".ptow 6\n.workload w\n.schedule s\n.code\n0 HALT\n1 FROB x=1\n");
+    let d = fail(".ptow 7\n.workload w\n.schedule s\n.code\n0 HALT\n1 FROB x=1\n");
     assert_eq!(
         (d.kind, d.line, d.col, d.message.as_str()),
         (DiagKind::UnknownName, 6, 3, "unknown opcode \"FROB\"")
     );
-    let d = fail(".ptow 6\n.code\n0 PARALLEL_FOR axis=0\n");
+    let d = fail(".ptow 7\n.code\n0 PARALLEL_FOR axis=0\n");
     assert_eq!((d.line, d.message.as_str()), (3, "missing field `end`"));
-    let d = fail(".ptow 6\n.code\n0 NOP x=1\n");
+    let d = fail(".ptow 7\n.code\n0 NOP x=1\n");
     assert_eq!(
         (d.line, d.col, d.message.as_str()),
         (3, 7, "unknown field `x`")
     );
-    let d = fail(".ptow 6\n.code\n1 NOP\n");
+    let d = fail(".ptow 7\n.code\n1 NOP\n");
     assert_eq!(d.message, "instruction index 1 out of sequence; expected 0");
-    let d = fail(".ptow 6\n.code\n0 PARAM_CONST value=2147483648\n");
+    let d = fail(".ptow 7\n.code\n0 PARAM_CONST value=2147483648\n");
     assert_eq!(
         (d.kind, d.message.as_str()),
         (DiagKind::Overflow, "2147483648 is larger than 2147483647")
@@ -368,7 +368,7 @@ fn listing_errors() {
 
 #[test]
 fn verify_errors_in_listings_point_at_the_line() {
-    let src = ".ptow 6\n.workload w\n.schedule s\n.config workload_level=cpu schedule_level=cpu aicpus=1 policy=round_robin depth=0 key=- levels=0 selector=- streams=1 timing=immediate timing_arg=0 ready=fifo start=immediate start_threshold=0 window=8 window_mode=stall pipeline_depth=0 batch_deps=0\n.code\n0 NOP\n1 PARALLEL_FOR axis=3 end=2\n2 HALT\n";
+    let src = ".ptow 7\n.workload w\n.schedule s\n.config workload_level=cpu schedule_level=cpu aicpus=1 policy=round_robin depth=0 key=- levels=0 selector=- streams=1 timing=immediate timing_arg=0 ready=fifo start=immediate start_threshold=0 window=8 window_mode=stall pipeline_depth=0 batch_deps=0\n.code\n0 NOP\n1 PARALLEL_FOR axis=3 end=2\n2 HALT\n";
     let d = fail(src);
     assert_eq!((d.kind, d.line, d.col), (DiagKind::Verify, 7, 1), "{d}");
     assert_eq!(d.message, "the listing does not describe a valid program: instruction 1 (byte offset 200): axis index 3 is out of range (table has 0)");
@@ -623,5 +623,59 @@ fn param_defaults() {
         1,
         12,
         "a runtime parameter's value 4294967296 does not fit in 32 bits",
+    );
+}
+
+#[test]
+fn kernel_costs() {
+    let w = "@tensor A: f16[4, 8]\n@workload w() {\n  parallel_for i in dense[4] { task @k(i) resources(A[i]) }\n}\n";
+    // Assembles: parameters, sizes, extents, runtime parameters, a unit.
+    let ok = format!(
+        "@kernel k(i): vector(out a) cost(10 + i * size(a) + extent(a, 1) * n, cycles)\n{w}"
+    );
+    assemble("t.pto", &ok, &Options::default()).unwrap();
+    is(
+        &fail(&format!("@kernel k(i): vector(out a) cost(size(b))\n{w}")),
+        DiagKind::UnknownName,
+        1,
+        39,
+        "kernel `k` has no argument `b` (its arguments: a)",
+    );
+    is(
+        &fail(&format!(
+            "@kernel k(i): vector(out a) cost(extent(a, 8))\n{w}"
+        )),
+        DiagKind::Limit,
+        1,
+        44,
+        "dimension 8: a region has at most 8 dimensions (0 .. 7)",
+    );
+    is(
+        &fail(&format!("@kernel k(i): vector(out a) cost(1, hours)\n{w}")),
+        DiagKind::Type,
+        1,
+        37,
+        "`hours` is not a unit of a cost: `ns` or `cycles`",
+    );
+    is(
+        &fail(&format!("@kernel k(j): vector(out a) cost(i * 2)\n{w}")),
+        DiagKind::Type,
+        1,
+        34,
+        "`i` is a loop variable; a kernel's cost reads its own parameters, `size(arg)`, `extent(arg, d)` and runtime parameters",
+    );
+    is(
+        &fail(&format!("{K}@tensor A: f16[4]\n@workload w() {{\n  parallel_for i in dense[size(a)] {{ }}\n}}\n")),
+        DiagKind::Syntax,
+        4,
+        27,
+        "expected an extent, found `size`",
+    );
+    is(
+        &fail(&format!("{K}@tensor A: f16[4]\n@workload w() {{\n  parallel_for i in dense[4] {{ task @k(size(a)) resources(A[i]) }}\n}}\n")),
+        DiagKind::Type,
+        4,
+        40,
+        "`size(…)` and `extent(…)` measure a task's region: they may only be used in a kernel's `cost(…)`",
     );
 }

@@ -1,6 +1,7 @@
 //! The simulated-time model's speed (spec/runtime.md §9): modelled tasks per second of host
 //! time on the LLaMA-7B layer at N = 64 … 1024 tiles (13,312 … 3.2 M tasks; the cost per task
-//! should not grow with N) and on Task Bench's 1-D stencil, each on the default 910B machine
+//! should not grow with N) and on Task Bench's 1-D stencil (W = 1,000 points, T = 100 steps),
+//! each on the default 910B machine
 //! with the program's own schedule. One iteration is a whole `simulate` call: the run and its
 //! bounds (critical path and work bound over the reference graph).
 //!
@@ -52,10 +53,11 @@ fn llama(bencher: divan::Bencher, n: u32) {
 #[divan::bench(sample_count = 3, sample_size = 1)]
 fn stencil_1d(bencher: divan::Bencher) {
     let bytes = program("taskbench/stencil_1d.pto");
-    let tasks = simulate(&bytes, &[]);
+    let params = [("W", 1000), ("T", 100)];
+    let tasks = simulate(&bytes, &params);
     bencher
         .counter(divan::counter::ItemsCount::new(tasks))
-        .bench(|| simulate(&bytes, &[]));
+        .bench(|| simulate(&bytes, &params));
 }
 
 fn main() {

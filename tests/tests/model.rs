@@ -282,3 +282,65 @@ fn the_same_inputs_give_the_same_report() {
     assert_eq!(a.timeline, b.timeline);
     assert!(!a.run.events.is_empty());
 }
+
+const DECLARED: &str = "
+@param N = 6
+@tensor A: f16[N, 64]
+@tensor B: f16[N, 64]
+@kernel load(i, len) : cube (out A) cost(100 + len * size(A) / 64)
+@kernel post(i) : vector (in A, out B) cost(2 * extent(B, 1) + extent(B, 0), cycles)
+@workload w(%n: dense_dyn(N)) {
+  for_each i in dense_dyn(N) {
+    task @load(i, i + 1) resources(A[i])
+    task @post(i) resources(A[i], B[i])
+  }
+}
+@schedule s for w { dispatch = round_robin(1) }
+";
+
+#[test]
+fn declared_costs_are_evaluated_at_each_task() {
+    // load(i) takes 100 + (i + 1) · 64 / 64 ns; post takes 2 · 64 + 1 cycles at 1,000 MHz.
+    let m = free_machine(1, 1);
+    let r = model(DECLARED, &[], 1, &m, &[]);
+    let load: Vec<u64> = (0..6).map(|i| 100 + (i + 1)).collect();
+    let post = 129;
+    // One cube and one vector core, each post longer than a load: the posts run back to back
+    // after the first load.
+    assert_eq!(r.makespan_ns, load[0] + 6 * post);
+    assert_eq!(r.critical_path_ns, load[5] + post);
+    assert_eq!(r.pools[0].busy_ns, load.iter().sum::<u64>());
+    assert_eq!(r.pools[1].busy_ns, 6 * post);
+    // A cost table overrides what the module declares.
+    let r = model(DECLARED, &[], 1, &m, &[("load", 50), ("post", 10)]);
+    assert_eq!(r.makespan_ns, 6 * 50 + 10);
+    // Cycles follow the machine's clock (2,000 MHz: half the ns).
+    let mut fast = free_machine(1, 1);
+    fast.core_clock_mhz = 2000;
+    let r = model(DECLARED, &[], 1, &fast, &[("load", 1000)]);
+    assert_eq!(r.pools[1].busy_ns, 6 * 129u64.div_ceil(2));
+}
+
+#[test]
+fn a_cost_that_is_negative_or_overflows_stops_the_run() {
+    for (cost, expect) in [
+        ("cost(10 - len * 100)", "the cost is -90, below zero"),
+        ("cost(len * 2147483647 * 2147483647 * 4)", "overflow"),
+        ("cost(100 / (len - 1))", "division by zero"),
+    ] {
+        let src = format!(
+            "@tensor A: f16[4]\n@kernel k(i, len) : vector (out A) {cost}\n@workload w() {{\n  parallel_for i in dense[4] {{ task @k(i, 1) resources(A[i]) }}\n}}\n"
+        );
+        let (code, params) = assemble_named("m.pto", &src, &[]);
+        let v = verify(&code).unwrap();
+        let vals = values(&params);
+        let p = RuntimeParams::new(&v, &vals).unwrap();
+        let machine = Machine::default();
+        let costs = KernelCosts::new(&v, &machine, &CostTable::default()).unwrap();
+        let e = model::simulate(v, p, Options::default(), &machine, &costs).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("the cost of kernel `k`"), "{text}");
+        assert!(text.to_lowercase().contains(expect), "{cost}: {text}");
+        assert!(text.starts_with("task 0:"), "{text}");
+    }
+}

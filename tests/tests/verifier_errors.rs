@@ -1177,3 +1177,151 @@ fn a_workspace_larger_than_the_arena() {
     };
     assert!(matches!(check(&m).kind, ErrorKind::NonZero { .. }));
 }
+
+/// The base program with kernel 0 costing the expression at node 4 (appended: `nodes`, END).
+fn costed(nodes: Vec<Record>, unit: u8) -> Module {
+    let mut m = base();
+    m.exprs.extend(nodes);
+    m.exprs.push(e(ExprOp::END, 0, 0));
+    m.kernels[0].entry.cost_expr = U16::new(4);
+    m.kernels[0].entry.cost_unit = unit;
+    m
+}
+
+#[test]
+fn kernel_costs() {
+    // A valid cost: 100 + a0 * size(r0), in cycles.
+    let ok = costed(
+        vec![
+            e(ExprOp::CONST, 0, 100),
+            e(ExprOp::ARG, 0, 0),
+            e(ExprOp::SIZE, 0, 0),
+            e(ExprOp::MUL, 0, 0),
+            e(ExprOp::ADD, 0, 0),
+        ],
+        1,
+    );
+    let b = ok.encode();
+    let v = verify(&b).unwrap();
+    assert_eq!(
+        v.kernels()[0].cost(),
+        Some((4, ptovm_vm::format::CostUnit::Cycles))
+    );
+    // A parameter the kernel's tasks do not pass, a region they do not name.
+    let e1 = check(&costed(vec![e(ExprOp::ARG, 1, 0)], 0));
+    assert_eq!(
+        e1.kind,
+        ErrorKind::OutOfRange {
+            what: "task parameter of the kernel",
+            index: 1,
+            len: 1
+        }
+    );
+    at(&e1, Section::Kernels, Some(0));
+    let e2 = check(&costed(vec![e(ExprOp::SIZE, 1, 0)], 0));
+    assert!(
+        matches!(
+            e2.kind,
+            ErrorKind::OutOfRange {
+                what: "region of the kernel",
+                index: 1,
+                ..
+            }
+        ),
+        "{e2}"
+    );
+    // A dimension past the rank limit (context-free check of the pool).
+    let e3 = check(&costed(vec![e(ExprOp::SIZE, 0, 9)], 0));
+    assert!(matches!(e3.kind, ErrorKind::LimitExceeded { .. }), "{e3}");
+    // No loop variable in a cost.
+    let e4 = check(&costed(vec![e(ExprOp::VAR, 0, 0)], 0));
+    assert_eq!(
+        e4.kind,
+        ErrorKind::Expr {
+            node: 4,
+            problem: ExprProblem::VarNotAllowed
+        }
+    );
+    // A unit that is neither ns nor cycles; a unit without a cost.
+    let e5 = check(&costed(vec![e(ExprOp::CONST, 0, 1)], 2));
+    assert_eq!(
+        e5.kind,
+        ErrorKind::BadCode {
+            what: "cost unit",
+            value: 2
+        }
+    );
+    let mut m = base();
+    m.kernels[0].entry.cost_unit = 1;
+    assert!(matches!(check(&m).kind, ErrorKind::NonZero { .. }));
+    // A cost that does not start an expression (node 5 is inside `CONST 1, END`'s... here the
+    // base's node 1 is END, node 2 starts one: node 3 does not).
+    let mut m = base();
+    m.kernels[0].entry.cost_expr = U16::new(3);
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::Expr {
+            node: 3,
+            problem: ExprProblem::NotStart
+        }
+    );
+    // An index past the pool.
+    let mut m = base();
+    m.kernels[0].entry.cost_expr = U16::new(40);
+    assert!(matches!(
+        check(&m).kind,
+        ErrorKind::OutOfRange {
+            what: "expression",
+            ..
+        }
+    ));
+    // Reserved bytes.
+    let mut m = base();
+    m.kernels[0].entry.reserved1 = U32::new(1);
+    assert!(matches!(check(&m).kind, ErrorKind::NonZero { .. }));
+    // An undeclared kernel has no cost.
+    let mut m = costed(vec![e(ExprOp::CONST, 0, 1)], 0);
+    m.kernels[0].entry = KernelEntry {
+        flags: ptovm_vm::format::KERNEL_UNDECLARED,
+        cost_expr: U16::new(4),
+        ..Default::default()
+    };
+    m.code[1] = r(Opcode::TASK, 0, 0, 1 << 16);
+    m.code.remove(2);
+    assert!(
+        matches!(check(&m).kind, ErrorKind::NonZero { .. }),
+        "{}",
+        check(&m)
+    );
+}
+
+#[test]
+fn task_parameters_and_sizes_are_read_in_costs_only() {
+    // `ARG` as a task's parameter expression: refused where the instruction uses it.
+    let mut m = base();
+    m.exprs[0] = e(ExprOp::ARG, 0, 0);
+    let err = check(&m);
+    assert_eq!(
+        err.kind,
+        ErrorKind::Expr {
+            node: 0,
+            problem: ExprProblem::CostOnly
+        }
+    );
+    // `SIZE` in a planned value.
+    let mut m = base();
+    m.exprs.push(e(ExprOp::SIZE, 0, 0));
+    m.exprs.push(e(ExprOp::END, 0, 0));
+    m.plans = vec![ptovm_assembler::model::Plan {
+        name: "p".into(),
+        expr: 4,
+    }];
+    let err = check(&m);
+    assert_eq!(
+        err.kind,
+        ErrorKind::Expr {
+            node: 4,
+            problem: ExprProblem::CostOnly
+        }
+    );
+}

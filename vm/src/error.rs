@@ -375,6 +375,12 @@ pub enum ExprProblem {
     /// A reduction or search whose body does not start an expression before it in the pool.
     #[error("a reduction's body must be an expression earlier in the pool")]
     BodyNotBefore,
+    /// An expression named by a table that does not start one (its previous node is not `END`).
+    #[error("does not start an expression")]
+    NotStart,
+    /// A task's parameter or region size (`ARG`, `SIZE`) outside a kernel's cost expression.
+    #[error("a task's parameters and region sizes can only be read in a kernel's cost")]
+    CostOnly,
 }
 
 /// A verifier error: what and where.

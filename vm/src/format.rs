@@ -11,7 +11,7 @@ pub const MAGIC: u32 = 0x5054_4F57;
 /// allocation of an arena starts on a line of its own.
 pub const WORKSPACE_UNIT: u32 = 64;
 /// The only version this reader understands.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 
 /// Limits every verified program respects (spec/bytecode.md §8).
 pub mod limits {
@@ -348,17 +348,7 @@ pub const fn slot_max(slot: crate::Slot) -> u32 {
 
 /// A kernel-table entry (16 bytes).
 #[derive(
-    FromBytes,
-    IntoBytes,
-    KnownLayout,
-    Immutable,
-    Unaligned,
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
+    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq,
 )]
 #[repr(C)]
 pub struct KernelEntry {
@@ -379,6 +369,78 @@ pub struct KernelEntry {
     pub workspace: U16,
     /// Direction of argument `i` in bits `2i..2i+2` ([`crate::Dir`] codes); unused bits zero.
     pub arg_dirs: U32,
+    /// The expression giving one task's duration on the machine model (v7, spec/bytecode.md
+    /// §6.2), or [`NO_COST`]: it reads the task's parameters (`ARG`), its regions' sizes
+    /// (`SIZE`), runtime scalars and constants.
+    pub cost_expr: U16,
+    /// The cost's unit ([`CostUnit`] code; 0 without a cost).
+    pub cost_unit: u8,
+    /// Reserved, 0.
+    pub reserved0: u8,
+    /// Reserved, 0.
+    pub reserved1: U32,
+}
+
+/// [`KernelEntry::cost_expr`] of a kernel that declares no cost.
+pub const NO_COST: u16 = 0xFFFF;
+
+/// The unit of a kernel's declared cost ([`KernelEntry::cost_unit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum CostUnit {
+    /// Nanoseconds.
+    Ns = 0,
+    /// AICore cycles (the machine model converts them with its core clock).
+    Cycles = 1,
+}
+
+impl CostUnit {
+    /// Decodes a unit byte.
+    pub fn from_u8(b: u8) -> Option<CostUnit> {
+        match b {
+            0 => Some(CostUnit::Ns),
+            1 => Some(CostUnit::Cycles),
+            _ => None,
+        }
+    }
+
+    /// Its `.pto` and listing spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            CostUnit::Ns => "ns",
+            CostUnit::Cycles => "cycles",
+        }
+    }
+}
+
+impl Default for KernelEntry {
+    /// An entry of no name, pool 0, no arguments, workspace or cost.
+    fn default() -> KernelEntry {
+        KernelEntry {
+            name_off: U32::new(0),
+            name_len: U16::new(0),
+            pool: 0,
+            flags: 0,
+            num_params: 0,
+            num_args: 0,
+            workspace: U16::new(0),
+            arg_dirs: U32::new(0),
+            cost_expr: U16::new(NO_COST),
+            cost_unit: 0,
+            reserved0: 0,
+            reserved1: U32::new(0),
+        }
+    }
+}
+
+impl KernelEntry {
+    /// The kernel's declared cost: its expression's first node and its unit.
+    pub fn cost(&self) -> Option<(u16, CostUnit)> {
+        match self.cost_expr.get() {
+            NO_COST => None,
+            e => Some((e, CostUnit::from_u8(self.cost_unit).unwrap_or(CostUnit::Ns))),
+        }
+    }
 }
 
 /// A tensor-table entry (48 bytes).
@@ -532,7 +594,7 @@ pub mod sizes {
     /// Instruction, axis and expression records.
     pub const RECORD: usize = 8;
     /// Kernel entry.
-    pub const KERNEL: usize = 16;
+    pub const KERNEL: usize = 24;
     /// Tensor entry.
     pub const TENSOR: usize = 48;
     /// Parameter entry.
@@ -770,16 +832,16 @@ mod tests {
         assert_eq!(l.range(Section::Config), (64, 128));
         assert_eq!(l.range(Section::Code), (192, 24));
         assert_eq!(l.range(Section::Axes), (216, 8));
-        assert_eq!(l.range(Section::Kernels), (224, 32));
-        assert_eq!(l.range(Section::Tensors), (256, 48));
-        assert_eq!(l.range(Section::Params), (304, 16));
-        assert_eq!(l.range(Section::Defaults), (320, 12));
-        assert_eq!(l.range(Section::ModuleInfo), (332, 8));
-        assert_eq!(l.range(Section::Plans), (340, 8));
-        assert_eq!(l.range(Section::Exprs), (348, 16));
-        assert_eq!(l.range(Section::Regions), (364, 12));
-        assert_eq!(l.range(Section::Strings), (376, 8));
-        assert_eq!(l.total, 384);
+        assert_eq!(l.range(Section::Kernels), (224, 48));
+        assert_eq!(l.range(Section::Tensors), (272, 48));
+        assert_eq!(l.range(Section::Params), (320, 16));
+        assert_eq!(l.range(Section::Defaults), (336, 12));
+        assert_eq!(l.range(Section::ModuleInfo), (348, 8));
+        assert_eq!(l.range(Section::Plans), (356, 8));
+        assert_eq!(l.range(Section::Exprs), (364, 16));
+        assert_eq!(l.range(Section::Regions), (380, 12));
+        assert_eq!(l.range(Section::Strings), (392, 8));
+        assert_eq!(l.total, 400);
         assert_eq!(l.total % 4, 0);
     }
 

@@ -21,6 +21,7 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod cost;
 pub mod desc;
 pub mod error;
 pub mod format;

@@ -306,6 +306,11 @@ expr_table! {
     PARAM = 0x03, Leaf, "", ["slot": Op1];
     /// Pops `i`, pushes element `i` of the runtime array in `slot`.
     ELEM = 0x04, Unary, "", ["slot": Op1];
+    /// Pushes the task's scalar parameter `index` (a kernel's cost expression only, §6.2).
+    ARG = 0x05, Leaf, "", ["index": Op1];
+    /// Pushes a size of the task's region `region` (a kernel's cost expression only, §6.2):
+    /// its elements for `dim` 0, its extent in dimension `dim − 1` otherwise.
+    SIZE = 0x06, Leaf, "", ["region": Op1, "dim": Op2];
     /// Negation.
     NEG = 0x10, Unary, "-", [];
     /// Logical not: 1 if the operand is 0, else 0.

@@ -149,6 +149,21 @@ impl<'s> Parser<'_, 's> {
                 }) {
                     return self.binder(op, t);
                 }
+                if let ("size" | "extent", true) = (lower.as_str(), self.peek().is("(")) {
+                    self.bump();
+                    let arg = self.ident("a kernel argument's name")?;
+                    let dim = if lower == "extent" {
+                        self.expect(",")?;
+                        Some(self.int("a dimension")?)
+                    } else {
+                        None
+                    };
+                    let close = self.expect(")")?;
+                    return Ok(Expr {
+                        kind: ExprK::RegionSize(arg, dim),
+                        span: t.span.to(close.span),
+                    });
+                }
                 if let ("tile_start" | "tile_end", true) = (lower.as_str(), self.peek().is("(")) {
                     self.bump();
                     let var = self.ident("a `tile(…)` loop's variable")?;

@@ -42,6 +42,9 @@ pub enum ExprK {
     /// `tile(…)` loop's variable `v` stands for, or the end of it (exclusive; the last tile's
     /// is the axis's extent).
     TileBound(bool, Ident),
+    /// `size(arg)` (no dimension) or `extent(arg, d)`: the elements of the task's region for
+    /// kernel argument `arg`, or its extent in dimension `d` (a kernel's `cost` only).
+    RegionSize(Ident, Option<(u64, Span)>),
     /// A reduction or search (`@plan` values only): `sum(v in lo .. hi: body)` and `max`,
     /// `min`, `search` alike (`lo ..= hi` is written `lo .. hi + 1` here).
     Bind(ExprOp, Ident, Box<Expr>, Box<Expr>, Box<Expr>),
@@ -231,6 +234,8 @@ pub struct Schedule {
     pub workload: Ident,
     /// Knobs.
     pub knobs: Vec<Knob>,
+    /// Its opening `{`.
+    pub open: Span,
 }
 
 /// `@tensor` (ptovm extension).
@@ -257,6 +262,18 @@ pub struct KernelDecl {
     pub args: Vec<(Ident, Ident)>,
     /// `workspace(N)`: scratch bytes each task gets while it runs, and where it is written.
     pub workspace: Option<(u64, Span)>,
+    /// `cost(expr [, unit])`: one task's duration on the machine model.
+    pub cost: Option<CostDecl>,
+}
+
+/// `cost(expr [, ns | cycles])` on a `@kernel` (ptovm extension): a task's duration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CostDecl {
+    /// The duration: the kernel's parameters, `size(arg)`, `extent(arg, d)`, runtime
+    /// parameters and constants.
+    pub expr: Expr,
+    /// `ns` (the default) or `cycles`.
+    pub unit: Option<Ident>,
 }
 
 /// `@param NAME = value` (ptovm extension): a runtime parameter's default.

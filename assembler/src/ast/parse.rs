@@ -640,6 +640,7 @@ impl<'s> Parser<'_, 's> {
             level,
             workload,
             knobs,
+            open: open.span,
         })
     }
 
@@ -760,22 +761,40 @@ impl<'s> Parser<'_, 's> {
             let dir = p.keyword("a direction (`in`, `out` or `inout`)")?;
             Ok((dir, p.ident("an argument name")?))
         })?;
-        // `workspace(N)`: N bytes of scratch for each of its tasks while it runs.
-        let workspace = if self.peek().is("workspace") {
-            self.pos += 1;
-            self.expect("(")?;
-            let n = self.int("the workspace's bytes")?;
-            self.expect(")")?;
-            Some(n)
-        } else {
-            None
-        };
+        // `workspace(N)`: N bytes of scratch for each of its tasks while it runs; `cost(e)`:
+        // how long each runs. Either order, each at most once.
+        let (mut workspace, mut cost) = (None, None);
+        loop {
+            let t = self.peek();
+            if t.is("workspace") && workspace.is_none() {
+                self.pos += 1;
+                self.expect("(")?;
+                let n = self.int("the workspace's bytes")?;
+                self.expect(")")?;
+                workspace = Some(n);
+            } else if t.is("cost") && cost.is_none() {
+                self.pos += 1;
+                self.expect("(")?;
+                let expr = self.expr()?;
+                let unit = if self.peek().is(",") {
+                    self.pos += 1;
+                    Some(self.ident("a unit (`ns` or `cycles`)")?)
+                } else {
+                    None
+                };
+                self.expect(")")?;
+                cost = Some(CostDecl { expr, unit });
+            } else {
+                break;
+            }
+        }
         Ok(KernelDecl {
             name,
             params,
             pool,
             args,
             workspace,
+            cost,
         })
     }
 }

@@ -1,6 +1,7 @@
 //! Expressions, names and axes.
 
 use super::*;
+use ptovm_vm::format::CostUnit;
 
 impl<'a> Lower<'a, '_, '_> {
     /// The loop depth `name` reads in context `ctx`, or `None` for a runtime parameter.
@@ -31,6 +32,13 @@ impl<'a> Lower<'a, '_, '_> {
                 Some(None) => Err(self.rep.error(DiagKind::Type, span, format!("loop variable `{name}` is bound at different depths in the workload; a schedule cannot tell which is meant"))),
                 None => Ok(named(name)),
             },
+            Ctx::Cost => {
+                if self.var_depths.contains_key(name) {
+                    Err(self.rep.error(DiagKind::Type, span, format!("`{name}` is a loop variable; a kernel's cost reads its own parameters, `size(arg)`, `extent(arg, d)` and runtime parameters")))
+                } else {
+                    Ok(named(name))
+                }
+            }
             Ctx::Tier => {
                 if self.var_depths.contains_key(name) {
                     Err(self.rep.error(DiagKind::Type, span, format!("`{name}` is a loop variable; a tier's condition reads only its tier set's value and runtime parameters")))
@@ -113,6 +121,60 @@ impl<'a> Lower<'a, '_, '_> {
                 let d = self.emit_expr(&sel, Ctx::Scope);
                 self.tier_subst = Some((v, sel));
                 d
+            }
+            ExprK::Name(n)
+                if matches!(ctx, Ctx::Cost)
+                    && self
+                        .cost_of
+                        .is_some_and(|k| k.params.iter().any(|p| &p.name == n)) =>
+            {
+                let k = self.cost_of.map_or(0, |k| {
+                    k.params.iter().position(|p| &p.name == n).unwrap_or(0)
+                });
+                push(self, ExprOp::ARG, k as u16, 0);
+                Ok(1)
+            }
+            ExprK::RegionSize(arg, dim) => {
+                let Some(k) = self.cost_of.filter(|_| matches!(ctx, Ctx::Cost)) else {
+                    return Err(self.rep.error(
+                        DiagKind::Type,
+                        e.span,
+                        "`size(…)` and `extent(…)` measure a task's region: they may only be used in a kernel's `cost(…)`",
+                    ));
+                };
+                let Some(j) = k.args.iter().position(|(_, a)| a.name == arg.name) else {
+                    return Err(self.rep.error(
+                        DiagKind::UnknownName,
+                        arg.span,
+                        format!(
+                            "kernel `{}` has no argument `{}` (its arguments: {})",
+                            k.name.name,
+                            arg.name,
+                            k.args
+                                .iter()
+                                .map(|(_, a)| a.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ));
+                };
+                let dim = match dim {
+                    None => 0,
+                    Some((d, span)) if *d < limits::MAX_RANK as u64 => *d as u32 + 1,
+                    Some((d, span)) => {
+                        return Err(self.rep.error(
+                            DiagKind::Limit,
+                            *span,
+                            format!(
+                                "dimension {d}: a region has at most {} dimensions (0 .. {})",
+                                limits::MAX_RANK,
+                                limits::MAX_RANK - 1
+                            ),
+                        ))
+                    }
+                };
+                push(self, ExprOp::SIZE, j as u16, dim);
+                Ok(1)
             }
             ExprK::Name(n) => {
                 match self.meaning(n, e.span, ctx)? {
@@ -256,7 +318,7 @@ impl<'a> Lower<'a, '_, '_> {
     /// variable bound, into [`Lower::bodies`]; refuses them outside a planned value.
     pub(super) fn lower_bodies(&mut self, e: &Expr, ctx: Ctx) -> R<()> {
         match &e.kind {
-            ExprK::Int(_) | ExprK::Name(_) | ExprK::TileBound(..) => Ok(()),
+            ExprK::Int(_) | ExprK::Name(_) | ExprK::TileBound(..) | ExprK::RegionSize(..) => Ok(()),
             ExprK::Elem(_, a) | ExprK::Un(_, a) => self.lower_bodies(a, ctx),
             ExprK::Bin(_, a, b) => {
                 self.lower_bodies(a, ctx)?;
@@ -332,6 +394,33 @@ impl<'a> Lower<'a, '_, '_> {
 
     /// Lowers the `@plan` values (after the workload, so the given runtime parameters keep
     /// their slots) and gives every read of one its slot, `params + i`.
+    /// Lowers every kernel's `cost(…)` (spec/pto.md §4.8) into its entry.
+    pub(super) fn costs(&mut self) -> R<()> {
+        let ast = self.ast;
+        for (decl, i) in ast.kernels.iter().zip(0..) {
+            let Some(c) = &decl.cost else { continue };
+            let unit = match &c.unit {
+                None => CostUnit::Ns,
+                Some(u) if u.name == "ns" => CostUnit::Ns,
+                Some(u) if u.name == "cycles" => CostUnit::Cycles,
+                Some(u) => {
+                    return Err(self.rep.error(
+                        DiagKind::Type,
+                        u.span,
+                        format!("`{}` is not a unit of a cost: `ns` or `cycles`", u.name),
+                    ))
+                }
+            };
+            self.cost_of = Some(decl);
+            let expr = self.expr(&c.expr, Ctx::Cost);
+            self.cost_of = None;
+            let entry = &mut self.m.kernels[i].entry;
+            entry.cost_expr = U16::new(expr?);
+            entry.cost_unit = unit as u8;
+        }
+        Ok(())
+    }
+
     pub(super) fn plans(&mut self) -> R<()> {
         let ast = self.ast;
         for (i, p) in ast.plans.iter().enumerate() {

@@ -58,6 +58,9 @@ enum Ctx {
     Plan,
     /// A tier's condition: its tier set's value (`Lower::tier_subst`) and runtime parameters.
     Tier,
+    /// A kernel's cost: its parameters and region sizes (`Lower::cost_of`) and runtime
+    /// parameters, no loop variable.
+    Cost,
 }
 
 /// The slot a planned value's name lowers to until the given slots are all known: plan `i`
@@ -110,6 +113,9 @@ struct Lower<'a, 'r, 's> {
     /// While a tier's condition is lowered: its value's name and the task's selector, which
     /// the name stands for.
     tier_subst: Option<(String, Expr)>,
+    /// While a kernel's cost is lowered: the kernel's declaration (its parameter and argument
+    /// names).
+    cost_of: Option<&'a KernelDecl>,
     /// The schedule's `workspace = N` knob, where it is written.
     workspace_span: Option<Span>,
     /// The tensors the workload reads back (`wait T <= bound`) and where, and those whose
@@ -281,6 +287,7 @@ pub fn lower(
         tiles: HashMap::new(),
         tier_sets: HashMap::new(),
         tier_subst: None,
+        cost_of: None,
         workspace_span: None,
         waits: HashMap::new(),
         waited: HashSet::new(),
@@ -342,6 +349,8 @@ pub fn lower(
     l.name_stream_tensor();
     // Layouts apply to implicit tensors too, which exist only once the body is lowered.
     l.layouts(&layouts)?;
+    // After the body: a runtime parameter only a cost reads gets the last slots.
+    l.costs()?;
     l.plans()?;
     l.unused_param_decls();
     let names = l.m.workload.len()

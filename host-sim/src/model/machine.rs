@@ -163,7 +163,9 @@ impl Machine {
 
     /// Nanoseconds of `cycles` AICore cycles, rounded up.
     pub fn cycles_ns(&self, cycles: u64) -> u64 {
-        (cycles as u128 * 1000).div_ceil(self.core_clock_mhz.max(1) as u128) as u64
+        (cycles as u128 * 1000)
+            .div_ceil(self.core_clock_mhz.max(1) as u128)
+            .min(u64::MAX as u128) as u64
     }
 
     /// The cores of `pool`.

@@ -56,6 +56,11 @@ pub fn simulate(
     let mut buffers = Buffers::all(&v, &l)?;
     let mut rb = crate::readback_buffers(&v, &p, l.n);
     let no_tensors: &[TensorArg] = &[];
+    let shapes: Vec<Binding> = v
+        .tensors()
+        .iter()
+        .map(|t| Binding::declared(t, &p))
+        .collect();
     let scheds = launch::schedulers(v, p, &l, &sh, o.deps, &mut buffers, no_tensors, &mut rb)?;
     // The bounds walk the reference graph, which depends on the program and its parameters
     // alone when nothing is read back: on the host's other core while the model runs.
@@ -63,8 +68,8 @@ pub fn simulate(
         let early = v
             .readbacks()
             .is_empty()
-            .then(|| s.spawn(|| bounds(&v, &p, &l, &[], costs)));
-        let mut m = Model::new(&l, &sh, machine, costs, &o, scheds);
+            .then(|| s.spawn(|| bounds(&v, &p, &l, &[], costs, &shapes)));
+        let mut m = Model::new(&l, &sh, machine, costs, &o, scheds, (v, p, &shapes));
         let result = m.run().and_then(|()| m.finish());
         let early = early.map(|h| {
             h.join()
@@ -79,7 +84,7 @@ pub fn simulate(
     }
     let (critical, work) = match early {
         Some(b) => b?,
-        None => bounds(&v, &p, &l, &rep.run.read_back, costs)?,
+        None => bounds(&v, &p, &l, &rep.run.read_back, costs, &shapes)?,
     };
     rep.critical_path_ns = critical;
     rep.work_bound_ns = work;
@@ -147,6 +152,10 @@ struct Model<'l, 'x, 'a, 'p, 'm> {
     running: u32,
     /// Each pool's idle time by cause, so far.
     pools: [PoolTime; 2],
+    /// With declared costs: the durations of the tasks recorded and not yet started, by id.
+    durations: std::collections::HashMap<u64, u64>,
+    /// The program, its parameters and its tensors' shapes, for declared costs.
+    program: (Verified<'a>, RuntimeParams<'p>, &'l [Binding]),
 }
 
 impl<'l, 'x, 'a, 'p, 'm> Model<'l, 'x, 'a, 'p, 'm> {
@@ -157,6 +166,7 @@ impl<'l, 'x, 'a, 'p, 'm> Model<'l, 'x, 'a, 'p, 'm> {
         costs: &'l KernelCosts,
         o: &Options,
         scheds: Vec<Scheduler<'a, 'p, 'm>>,
+        program: (Verified<'a>, RuntimeParams<'p>, &'l [Binding]),
     ) -> Self {
         let cpus = scheds
             .into_iter()
@@ -200,6 +210,8 @@ impl<'l, 'x, 'a, 'p, 'm> Model<'l, 'x, 'a, 'p, 'm> {
             stuck: 0,
             running: 0,
             pools: [PoolTime::default(); 2],
+            durations: Default::default(),
+            program,
         }
     }
 
@@ -313,6 +325,12 @@ impl<'l, 'x, 'a, 'p, 'm> Model<'l, 'x, 'a, 'p, 'm> {
             me: a as u32,
             clock: t + costs.round_ns,
             costs: &costs,
+            durations: self.costs.per_task().then_some(Durations {
+                costs: self.costs,
+                program: self.program,
+                into: &mut self.durations,
+                error: None,
+            }),
             rings: Vec::new(),
             wakes: Vec::new(),
             read: &mut cpu.read,
@@ -320,6 +338,9 @@ impl<'l, 'x, 'a, 'p, 'm> Model<'l, 'x, 'a, 'p, 'm> {
             tracing: self.tracing,
         };
         let progress = cpu.sched.step(sh, &l.cfg, &mut env)?;
+        if let Some(e) = env.durations.and_then(|d| d.error) {
+            return Err(e.into());
+        }
         let (clock, rings, wakes) = (env.clock, env.rings, env.wakes);
         let end = clock + Work::of(&cpu.sched, sh).cost_since(&before, &costs);
         cpu.time.rounds += 1;
@@ -392,7 +413,11 @@ impl<'l, 'x, 'a, 'p, 'm> Model<'l, 'x, 'a, 'p, 'm> {
         let kernel = s.kernel.load(std::sync::atomic::Ordering::Relaxed);
         let handshake = self.machine.handshake_ns;
         let start = at + handshake;
-        let end = start + self.costs.task_ns(kernel);
+        let duration = match self.durations.remove(&task) {
+            Some(ns) => ns,
+            None => self.costs.task_ns(kernel),
+        };
+        let end = start + duration;
         let core = &mut self.cores[c as usize];
         // Its idle time since its last task, by cause (spec/runtime.md §9.3): its finish and
         // this task travelling, its AICPU busy elsewhere, and no task for it.
@@ -483,11 +508,13 @@ impl Model<'_, '_, '_, '_, '_> {
 
 /// What a round may do to the model (`vm::sched::Env`): its issues and completions advance
 /// its clock as they happen.
-struct ModelEnv<'e> {
+struct ModelEnv<'e, 'a, 'p> {
     me: u32,
     /// The round's virtual time so far.
     clock: u64,
     costs: &'e super::AicpuCosts,
+    /// With declared costs: where each recorded task's duration goes.
+    durations: Option<Durations<'e, 'a, 'p>>,
     /// Cores handed a task, and when.
     rings: Vec<(u32, u64)>,
     /// AICPUs woken, and when.
@@ -497,7 +524,17 @@ struct ModelEnv<'e> {
     tracing: bool,
 }
 
-impl Env for ModelEnv<'_> {
+/// Declared costs evaluated as tasks are recorded (a task's parameters and regions are at hand
+/// then), kept until the task starts.
+struct Durations<'e, 'a, 'p> {
+    costs: &'e KernelCosts,
+    program: (Verified<'a>, RuntimeParams<'p>, &'e [Binding]),
+    into: &'e mut std::collections::HashMap<u64, u64>,
+    /// The first cost that could not be taken.
+    error: Option<super::CostError>,
+}
+
+impl Env for ModelEnv<'_, '_, '_> {
     fn wake(&mut self, aicpu: u32) {
         self.wakes.push((aicpu, self.clock));
     }
@@ -527,7 +564,26 @@ impl Env for ModelEnv<'_> {
     fn completed(&mut self) {
         self.clock += self.costs.completion_ns;
     }
-    fn recorded(&mut self, _aicpu: u32, _task: &Task) {}
+    fn recorded(&mut self, _aicpu: u32, t: &Task) {
+        if let Some(d) = self
+            .durations
+            .as_mut()
+            .filter(|d| d.costs.declared(t.kernel))
+        {
+            let (v, p, shapes) = &d.program;
+            match d
+                .costs
+                .of_task(v, p, shapes, t.id, t.kernel, t.params(), t.ios())
+            {
+                Ok(ns) => {
+                    d.into.insert(t.id, ns);
+                }
+                Err(e) => {
+                    d.error.get_or_insert(e);
+                }
+            }
+        }
+    }
     fn read_back(&mut self, aicpu: u32, _: u16, _: &Binding, into: &mut [u32]) -> bool {
         // No memory: the runtime array keeps the launch's values, which are what was read.
         debug_assert_eq!(aicpu, self.me);
@@ -645,9 +701,12 @@ fn bounds(
     l: &Layout,
     read: &[Vec<u32>],
     costs: &KernelCosts,
+    shapes: &[Binding],
 ) -> Result<(u64, u64), SimError> {
     let mut b = Bounds {
         costs,
+        program: (*v, *p, shapes),
+        error: None,
         deps: DepBuilder::new(DepMode::Overlap),
         finish: Vec::new(),
         work: [0; 2],
@@ -666,7 +725,10 @@ fn bounds(
         let tasks = crate::reference::expand_with(v, p, l.n, u64::MAX, &mut on_readback)
             .map_err(|e: RunError| SimError::Launch(LaunchError::Run(e)))?;
         for t in &tasks {
-            b.add(t.id, t.kernel, t.pool, &t.io);
+            b.add(t.id, t.kernel, t.pool, &t.params, &t.io);
+        }
+        if let Some(e) = b.error.take() {
+            return Err(e.into());
         }
     }
     let per_core = |w: u64, cores: u32| w.div_ceil(u64::from(cores.max(1)));
@@ -678,8 +740,11 @@ fn bounds(
 }
 
 /// The bounds' walk over the tasks in program order.
-struct Bounds<'c> {
+struct Bounds<'c, 'a, 'p> {
     costs: &'c KernelCosts,
+    program: (Verified<'a>, RuntimeParams<'p>, &'c [Binding]),
+    /// The first cost that could not be taken.
+    error: Option<super::CostError>,
     deps: DepBuilder,
     /// `finish[t]`: the earliest task `t` can end, given its predecessors.
     finish: Vec<u64>,
@@ -687,22 +752,31 @@ struct Bounds<'c> {
     critical: u64,
 }
 
-impl Bounds<'_> {
-    fn add(&mut self, id: u64, kernel: u16, pool: Pool, io: &[ptovm_vm::Io]) {
+impl Bounds<'_, '_, '_> {
+    fn add(&mut self, id: u64, kernel: u16, pool: Pool, params: &[i64], io: &[ptovm_vm::Io]) {
         let mut ready = 0;
         let finish = &self.finish;
         self.deps
             .visit(id, io, |from, _| ready = ready.max(finish[from as usize]));
-        let d = self.costs.task_ns(u32::from(kernel));
-        self.finish.push(ready + d);
-        self.critical = self.critical.max(ready + d);
-        self.work[usize::from(pool != Pool::Cube)] += d;
+        let (v, p, shapes) = &self.program;
+        // A task whose cost fails counts 0 (and the walk's error is the first such).
+        let d = self
+            .costs
+            .of_task(v, p, shapes, id, kernel, params, io)
+            .unwrap_or_else(|e| {
+                self.error.get_or_insert(e);
+                0
+            });
+        self.finish.push(ready.saturating_add(d));
+        self.critical = self.critical.max(ready.saturating_add(d));
+        self.work[usize::from(pool != Pool::Cube)] =
+            self.work[usize::from(pool != Pool::Cube)].saturating_add(d);
     }
 }
 
-impl ptovm_vm::Sink for Bounds<'_> {
+impl ptovm_vm::Sink for Bounds<'_, '_, '_> {
     fn task(&mut self, t: &Task) -> bool {
-        self.add(t.id, t.kernel, t.pool(), t.ios());
+        self.add(t.id, t.kernel, t.pool(), t.params(), t.ios());
         true
     }
 }

@@ -222,6 +222,9 @@ pub enum SimError {
     /// A tensor binding was refused.
     #[error("tensor binding: {0}")]
     Bind(#[from] BindError),
+    /// A kernel's modelled duration could not be taken (simulated time).
+    #[error(transparent)]
+    Cost(#[from] crate::model::CostError),
     /// A kernel failed.
     #[error("task {task} (kernel {kernel}) failed: {message}")]
     Kernel {

@@ -141,9 +141,26 @@ pub(crate) fn eval_postfix(
     start: u32,
     pc: u32,
 ) -> R<i64> {
+    eval_postfix_with(exprs, p, start, pc, |r| {
+        vars[r.op1() as usize % limits::MAX_LOOP_DEPTH]
+    })
+}
+
+/// [`eval_postfix`] with the values of the leaves that name something of the evaluation's
+/// context — `VAR`, and in a kernel's cost `ARG` and `SIZE` — given by `leaf`.
+#[inline(always)]
+pub(crate) fn eval_postfix_with(
+    exprs: &[Record],
+    p: &RuntimeParams<'_>,
+    start: u32,
+    pc: u32,
+    leaf: impl Fn(&Record) -> i64,
+) -> R<i64> {
     const END: u8 = ExprOp::END as u8;
     const CONST: u8 = ExprOp::CONST as u8;
     const VAR: u8 = ExprOp::VAR as u8;
+    const ARG: u8 = ExprOp::ARG as u8;
+    const SIZE: u8 = ExprOp::SIZE as u8;
     const PARAM: u8 = ExprOp::PARAM as u8;
     const ELEM: u8 = ExprOp::ELEM as u8;
     const NEG: u8 = ExprOp::NEG as u8;
@@ -155,10 +172,10 @@ pub(crate) fn eval_postfix(
     let mut sp = 0usize;
     let nodes = exprs.get(start as usize..).unwrap_or(&[]);
     for r in nodes.iter().take(limits::MAX_EXPR_LEN) {
-        let leaf = match r.opcode {
+        let value = match r.opcode {
             END => break,
             CONST => r.op2() as i32 as i64,
-            VAR => vars[r.op1() as usize % limits::MAX_LOOP_DEPTH],
+            VAR | ARG | SIZE => leaf(r),
             PARAM => p.scalar(r.op1() as usize) as i64,
             NEG | NOT | ELEM => {
                 let Some(top) = sp.checked_sub(1) else { break };
@@ -200,7 +217,7 @@ pub(crate) fn eval_postfix(
             }
         };
         if sp < st.len() {
-            st[sp] = leaf;
+            st[sp] = value;
             sp += 1;
         }
     }

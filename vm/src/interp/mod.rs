@@ -24,7 +24,8 @@ pub use task::{Io, LaunchError, RunError, Sink, Stats, Status, Task};
 
 use expr::*;
 pub(crate) use expr::{
-    binary, divide_as_eval, eval_expr, eval_leaf, eval_postfix, loops_read, unary,
+    binary, divide_as_eval, eval_expr, eval_leaf, eval_postfix, eval_postfix_with, loops_read,
+    unary,
 };
 use plan::*;
 

@@ -41,6 +41,21 @@ impl<'v, 'a> Checker<'v, 'a> {
                 )?,
                 ExprOp::PARAM => self.slot(r.op1() as u32, ParamKind::Scalar, at)?,
                 ExprOp::ELEM => self.slot(r.op1() as u32, ParamKind::Array, at)?,
+                ExprOp::ARG => limit(
+                    "task parameter",
+                    r.op1() as u32,
+                    limits::MAX_TASK_PARAMS as u32 - 1,
+                    at,
+                )?,
+                ExprOp::SIZE => {
+                    limit(
+                        "task region",
+                        r.op1() as u32,
+                        limits::MAX_TASK_IO as u32 - 1,
+                        at,
+                    )?;
+                    limit("region dimension", r.op2(), limits::MAX_RANK as u32, at)?;
+                }
                 _ => {}
             }
             match op.kind() {
@@ -160,6 +175,15 @@ impl<'v, 'a> Checker<'v, 'a> {
                 ExprOp::PARAM if r.op1() as u32 >= visible => {
                     return plan_err("it reads a planned value that is not computed before it");
                 }
+                ExprOp::ARG | ExprOp::SIZE => {
+                    return Err(VerifyError {
+                        kind: ErrorKind::Expr {
+                            node: i,
+                            problem: ExprProblem::CostOnly,
+                        },
+                        at,
+                    })
+                }
                 _ if op.kind() == ExprKind::Binder => {
                     if r.op1() as u32 != binders {
                         return plan_err("a reduction must bind the next variable depth");
@@ -195,6 +219,9 @@ impl<'v, 'a> Checker<'v, 'a> {
             let Some(op) = ExprOp::from_u8(r.opcode) else {
                 return e(ExprProblem::UnknownOp(r.opcode));
             };
+            if matches!(op, ExprOp::ARG | ExprOp::SIZE) {
+                return e(ExprProblem::CostOnly);
+            }
             if op == ExprOp::VAR {
                 let depth = r.op1() as u32;
                 match loops {
@@ -231,6 +258,56 @@ impl<'v, 'a> Checker<'v, 'a> {
             },
             at,
         })
+    }
+}
+
+impl Checker<'_, '_> {
+    /// Checks every kernel's cost expression (spec/bytecode.md §6.2): it starts an expression
+    /// of the pool and reads no loop variable, only parameters the kernel's tasks pass and
+    /// regions they name, and no reduction.
+    pub(super) fn costs(&self) -> R<()> {
+        for (i, k) in self.v.kernels.iter().enumerate() {
+            let Some((idx, _)) = k.cost() else { continue };
+            let at = self.loc(Section::Kernels, i as u32, sizes::KERNEL);
+            let n = self.expr_index(idx as u32, at)?;
+            let e = |node, problem| {
+                Err(VerifyError {
+                    kind: ErrorKind::Expr { node, problem },
+                    at,
+                })
+            };
+            if idx > 0 && self.v.exprs[idx as usize - 1].opcode != ExprOp::END as u8 {
+                return e(idx as u32, ExprProblem::NotStart);
+            }
+            let out = |what, index: u32, len: u8| {
+                Err(VerifyError {
+                    kind: ErrorKind::OutOfRange {
+                        what,
+                        index,
+                        len: len as u32,
+                    },
+                    at,
+                })
+            };
+            for node in idx as u32..n.min(idx as u32 + limits::MAX_EXPR_LEN as u32) {
+                let r = &self.v.exprs[node as usize];
+                match ExprOp::from_u8(r.opcode) {
+                    Some(ExprOp::END) | None => break,
+                    Some(ExprOp::VAR) => return e(node, ExprProblem::VarNotAllowed),
+                    Some(ExprOp::ARG) if r.op1() as u32 >= k.num_params as u32 => {
+                        return out("task parameter of the kernel", r.op1() as u32, k.num_params)
+                    }
+                    Some(ExprOp::SIZE) if r.op1() as u32 >= k.num_args as u32 => {
+                        return out("region of the kernel", r.op1() as u32, k.num_args)
+                    }
+                    Some(op) if op.kind() == ExprKind::Binder => {
+                        return e(node, ExprProblem::BinderOutsidePlan)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
     }
 }
 

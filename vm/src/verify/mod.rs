@@ -17,7 +17,7 @@ use zerocopy::FromBytes;
 
 use crate::error::{ErrorKind, ExprProblem, Location, VerifyError};
 use crate::format::{
-    checksum, is_module_text, layout_dim, limits, padded_strtab, sizes, Config, Header,
+    checksum, is_module_text, layout_dim, limits, padded_strtab, sizes, Config, CostUnit, Header,
     KernelEntry, Layout, ModuleInfoEntry, ParamEntry, PlanEntry, PolicySpec, Record, RegionDim,
     Section, TensorEntry, COND_HAS_ELSE, DIM_IS_SLOT, KERNEL_UNDECLARED, LAYOUT_NONE, MAGIC,
     NONE16, PARAM_HAS_DEFAULT, TENSOR_IMPLICIT, TENSOR_STREAM, VERSION, WORKSPACE_UNIT,
@@ -580,6 +580,7 @@ pub fn verify(bytes: &[u8]) -> R<Verified<'_>> {
     c.kernels()?;
     c.expr_pool()?;
     c.plans()?;
+    c.costs()?;
     c.axes()?;
     c.regions()?;
     let need = c.config()?;

@@ -364,13 +364,31 @@ impl<'v, 'a> Checker<'v, 'a> {
             if k.flags & !KERNEL_UNDECLARED != 0 {
                 return nz("undefined kernel flag bits");
             }
+            if k.reserved0 != 0 || k.reserved1.get() != 0 {
+                return nz("reserved kernel fields");
+            }
+            // Its cost's expression is checked with the pool's (`costs`).
+            match k.cost() {
+                None if k.cost_unit != 0 => return nz("the unit of a kernel without a cost"),
+                Some(_) if CostUnit::from_u8(k.cost_unit).is_none() => {
+                    return Err(VerifyError {
+                        kind: ErrorKind::BadCode {
+                            what: "cost unit",
+                            value: k.cost_unit as u32,
+                        },
+                        at,
+                    })
+                }
+                _ => {}
+            }
             if k.flags & KERNEL_UNDECLARED != 0 {
                 if k.num_params != 0
                     || k.num_args != 0
                     || k.arg_dirs.get() != 0
                     || k.workspace.get() != 0
+                    || k.cost().is_some()
                 {
-                    return nz("arity, directions and workspace of an undeclared kernel");
+                    return nz("arity, directions, workspace and cost of an undeclared kernel");
                 }
                 continue;
             }

@@ -492,6 +492,7 @@ impl Rewrite<'_, '_, '_> {
                 }
                 _ => {}
             },
+            ExprK::RegionSize(..) => {}
             ExprK::Bind(_, _, lo, hi, body) => {
                 self.expr(lo, b, value, tile)?;
                 self.expr(hi, b, value, tile)?;
@@ -526,6 +527,7 @@ fn mentions(e: &Expr, v: &str) -> bool {
         ExprK::Un(_, x) => mentions(x, v),
         ExprK::Bin(_, x, y) => mentions(x, v) || mentions(y, v),
         ExprK::TileBound(_, t) => t.name == v,
+        ExprK::RegionSize(..) => false,
         ExprK::Bind(_, var, lo, hi, body) => {
             mentions(lo, v) || mentions(hi, v) || (var.name != v && mentions(body, v))
         }

@@ -1,0 +1,102 @@
+//! A task's declared duration (spec/bytecode.md §6.2): its kernel's cost expression evaluated
+//! at the task — its parameters (`ARG`), the sizes of its regions (`SIZE`), runtime scalars and
+//! constants. Nothing on the device reads it: the machine model does (`host_sim::model`).
+
+use crate::desc::Binding;
+use crate::format::CostUnit;
+use crate::interp::{eval_postfix_with, Io, RunError};
+use crate::opcodes::ExprOp;
+use crate::params::RuntimeParams;
+use crate::Verified;
+
+/// Why a task's cost could not be taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CostError {
+    /// Arithmetic overflowed 64-bit signed integers.
+    #[error("arithmetic overflow")]
+    Overflow,
+    /// Division or remainder by zero.
+    #[error("division by zero")]
+    DivByZero,
+    /// An index outside a runtime array.
+    #[error("index {index} is outside runtime array {slot} ({len} entries)")]
+    Index {
+        /// The array's slot.
+        slot: u16,
+        /// The index.
+        index: i64,
+        /// The array's length.
+        len: usize,
+    },
+    /// The expression gave a negative duration.
+    #[error("the cost is {0}, below zero")]
+    Negative(i64),
+}
+
+impl From<RunError> for CostError {
+    /// A cost's evaluation fails only as an expression does (no instruction is involved).
+    fn from(e: RunError) -> CostError {
+        match e {
+            RunError::DivByZero { .. } => CostError::DivByZero,
+            RunError::Index {
+                slot, index, len, ..
+            } => CostError::Index { slot, index, len },
+            _ => CostError::Overflow,
+        }
+    }
+}
+
+/// The duration a task of kernel `kernel` with parameters `params` and regions `ios` declares
+/// through the kernel's cost, in the cost's unit; `None` when the kernel declares none.
+/// `tensors` are the program's tensors shaped by the launch (`Binding::declared`), which give
+/// the extent of a dimension a region does not name. An error's `pc` is `u32::MAX` (no
+/// instruction: a kernel's cost).
+pub fn task_cost(
+    v: &Verified<'_>,
+    p: &RuntimeParams<'_>,
+    tensors: &[Binding],
+    kernel: u16,
+    params: &[i64],
+    ios: &[Io],
+) -> Result<Option<(u64, CostUnit)>, CostError> {
+    let Some((start, unit)) = v.kernels().get(kernel as usize).and_then(|k| k.cost()) else {
+        return Ok(None);
+    };
+    let value = eval_postfix_with(v.exprs(), p, start as u32, u32::MAX, |r| {
+        match ExprOp::from_u8(r.opcode) {
+            Some(ExprOp::ARG) => params.get(r.op1() as usize).copied().unwrap_or(0),
+            Some(ExprOp::SIZE) => region_size(ios, tensors, r.op1() as usize, r.op2()),
+            // The verifier admits no other leaf of this kind in a cost.
+            _ => 0,
+        }
+    })?;
+    if value < 0 {
+        return Err(CostError::Negative(value));
+    }
+    Ok(Some((value as u64, unit)))
+}
+
+/// `SIZE region dim` of a task with regions `ios`: the region's extent in dimension `dim − 1` — the range it
+/// names, else the tensor's whole dimension (1 past the tensor's rank) — or, for `dim` 0, the
+/// product of its extents over the dimensions it names and the tensor's rank (saturating).
+fn region_size(ios: &[Io], tensors: &[Binding], region: usize, dim: u32) -> i64 {
+    let Some(io) = ios.get(region) else {
+        return 0;
+    };
+    let shape = tensors.get(io.tensor as usize);
+    let extent = |d: usize| -> i64 {
+        match io.dims().get(d) {
+            Some(&(lo, hi)) => (hi - lo).max(0),
+            None => shape
+                .filter(|b| d < b.rank as usize)
+                .map_or(1, |b| b.dims[d] as i64),
+        }
+    };
+    match dim {
+        0 => {
+            let rank = shape.map_or(0, |b| b.rank as usize);
+            (0..io.dims().len().max(rank)).fold(1i64, |n, d| n.saturating_mul(extent(d)))
+        }
+        d => extent(d as usize - 1),
+    }
+}
