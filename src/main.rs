@@ -21,6 +21,7 @@ mod metg;
 mod model;
 mod report;
 mod run;
+mod sweep;
 
 /// The bundled LLaMA-7B layer, run by `ptovm run` without a file.
 const LLAMA: &str = include_str!("../examples/llama_layer.pto");
@@ -94,6 +95,10 @@ enum Cmd {
         /// Override the stream count (with `stream_by`, the key is taken modulo the new count).
         #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
         streams: Option<u16>,
+        /// Override the schedule's dispatch policy, in `.pto` syntax (`affinity(t)`,
+        /// `hash(b)`, `static(i)`, ...; module text only).
+        #[arg(long, value_name = "POLICY")]
+        dispatch: Option<String>,
         /// Do not print warnings.
         #[arg(short, long)]
         quiet: bool,
@@ -242,6 +247,37 @@ enum Cmd {
         #[arg(long, default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(1..))]
         max_tasks: u64,
     },
+    /// Model one workload (simulated time, as `run --model`) under every combination of the
+    /// schedule knobs given, and print their makespan and utilization, best first, so a
+    /// schedule can be picked by what it would cost on the NPU.
+    Sweep {
+        /// Input: `.pto` text or PTOW bytecode; default: the bundled LLaMA layer (N = 256 tiles).
+        input: Option<PathBuf>,
+        /// A runtime parameter, as for `expand`. Repeat for each.
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
+        /// A knob and its values: dispatch=round_robin,affinity(t) (`.pto` input),
+        /// aicpus=1,2,6, window=64,1024, start=immediate,after_orchestration,threshold:N,
+        /// pipeline_depth=0,2, stealing=off,on, batch_deps=0,8. Repeat for each knob; every
+        /// combination runs (at most 4,096).
+        #[arg(long = "vary", value_name = "KNOB=V1,V2,...")]
+        vary: Vec<String>,
+        /// The machine (a TOML file; default an Ascend 910B).
+        #[arg(long, value_name = "FILE")]
+        machine: Option<PathBuf>,
+        /// Kernel durations measured on hardware (a TOML file).
+        #[arg(long, value_name = "FILE")]
+        costs: Option<PathBuf>,
+        /// Also write the points as CSV, in sweep order.
+        #[arg(long, value_name = "FILE")]
+        csv: Option<PathBuf>,
+        /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Refuse, before running, a program that generates more tasks than this.
+        #[arg(long, default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+        max_tasks: u64,
+    },
     /// Expand a program into tasks on each AICPU, check them against the reference expander,
     /// and list them with their dependencies.
     Expand {
@@ -326,7 +362,7 @@ const EXIT_CODES: &str = "Exit codes:
 /// A failure: its kind and the message (one line, or a text error with its caret).
 pub(crate) struct Fail(pub(crate) Exit, pub(crate) String);
 
-fn read(path: &Path) -> Result<Vec<u8>, Fail> {
+pub(crate) fn read(path: &Path) -> Result<Vec<u8>, Fail> {
     if path.as_os_str() == "-" {
         let mut v = Vec::new();
         std::io::stdin()
@@ -400,7 +436,7 @@ pub(crate) fn write_out(path: &Path, data: &[u8]) -> Result<(), Fail> {
     Ok(())
 }
 
-fn parse_start(s: &str) -> Result<ptovm_host_sim::sim::Start, String> {
+pub(crate) fn parse_start(s: &str) -> Result<ptovm_host_sim::sim::Start, String> {
     use ptovm_host_sim::sim::Start;
     match s {
         "immediate" => Ok(Start::Immediate),
@@ -529,6 +565,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             window,
             window_mode,
             streams,
+            dispatch,
             quiet,
         } => {
             let src = text(&input, read(&input)?)?;
@@ -543,6 +580,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                         Mode::Benchmark => WindowMode::Benchmark,
                     }),
                     streams,
+                    dispatch,
                 },
             };
             let name = input.display().to_string();
@@ -640,6 +678,46 @@ fn run(cli: Cli) -> Result<(), Fail> {
             let out = with_program(input.as_deref(), params, |v, m, vals| {
                 bench::bench(v, m, vals, runs, json, max_tasks)
             })?;
+            write_out(Path::new("-"), out.as_bytes())
+        }
+        Cmd::Sweep {
+            input,
+            params,
+            vary,
+            machine,
+            costs,
+            csv,
+            json,
+            max_tasks,
+        } => {
+            let source = sweep::source_of(input.as_deref(), LLAMA)?;
+            let bytes = match (&input, &source) {
+                (Some(path), _) => load_bytecode(path)?.bytes,
+                (None, Some((name, src))) => {
+                    assemble(name, src, &Options::default())
+                        .map_err(|e| Fail(Exit::Internal, format!("internal error: {e}")))?
+                        .bytes
+                }
+                (None, None) => vec![],
+            };
+            if let Some(path) = &input {
+                ptovm_vm::verify(&bytes).map_err(|e| verify_err(path, e))?;
+            }
+            let ask = sweep::Ask {
+                source,
+                bytes,
+                params,
+                vary,
+                model: model::ModelArgs {
+                    machine,
+                    costs,
+                    report: None,
+                },
+                csv,
+                json,
+                max_tasks,
+            };
+            let out = sweep::sweep(&ask)?;
             write_out(Path::new("-"), out.as_bytes())
         }
         Cmd::Metg {

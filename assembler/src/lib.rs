@@ -44,6 +44,9 @@ pub struct Overrides {
     pub window_mode: Option<WindowMode>,
     /// Streams.
     pub streams: Option<u16>,
+    /// A dispatch policy in `.pto` syntax (`affinity(t)`) that replaces the selected schedule's
+    /// `dispatch` (module text only).
+    pub dispatch: Option<String>,
 }
 
 /// Assembly options.
@@ -71,6 +74,12 @@ pub struct Output {
 /// Assembles `.pto` module text or listing text (recognised by its first directive `.ptow`,
 /// whatever the file is called) into verified PTOW bytes.
 pub fn assemble(file: &str, src: &str, opts: &Options) -> Result<Output, AsmError> {
+    if let Some(policy) = &opts.overrides.dispatch {
+        let spliced = with_dispatch(file, src, &opts.select, policy)?;
+        let mut rest = opts.clone();
+        rest.overrides.dispatch = None;
+        return assemble(file, &spliced, &rest);
+    }
     let mut rep = diag::Reporter::new(file, src);
     let from_listing = listing::is_listing(src);
     let o = &opts.overrides;
@@ -133,6 +142,63 @@ pub fn assemble(file: &str, src: &str, opts: &Options) -> Result<Output, AsmErro
         module,
         warnings: rep.warnings,
         from_listing,
+    })
+}
+
+/// `src` with the dispatch policy of the schedule `sel` picks replaced by `policy` (or added to
+/// it; or, without a schedule for the workload, a schedule of that one knob appended): the text
+/// then assembles as any module, and an error in the policy points at it in its place.
+fn with_dispatch(file: &str, src: &str, sel: &Select, policy: &str) -> Result<String, AsmError> {
+    let rep = diag::Reporter::new(file, src);
+    if listing::is_listing(src) {
+        return Err(rep.error(
+            DiagKind::Type,
+            Span::new(0, 0),
+            "--dispatch needs `.pto` module text: a listing's dispatch policy is already compiled",
+        ));
+    }
+    if policy.contains(['{', '}', ';', '\n']) {
+        return Err(rep.error(
+            DiagKind::Syntax,
+            Span::new(0, 0),
+            format!("--dispatch {policy:?} is not one dispatch policy"),
+        ));
+    }
+    let ast = ast::parse(&rep)?;
+    let workload = match &sel.workload {
+        Some(n) => ast.workloads.iter().find(|w| &w.name.name == n),
+        None => ast.workloads.first(),
+    };
+    // The schedule `lower` will pick (it reports a wrong selection itself).
+    let sched = match (&sel.schedule, workload) {
+        (Some(n), _) => ast.schedules.iter().find(|s| &s.name.name == n),
+        (None, Some(w)) => ast
+            .schedules
+            .iter()
+            .find(|s| s.workload.name == w.name.name),
+        (None, None) => None,
+    };
+    let knob = sched.and_then(|s| {
+        s.knobs.iter().find_map(|k| match &k.value {
+            ast::KnobValue::Dispatch(_, span) => Some(*span),
+            _ => None,
+        })
+    });
+    Ok(match (sched, knob) {
+        (_, Some(span)) => format!("{}{policy}{}", &src[..span.start], &src[span.end..]),
+        (Some(s), None) => format!(
+            "{} dispatch = {policy}\n{}",
+            &src[..s.open.end],
+            &src[s.open.end..]
+        ),
+        (None, None) => match workload {
+            Some(w) => format!(
+                "{src}\n@schedule default for {} {{ dispatch = {policy} }}\n",
+                w.name.name
+            ),
+            // No workload: `lower` reports it.
+            None => src.to_string(),
+        },
     })
 }
 

@@ -150,3 +150,188 @@ fn bad_machine_files_cost_tables_and_options() {
         "cannot read absent.toml",
     );
 }
+
+#[test]
+fn sweep_models_every_combination_and_writes_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let args = [
+        "sweep",
+        "--param",
+        "N=8",
+        "--vary",
+        "window=16,1024",
+        "--vary",
+        "dispatch=affinity(t),hash(t),round_robin",
+        "--vary",
+        "stealing=off,on",
+        "--csv",
+        "s.csv",
+    ];
+    let o = ptovm(&args, d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8(o.stdout.clone()).unwrap();
+    assert!(table.starts_with("llama_layer: 12 points"), "{table}");
+    // Knob columns in a fixed order whatever the order given.
+    assert!(
+        table.lines().nth(1).unwrap().starts_with("dispatch"),
+        "{table}"
+    );
+    let csv = std::fs::read_to_string(d.join("s.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows.len(), 13, "{csv}");
+    assert!(
+        rows[0].starts_with("dispatch,window,stealing,makespan_ns,"),
+        "{csv}"
+    );
+    assert!(rows[1].starts_with("affinity(t),16,off,"), "{csv}");
+    assert!(rows[12].starts_with("round_robin,1024,on,"), "{csv}");
+    // Makespans are never below their lower bound; the same command gives the same bytes.
+    for r in &rows[1..] {
+        let f: Vec<&str> = r.split(',').collect();
+        assert!(
+            f[3].parse::<u64>().unwrap() >= f[4].parse::<u64>().unwrap(),
+            "{r}"
+        );
+    }
+    std::fs::remove_file(d.join("s.csv")).unwrap();
+    let again = ptovm(&args, d);
+    assert_eq!(again.stdout, o.stdout);
+    assert_eq!(std::fs::read_to_string(d.join("s.csv")).unwrap(), csv);
+    // A point of the sweep is `run --model` with those settings.
+    let one = ptovm(
+        &[
+            "run", "--model", "--param", "N=8", "--window", "16", "--json",
+        ],
+        d,
+    );
+    let j: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap();
+    let own = rows
+        .iter()
+        .find(|r| r.starts_with("affinity(t),16,off,"))
+        .unwrap();
+    assert_eq!(
+        own.split(',').nth(3).unwrap(),
+        j["makespan_ns"].to_string(),
+        "the LLaMA layer's own dispatch is affinity(t)"
+    );
+}
+
+#[test]
+fn bad_sweeps_are_refused_with_no_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let bytecode = super::asm_example(d, "attention.pto");
+    let b = bytecode.to_str().unwrap();
+    let csv = ["--csv", "out.csv", "--param", "N=4"];
+    for (args, code, expected) in [
+        (
+            vec!["--vary", "frob=1,2"],
+            2,
+            "unknown knob `frob` (the knobs: dispatch, aicpus",
+        ),
+        (
+            vec!["--vary", "aicpus=0"],
+            2,
+            "--vary aicpus=0: expected an integer in 1..=64",
+        ),
+        (vec!["--vary", "stealing=maybe"], 2, "expected on or off"),
+        (vec!["--vary", "start=soon"], 2, "--vary start=soon:"),
+        (vec!["--vary", "window=1,,2"], 2, "an empty value"),
+        (
+            vec!["--vary", "window=1", "--vary", "window=2"],
+            2,
+            "the knob is varied twice",
+        ),
+        (vec!["--vary", "window"], 2, "expected KNOB=VALUE,VALUE,..."),
+        (vec![], 2, "nothing to sweep"),
+        (
+            vec!["--vary", "aicpus=7"],
+            2,
+            "the schedule uses 7 AICPUs and the machine has 6 (at aicpus=7)",
+        ),
+        (
+            vec!["--vary", "dispatch=frob(t)"],
+            5,
+            "examples/llama_layer.pto:",
+        ),
+        (
+            vec!["--vary", "dispatch=affinity(nope)"],
+            8,
+            "missing runtime parameter `nope`",
+        ),
+        (
+            vec![b, "--vary", "dispatch=round_robin"],
+            2,
+            "--vary dispatch needs `.pto` text",
+        ),
+    ] {
+        let mut all = vec!["sweep"];
+        all.extend(args);
+        all.extend(csv);
+        fails(d, &all, code, expected);
+    }
+    let many = [
+        "--vary",
+        "window=1,2,3,4,5,6,7,8,9",
+        "--vary",
+        "aicpus=1,2,3,4,5,6",
+        "--vary",
+        "batch_deps=1,2,3,4,5,6,7,8,9,10",
+        "--vary",
+        "pipeline_depth=0,1,2,3,4,5,6,7,8",
+    ];
+    let mut all = vec!["sweep"];
+    all.extend(many);
+    all.extend(csv);
+    fails(d, &all, 2, "more than 4096 points");
+}
+
+#[test]
+fn asm_dispatch_overrides_the_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = examples().join("llama_layer.pto");
+    let o = ptovm(
+        &[
+            "asm",
+            "-q",
+            src.to_str().unwrap(),
+            "--dispatch",
+            "hash(t)",
+            "-o",
+            "h.ptow",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j = ptovm(&["inspect", "h.ptow", "--json"], d);
+    let j: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
+    assert_eq!(j["config"]["dispatch"], "hash(v0)", "{j}");
+    fails(
+        d,
+        &[
+            "asm",
+            src.to_str().unwrap(),
+            "--dispatch",
+            "frob(t)",
+            "-o",
+            "x.ptow",
+        ],
+        5,
+        "unknown dispatch policy `frob`",
+    );
+    fails(
+        d,
+        &[
+            "asm",
+            src.to_str().unwrap(),
+            "--dispatch",
+            "round_robin } frob",
+            "-o",
+            "x.ptow",
+        ],
+        5,
+        "is not one dispatch policy",
+    );
+}
