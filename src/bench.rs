@@ -81,7 +81,7 @@ pub fn bench(
     max_tasks: u64,
 ) -> Result<String, Fail> {
     let p = crate::budget::params(v, vals, max_tasks)?;
-    let o = crate::run::options(v, CUBE, VECTOR, DepMode::Overlap);
+    let o = ptovm_host_sim::sim::Options::of_program(v, CUBE, VECTOR, DepMode::Overlap);
     let window = o.window as u32;
     let (mut gen, mut deps, mut run) = (Series::default(), Series::default(), Series::default());
     let mut with_desc = Series::default();

@@ -35,7 +35,7 @@ pub fn metg(v: &Verified<'_>, m: &Module, vals: &[Value<'_>], ask: Ask) -> Resul
         ));
     }
     let p = crate::budget::params(v, vals, ask.max_tasks)?;
-    let mut o = crate::run::options(v, 24, 48, DepMode::Overlap);
+    let mut o = ptovm_host_sim::sim::Options::of_program(v, 24, 48, DepMode::Overlap);
     if let Some(n) = ask.aicpus {
         o.aicpus = n;
     }

@@ -46,7 +46,7 @@ pub struct RunArgs {
 impl RunArgs {
     /// The simulator's options for program `v`: its schedule with what was asked for on top.
     pub fn options(&self, v: &Verified<'_>) -> sim::Options {
-        let mut o = options(
+        let mut o = sim::Options::of_program(
             v,
             self.cube.unwrap_or(24),
             self.vector.unwrap_or(48),
@@ -353,33 +353,6 @@ fn save(c: &Computed, dir: &std::path::Path) -> Result<(), Fail> {
         crate::write_out(&path, &bytes)?;
     }
     Ok(())
-}
-
-/// The simulator's settings from the program's own schedule (AICPUs, window, window mode, start
-/// policy, pipeline depth, work stealing, `batch_deps`, `timing`), with `cube` + `vector` cores on two
-/// driver threads, no check and no trace.
-pub fn options(v: &Verified<'_>, cube: u32, vector: u32, deps: DepMode) -> sim::Options {
-    let own = ptovm_vm::sched::Config::of_program(v);
-    sim::Options {
-        aicpus: v.config().num_aicpus.get() as u32,
-        cube,
-        vector,
-        window: own.window.min(65_536) as usize,
-        mode: own.mode,
-        threads: 2,
-        check: false,
-        jitter: None,
-        naive: false,
-        trace: false,
-        start: own.start,
-        pipeline_depth: own.pipeline_depth,
-        work_steal: own.work_steal,
-        batch_deps: own.batch_deps,
-        timing: own.timing,
-        deps,
-        descriptors: false,
-        workspace: None,
-    }
 }
 
 /// What the `timing` policy did, for `run --json`: the policy and its counters.

@@ -108,7 +108,7 @@ impl Point {
 
 /// A point's settings on top of the program's schedule.
 fn options(v: &Verified<'_>, p: &Point) -> Result<sim::Options, Fail> {
-    let mut o = crate::run::options(v, 24, 48, ptovm_host_sim::DepMode::Overlap);
+    let mut o = sim::Options::of_program(v, 24, 48, ptovm_host_sim::DepMode::Overlap);
     let bad = |knob: &str, value: &str, why: &str| {
         Fail(Exit::Usage, format!("error: --vary {knob}={value}: {why}"))
     };

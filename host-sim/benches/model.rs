@@ -28,13 +28,7 @@ fn simulate(bytes: &[u8], params: &[(&str, u32)]) -> u64 {
     let p = RuntimeParams::new(&v, &vals).unwrap();
     let machine = Machine::default();
     let costs = KernelCosts::new(&v, &machine, &CostTable::default()).unwrap();
-    let own = ptovm_vm::sched::Config::of_program(&v);
-    let o = sim::Options {
-        aicpus: v.config().num_aicpus.get() as u32,
-        window: own.window as usize,
-        start: own.start,
-        ..sim::Options::default()
-    };
+    let o = sim::Options::of_program(&v, 24, 48, ptovm_host_sim::DepMode::Overlap);
     model::simulate(v, p, o, &machine, &costs)
         .unwrap()
         .run

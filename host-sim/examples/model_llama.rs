@@ -22,12 +22,7 @@ fn main() {
     let p = RuntimeParams::new(&v, &vals).unwrap();
     let machine = Machine::default();
     let costs = KernelCosts::new(&v, &machine, &CostTable::default()).unwrap();
-    let own = ptovm_vm::sched::Config::of_program(&v);
-    let o = sim::Options {
-        aicpus: v.config().num_aicpus.get() as u32,
-        window: own.window as usize,
-        ..sim::Options::default()
-    };
+    let o = sim::Options::of_program(&v, 24, 48, ptovm_host_sim::DepMode::Overlap);
     let t = std::time::Instant::now();
     let r = model::simulate(v, p, o, &machine, &costs).unwrap();
     eprintln!(

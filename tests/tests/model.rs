@@ -344,3 +344,35 @@ fn a_cost_that_is_negative_or_overflows_stops_the_run() {
         assert!(text.starts_with("task 0:"), "{text}");
     }
 }
+
+#[test]
+fn a_chain_pays_each_hop_exactly() {
+    // One AICPU: round 0 generates the k tasks (r + k·g) and registers each on the one before
+    // (k − 1 edges of e); the next round issues the first (r, x, then the handshake h). Each
+    // task runs d, its finish is seen q later by a round that completes it (r + c), releases
+    // its successor and issues it in the same round (x, h); the last round ends the launch.
+    let src = "
+@tensor A: f32[1]
+@kernel step(i) : cube (inout A)
+@workload w(%n: dense_dyn(K)) {
+  for_each i in dense_dyn(K) { task @step(i) resources(A) }
+}
+@schedule s for w { dispatch = round_robin(1) }
+";
+    let (r_ns, g, e, x, c, h, q, d) = (40, 60, 30, 80, 50, 500, 300, 700);
+    let mut m = free_machine(1, 1);
+    m.aicpu.round_ns = r_ns;
+    m.aicpu.task_ns = g;
+    m.aicpu.edge_ns = e;
+    m.aicpu.dispatch_ns = x;
+    m.aicpu.completion_ns = c;
+    m.handshake_ns = h;
+    m.notice_ns = q;
+    for k in [1u64, 2, 5, 17] {
+        let r = model(src, &[("K", k as u32, vec![])], 1, &m, &[("step", d)]);
+        let hop = q + r_ns + c + x + h + d;
+        let expect = (2 * r_ns + k * g + (k - 1) * e) + x + h + d + (k - 1) * hop + q + r_ns + c;
+        assert_eq!(r.makespan_ns, expect, "k = {k}");
+        assert_eq!(r.run.edges, k - 1);
+    }
+}

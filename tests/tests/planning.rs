@@ -5,7 +5,7 @@
 use ptovm_assembler::{assemble, Module, Options};
 use ptovm_host_sim::reference_expand;
 use ptovm_vm::{
-    verify, ErrorKind, ExprProblem, Interpreter, ParamError, PlanProblem, RuntimeParams,
+    verify, ErrorKind, ExprError, ExprProblem, Interpreter, ParamError, PlanProblem, RuntimeParams,
 };
 
 use ptovm_tests::{assemble_text as asm, named_values as values};
@@ -282,17 +282,17 @@ fn launch_errors_name_the_plan_and_the_problem() {
     );
     assert_eq!(
         run("@plan d = sum(i in 0 .. n: 10 / a[i])", &[]),
-        (1, PlanProblem::DivByZero)
+        (1, PlanProblem::Expr(ExprError::DivByZero))
     );
     assert_eq!(
         run("@plan e = sum(i in 0 .. n + 1: a[i])", &[]),
         (
             1,
-            PlanProblem::Index {
+            PlanProblem::Expr(ExprError::Index {
                 slot: 1,
                 index: 3,
                 len: 3
-            }
+            })
         )
     );
     // 2^27 iterations of a 3-node body: refused once the work passes 2^26 nodes.

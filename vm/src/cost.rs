@@ -4,46 +4,21 @@
 
 use crate::desc::Binding;
 use crate::format::CostUnit;
-use crate::interp::{eval_postfix_with, Io, RunError};
+use crate::interp::{eval_postfix_with, Io};
 use crate::opcodes::ExprOp;
 use crate::params::RuntimeParams;
+use crate::planning::ExprError;
 use crate::Verified;
 
 /// Why a task's cost could not be taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CostError {
-    /// Arithmetic overflowed 64-bit signed integers.
-    #[error("arithmetic overflow")]
-    Overflow,
-    /// Division or remainder by zero.
-    #[error("division by zero")]
-    DivByZero,
-    /// An index outside a runtime array.
-    #[error("index {index} is outside runtime array {slot} ({len} entries)")]
-    Index {
-        /// The array's slot.
-        slot: u16,
-        /// The index.
-        index: i64,
-        /// The array's length.
-        len: usize,
-    },
+    /// Evaluating the expression failed.
+    #[error(transparent)]
+    Expr(#[from] ExprError),
     /// The expression gave a negative duration.
     #[error("the cost is {0}, below zero")]
     Negative(i64),
-}
-
-impl From<RunError> for CostError {
-    /// A cost's evaluation fails only as an expression does (no instruction is involved).
-    fn from(e: RunError) -> CostError {
-        match e {
-            RunError::DivByZero { .. } => CostError::DivByZero,
-            RunError::Index {
-                slot, index, len, ..
-            } => CostError::Index { slot, index, len },
-            _ => CostError::Overflow,
-        }
-    }
 }
 
 /// The duration a task of kernel `kernel` with parameters `params` and regions `ios` declares
@@ -69,7 +44,8 @@ pub fn task_cost(
             // The verifier admits no other leaf of this kind in a cost.
             _ => 0,
         }
-    })?;
+    })
+    .map_err(|e| CostError::Expr(e.into()))?;
     if value < 0 {
         return Err(CostError::Negative(value));
     }

@@ -50,5 +50,5 @@ pub use opcodes::{
     ReadyPolicy, Slot, StartPolicy, Timing, WindowMode,
 };
 pub use params::{ParamError, RuntimeParams, Value};
-pub use planning::{PlanProblem, Planned};
+pub use planning::{ExprError, PlanProblem, Planned};
 pub use verify::{verify, ParamDefault, Verified};

@@ -16,9 +16,10 @@ use crate::interp::{binary, divide_as_eval, eval_leaf, unary, RunError};
 use crate::opcodes::{ExprKind, ExprOp};
 use crate::{Record, RuntimeParams, Verified};
 
-/// Why a planned value could not be computed.
+/// Why an expression evaluated outside an instruction — a planned value, a kernel's cost
+/// (`crate::cost`) — failed: what its evaluation raises, with no instruction to name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum PlanProblem {
+pub enum ExprError {
     /// Arithmetic overflowed 64-bit signed integers.
     #[error("arithmetic overflow")]
     Overflow,
@@ -35,6 +36,27 @@ pub enum PlanProblem {
         /// The array's length.
         len: usize,
     },
+}
+
+impl From<RunError> for ExprError {
+    fn from(e: RunError) -> ExprError {
+        match e {
+            RunError::DivByZero { .. } => ExprError::DivByZero,
+            RunError::Index {
+                slot, index, len, ..
+            } => ExprError::Index { slot, index, len },
+            // Expressions raise nothing else.
+            _ => ExprError::Overflow,
+        }
+    }
+}
+
+/// Why a planned value could not be computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlanProblem {
+    /// Its expression failed.
+    #[error(transparent)]
+    Expr(#[from] ExprError),
     /// A `max`, `min` or `search` over an empty range.
     #[error("{what} over the empty range [{lo}, {hi})")]
     EmptyRange {
@@ -66,14 +88,7 @@ pub enum PlanProblem {
 
 impl From<RunError> for PlanProblem {
     fn from(e: RunError) -> PlanProblem {
-        match e {
-            RunError::DivByZero { .. } => PlanProblem::DivByZero,
-            RunError::Index {
-                slot, index, len, ..
-            } => PlanProblem::Index { slot, index, len },
-            // Expressions raise nothing else.
-            _ => PlanProblem::Overflow,
-        }
+        PlanProblem::Expr(e.into())
     }
 }
 
@@ -185,9 +200,7 @@ impl Evaluation<'_, '_> {
             ExprOp::SUM => {
                 let mut sum = 0i64;
                 for x in lo..hi.max(lo) {
-                    sum = sum
-                        .checked_add(self.at(r, x)?)
-                        .ok_or(PlanProblem::Overflow)?;
+                    sum = sum.checked_add(self.at(r, x)?).ok_or(ExprError::Overflow)?;
                 }
                 Ok(sum)
             }

@@ -547,18 +547,7 @@ impl Env for ModelEnv<'_, '_, '_> {
     fn issued(&mut self, i: &Issued) {
         self.clock += self.costs.dispatch_ns;
         if self.tracing {
-            self.events.push(Event {
-                kind: EventKind::Issue,
-                aicpu: i.aicpu,
-                core: i.core,
-                task: i.task,
-                kernel: i.kernel as u16,
-                start_ns: self.clock,
-                end_ns: self.clock,
-                batch: i.batch,
-                stream: i.stream,
-                workspace: i.workspace,
-            });
+            self.events.push(Event::issue(i, self.clock));
         }
     }
     fn completed(&mut self) {

@@ -119,6 +119,53 @@ pub struct Event {
     pub workspace: (u32, u32),
 }
 
+impl Event {
+    /// The instant an AICPU handed task `i` to a core, at `at_ns`.
+    pub fn issue(i: &ptovm_vm::sched::Issued, at_ns: u64) -> Event {
+        Event {
+            kind: EventKind::Issue,
+            aicpu: i.aicpu,
+            core: i.core,
+            task: i.task,
+            kernel: i.kernel as u16,
+            start_ns: at_ns,
+            end_ns: at_ns,
+            batch: i.batch,
+            stream: i.stream,
+            workspace: i.workspace,
+        }
+    }
+}
+
+impl Options {
+    /// The program's own schedule (AICPUs, window, window mode, start policy, pipeline depth,
+    /// work stealing, `batch_deps`, `timing`; spec/bytecode.md §3.1) with `cube` + `vector`
+    /// cores, regions matched as `deps`, on two driver threads, no check and no trace.
+    pub fn of_program(v: &Verified<'_>, cube: u32, vector: u32, deps: DepMode) -> Options {
+        let own = ptovm_vm::sched::Config::of_program(v);
+        Options {
+            aicpus: v.config().num_aicpus.get() as u32,
+            cube,
+            vector,
+            window: own.window.min(65_536) as usize,
+            mode: own.mode,
+            threads: 2,
+            check: false,
+            jitter: None,
+            naive: false,
+            trace: false,
+            start: own.start,
+            pipeline_depth: own.pipeline_depth,
+            work_steal: own.work_steal,
+            batch_deps: own.batch_deps,
+            timing: own.timing,
+            deps,
+            descriptors: false,
+            workspace: None,
+        }
+    }
+}
+
 impl Default for Options {
     fn default() -> Options {
         Options {

@@ -125,18 +125,7 @@ impl Env for StepEnv<'_, '_> {
         }
         if self.dr.tracing {
             let at = i.at_ns.unwrap_or_else(|| self.dr.now_ns());
-            self.events.push(Event {
-                kind: EventKind::Issue,
-                aicpu: i.aicpu,
-                core: i.core,
-                task: i.task,
-                kernel: i.kernel as u16,
-                start_ns: at,
-                end_ns: at,
-                batch: i.batch,
-                stream: i.stream,
-                workspace: i.workspace,
-            });
+            self.events.push(Event::issue(i, at));
         }
     }
     fn jitter(&mut self) {
