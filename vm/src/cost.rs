@@ -24,8 +24,7 @@ pub enum CostError {
 /// The duration a task of kernel `kernel` with parameters `params` and regions `ios` declares
 /// through the kernel's cost, in the cost's unit; `None` when the kernel declares none.
 /// `tensors` are the program's tensors shaped by the launch (`Binding::declared`), which give
-/// the extent of a dimension a region does not name. An error's `pc` is `u32::MAX` (no
-/// instruction: a kernel's cost).
+/// the extent of a dimension a region does not name.
 pub fn task_cost(
     v: &Verified<'_>,
     p: &RuntimeParams<'_>,
@@ -52,9 +51,10 @@ pub fn task_cost(
     Ok(Some((value as u64, unit)))
 }
 
-/// `SIZE region dim` of a task with regions `ios`: the region's extent in dimension `dim − 1` — the range it
-/// names, else the tensor's whole dimension (1 past the tensor's rank) — or, for `dim` 0, the
-/// product of its extents over the dimensions it names and the tensor's rank (saturating).
+/// `SIZE region dim` of a task with regions `ios`: the region's extent in dimension `dim − 1`
+/// — the range it names, else the tensor's whole dimension (1 past the tensor's rank) — or,
+/// for `dim` 0, the product of its extents over the dimensions it names and the tensor's rank
+/// (saturating).
 fn region_size(ios: &[Io], tensors: &[Binding], region: usize, dim: u32) -> i64 {
     let Some(io) = ios.get(region) else {
         return 0;
@@ -62,7 +62,7 @@ fn region_size(ios: &[Io], tensors: &[Binding], region: usize, dim: u32) -> i64 
     let shape = tensors.get(io.tensor as usize);
     let extent = |d: usize| -> i64 {
         match io.dims().get(d) {
-            Some(&(lo, hi)) => (hi - lo).max(0),
+            Some(&(lo, hi)) => hi.saturating_sub(lo).max(0),
             None => shape
                 .filter(|b| d < b.rank as usize)
                 .map_or(1, |b| b.dims[d] as i64),
