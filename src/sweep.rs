@@ -219,7 +219,8 @@ pub fn sweep(ask: &Ask) -> Result<String, Fail> {
     for d in &dispatches {
         programs.push(program(ask, d.as_deref())?);
     }
-    // The machine, and each program's kernel durations, read once.
+    // The machine, and each program's kernel durations, before any point runs (the files are
+    // read once a program: a bad one fails the sweep before it starts).
     let mut costs = vec![];
     let mut machine = None;
     for (bytes, _) in &programs {
