@@ -111,12 +111,9 @@ pub fn duration(ns: u64) -> String {
     }
 }
 
-fn percent(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        part as f64 * 100.0 / whole as f64
-    }
+/// `part` over `whole` in per cent (0 when `whole` is).
+pub fn percent(part: u64, whole: u64) -> f64 {
+    model::share(part, whole) * 100.0
 }
 
 /// The human summary.
@@ -138,10 +135,9 @@ fn text(m: &Module, r: &ModelReport, aicpus: u32, window: usize) -> String {
     for (name, p) in [("cube", &r.pools[0]), ("vector", &r.pools[1])] {
         s += &pool_line(name, p, r.makespan_ns);
     }
-    let busy: u64 = r.aicpus.iter().map(|a| a.busy_ns).sum();
     s += &format!(
         "AICPUs: busy {:.1} % of their time ({} rounds)\n",
-        percent(busy, r.makespan_ns * aicpus as u64),
+        r.aicpu_busy() * 100.0,
         r.aicpus.iter().map(|a| a.rounds).sum::<u64>()
     );
     for (i, a) in r.aicpus.iter().enumerate() {
@@ -180,14 +176,14 @@ fn text(m: &Module, r: &ModelReport, aicpus: u32, window: usize) -> String {
 }
 
 fn pool_line(name: &str, p: &PoolTime, makespan: u64) -> String {
-    let total = p.cores as u64 * makespan;
+    let pct = |ns| p.share(ns, makespan) * 100.0;
     format!(
         "{name} cores: {} tasks, utilization {:.1} %; idle: no task ready {:.1} %, AICPU busy {:.1} %, handshakes {:.1} %\n",
         p.tasks,
         p.utilization(makespan) * 100.0,
-        percent(p.no_task_ns, total),
-        percent(p.aicpu_ns, total),
-        percent(p.handshake_ns, total)
+        pct(p.no_task_ns),
+        pct(p.aicpu_ns),
+        pct(p.handshake_ns)
     )
 }
 

@@ -52,16 +52,16 @@ pub fn html(m: &Module, r: &ModelReport, aicpus: u32) -> String {
     s += "<h2>Cores</h2>\n<table><tr><th>pool</th><th>cores</th><th>tasks</th><th>utilization</th>\
           <th>idle: no task ready</th><th>idle: AICPU busy</th><th>idle: handshakes</th></tr>\n";
     for (name, p) in [("cube", &r.pools[0]), ("vector", &r.pools[1])] {
-        let total = (p.cores as u64 * r.makespan_ns).max(1) as f64;
+        let pct = |ns| p.share(ns, r.makespan_ns) * 100.0;
         let _ = writeln!(
             s,
             "<tr><th>{name}</th><td>{}</td><td>{}</td><td>{:.1} %</td><td>{:.1} %</td><td>{:.1} %</td><td>{:.1} %</td></tr>",
             p.cores,
             p.tasks,
             p.utilization(r.makespan_ns) * 100.0,
-            p.no_task_ns as f64 * 100.0 / total,
-            p.aicpu_ns as f64 * 100.0 / total,
-            p.handshake_ns as f64 * 100.0 / total
+            pct(p.no_task_ns),
+            pct(p.aicpu_ns),
+            pct(p.handshake_ns)
         );
     }
     s += "</table>\n<h2>Utilization over time</h2>\n";
@@ -158,11 +158,7 @@ fn per_core(r: &ModelReport) -> String {
         height + 20.0
     );
     for (i, c) in r.cores.iter().enumerate() {
-        let share = if r.makespan_ns > 0 {
-            c.busy_ns as f64 / r.makespan_ns as f64
-        } else {
-            0.0
-        };
+        let share = ptovm_host_sim::model::share(c.busy_ns, r.makespan_ns);
         let h = height * share.min(1.0);
         let _ = writeln!(
             s,

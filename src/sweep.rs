@@ -151,16 +151,14 @@ struct Measured {
 }
 
 impl Measured {
-    fn of(r: &ModelReport, aicpus: u32) -> Measured {
-        let busy: u64 = r.aicpus.iter().map(|a| a.busy_ns).sum();
-        let whole = (r.makespan_ns as f64 * aicpus as f64).max(1.0);
+    fn of(r: &ModelReport) -> Measured {
         Measured {
             makespan_ns: r.makespan_ns,
             lower_bound_ns: r.lower_bound_ns(),
             efficiency: r.efficiency(),
             cube: r.pools[0].utilization(r.makespan_ns),
             vector: r.pools[1].utilization(r.makespan_ns),
-            aicpu_busy: busy as f64 / whole,
+            aicpu_busy: r.aicpu_busy(),
             tasks: r.run.tasks_total,
         }
     }
@@ -246,7 +244,7 @@ pub fn sweep(ask: &Ask) -> Result<String, Fail> {
             o.aicpus = o.aicpus.min(machine.aicpus);
         }
         model::simulate(v, params, o, &machine, &costs[k])
-            .map(|r| Measured::of(&r, o.aicpus))
+            .map(|r| Measured::of(&r))
             .map_err(crate::run::sim_fail)
     };
     // An error names the point it happened at.

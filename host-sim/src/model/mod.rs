@@ -42,12 +42,22 @@ pub struct PoolTime {
 impl PoolTime {
     /// Busy share of the pool's core time over `makespan_ns`, 0..=1.
     pub fn utilization(&self, makespan_ns: u64) -> f64 {
-        let total = self.cores as f64 * makespan_ns as f64;
-        if total > 0.0 {
-            self.busy_ns as f64 / total
-        } else {
-            0.0
-        }
+        self.share(self.busy_ns, makespan_ns)
+    }
+
+    /// `ns` (busy or idle for a cause) as a share of the pool's core time over `makespan_ns`,
+    /// 0..=1.
+    pub fn share(&self, ns: u64, makespan_ns: u64) -> f64 {
+        share(ns, self.cores as u64 * makespan_ns)
+    }
+}
+
+/// `part` over `whole`, 0 when `whole` is.
+pub fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
     }
 }
 
@@ -126,6 +136,12 @@ impl ModelReport {
     /// A lower bound on the makespan: the critical path or the busiest pool's work per core.
     pub fn lower_bound_ns(&self) -> u64 {
         self.critical_path_ns.max(self.work_bound_ns)
+    }
+
+    /// The AICPUs' time in rounds as a share of their time over the makespan, 0..=1.
+    pub fn aicpu_busy(&self) -> f64 {
+        let busy = self.aicpus.iter().map(|a| a.busy_ns).sum();
+        share(busy, self.makespan_ns * self.aicpus.len() as u64)
     }
 
     /// The lower bound over the makespan, 0..=1: 1 when nothing but the work itself limits the
