@@ -375,6 +375,18 @@ pub fn lower(
     Ok(l.m)
 }
 
+/// The error for a loop that rebinds `var`, a variable of an enclosing loop (spec/pto.md §3).
+fn rebound(rep: &Reporter<'_>, var: &Ident) -> AsmError {
+    rep.error(
+        DiagKind::DuplicateName,
+        var.span,
+        format!(
+            "loop variable `{}` is already bound by an enclosing loop",
+            var.name
+        ),
+    )
+}
+
 /// `a, b, c`, or `none` for no names.
 fn names<'a>(it: impl Iterator<Item = &'a String>) -> String {
     let v: Vec<&str> = it.map(String::as_str).collect();

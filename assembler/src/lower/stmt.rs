@@ -74,14 +74,7 @@ impl<'a> Lower<'a, '_, '_> {
                     ));
                 }
                 if self.bound_here(&var.name) {
-                    return Err(self.rep.error(
-                        DiagKind::DuplicateName,
-                        var.span,
-                        format!(
-                            "loop variable `{}` is already bound by an enclosing loop",
-                            var.name
-                        ),
-                    ));
+                    return Err(super::rebound(self.rep, var));
                 }
                 let (axis_id, sparse) = self.axis(axis)?;
                 if *op == Opcode::SELECT && !sparse {

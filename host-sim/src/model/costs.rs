@@ -11,7 +11,7 @@ use super::machine::{CostTable, Machine};
 
 /// Where a kernel's duration comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
+enum Source {
     /// The cost table.
     Table,
     /// The module's `cost(…)`, evaluated at each task.
@@ -143,10 +143,5 @@ impl KernelCosts {
             Some((c, CostUnit::Cycles)) => Ok(self.machine.cycles_ns(c)),
             None => Ok(self.task_ns(kernel as u32)),
         }
-    }
-
-    /// Where kernel `kernel`'s duration comes from.
-    pub fn source(&self, kernel: u32) -> Option<Source> {
-        self.sources.get(kernel as usize).copied()
     }
 }

@@ -175,36 +175,6 @@ impl Machine {
             Pool::Vector => self.vector_cores,
         }
     }
-
-    /// The machine as a machine file would give it (what `ptovm run --model --json` reports).
-    pub fn to_toml(&self) -> String {
-        let a = &self.aicpu;
-        format!(
-            "aicpus = {}\ncube_cores = {}\nvector_cores = {}\ncore_clock_mhz = {}\n\
-             handshake_ns = {}\nnotice_ns = {}\ndefault_kernel_ns = {}\nidle_poll_ns = {}\n\n\
-             [aicpu]\nround_ns = {}\ninstruction_ns = {}\ntask_ns = {}\nprobe_ns = {}\n\
-             visit_ns = {}\ninsert_ns = {}\nedge_ns = {}\ncross_edge_ns = {}\n\
-             dispatch_ns = {}\ncompletion_ns = {}\n",
-            self.aicpus,
-            self.cube_cores,
-            self.vector_cores,
-            self.core_clock_mhz,
-            self.handshake_ns,
-            self.notice_ns,
-            self.default_kernel_ns,
-            self.idle_poll_ns,
-            a.round_ns,
-            a.instruction_ns,
-            a.task_ns,
-            a.probe_ns,
-            a.visit_ns,
-            a.insert_ns,
-            a.edge_ns,
-            a.cross_edge_ns,
-            a.dispatch_ns,
-            a.completion_ns,
-        )
-    }
 }
 
 /// A duration as a cost table or a declaration gives it.
@@ -330,8 +300,6 @@ mod tests {
         assert_eq!(Machine::parse("m", ""), Ok(Machine::default()));
         let m = Machine::parse("m", "cube_cores = 2\n[aicpu]\ntask_ns = 7\n").unwrap();
         assert_eq!((m.cube_cores, m.aicpu.task_ns, m.vector_cores), (2, 7, 48));
-        // Its own rendering reads back as itself.
-        assert_eq!(Machine::parse("m", &m.to_toml()), Ok(m));
         let e = Machine::parse("m.toml", "aicpus = 6\ncube = 3\n").unwrap_err();
         assert_eq!((e.line, e.column), (2, 1), "{e}");
         assert!(e.message.contains("unknown field"), "{e}");

@@ -325,14 +325,7 @@ impl Rewrite<'_, '_, '_> {
                 var, axis, body, ..
             } => {
                 if var.name == b || tile.is_some_and(|t| t.0 == var.name) {
-                    return Err(self.rep.error(
-                        DiagKind::DuplicateName,
-                        var.span,
-                        format!(
-                            "loop variable `{}` is already bound by an enclosing loop",
-                            var.name
-                        ),
-                    ));
+                    return Err(super::super::rebound(self.rep, var));
                 }
                 self.subst_axis(axis, b, value, tile, &not_expr)?;
                 for st in body.iter_mut() {
