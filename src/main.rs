@@ -38,6 +38,24 @@ struct Cli {
     cmd: Cmd,
 }
 
+/// `--cores`: which cores an AICPU hands tasks to (spec/runtime.md §4.6).
+#[derive(Clone, Copy, ValueEnum)]
+enum Cores {
+    /// Every AICPU shares every core: its home share first, then idle AICPUs' cores.
+    Shared,
+    /// Its own: core `c` of a pool belongs to AICPU `c mod n`.
+    Partition,
+}
+
+impl Cores {
+    fn alloc(self) -> ptovm_host_sim::sim::CoreAlloc {
+        match self {
+            Cores::Shared => ptovm_host_sim::sim::CoreAlloc::Shared,
+            Cores::Partition => ptovm_host_sim::sim::CoreAlloc::Partition,
+        }
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Deps {
     /// Only equal regions depend on each other (pto-isa TensorMap).
@@ -131,6 +149,10 @@ enum Cmd {
         /// Vector cores in all (default: 48, or the machine's with `--model`).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
         vector: Option<u32>,
+        /// Which cores an AICPU hands tasks to: `shared` (its home share of each pool, then the
+        /// cores of AICPUs with nothing ready; the default) or its own of a fixed `partition`.
+        #[arg(long, value_enum)]
+        cores: Option<Cores>,
         /// Task window per AICPU (default: the program's schedule).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
         window: Option<u32>,
@@ -257,9 +279,10 @@ enum Cmd {
         #[arg(long = "param", value_name = "NAME=VALUE")]
         params: Vec<String>,
         /// A knob and its values: dispatch=round_robin,affinity(t) (`.pto` input),
-        /// aicpus=1,2,6, window=64,1024, start=immediate,after_orchestration,threshold:N,
-        /// pipeline_depth=0,2, stealing=off,on, batch_deps=0,8. Repeat for each knob; every
-        /// combination runs (at most 4,096).
+        /// aicpus=1,2,6, cores=shared,partition, window=64,1024,
+        /// start=immediate,after_orchestration,threshold:N, pipeline_depth=0,2,
+        /// stealing=off,on, batch_deps=0,8. Repeat for each knob; every combination runs (at
+        /// most 4,096).
         #[arg(long = "vary", value_name = "KNOB=V1,V2,...")]
         vary: Vec<String>,
         /// The machine (a TOML file; default an Ascend 910B).
@@ -614,6 +637,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             input,
             aicpus,
             cube,
+            cores,
             vector,
             window,
             window_mode,
@@ -643,6 +667,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 aicpus,
                 cube,
                 vector,
+                cores: cores.map(Cores::alloc),
                 window,
                 mode: window_mode.map(|m| match m {
                     Mode::Stall => WindowMode::Stall,

@@ -162,13 +162,14 @@ fn per_core(r: &ModelReport) -> String {
         let h = height * share.min(1.0);
         let _ = writeln!(
             s,
-            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\" fill=\"{}\"><title>{} core {i} (AICPU {}): {} tasks, {:.1} % busy</title></rect>",
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\" fill=\"{}\"><title>{} core {i} ({}): {} tasks, {:.1} % busy</title></rect>",
             i as f64 * dx,
             height - h,
             (dx - 1.0).max(0.5),
             COLORS[c.pool as usize],
             if c.pool == 0 { "cube" } else { "vector" },
-            c.aicpu,
+            c.aicpu
+                .map_or("shared".to_string(), |a| format!("AICPU {a}")),
             c.tasks,
             share * 100.0
         );

@@ -20,6 +20,8 @@ pub struct RunArgs {
     /// Cube and vector cores (default: 24 and 48, or the machine's in simulated time).
     pub cube: Option<u32>,
     pub vector: Option<u32>,
+    /// Shared cores or a partition (default: the program's schedule).
+    pub cores: Option<sim::CoreAlloc>,
     /// Window and window mode (default: the program's schedule).
     pub window: Option<u32>,
     pub mode: Option<WindowMode>,
@@ -53,6 +55,7 @@ impl RunArgs {
             self.deps,
         );
         o.aicpus = self.aicpus.unwrap_or(o.aicpus);
+        o.cores = self.cores.unwrap_or(o.cores);
         o.window = self.window.map_or(o.window, |w| w as usize);
         o.mode = self.mode.unwrap_or(o.mode);
         o.check = self.check;
@@ -123,6 +126,8 @@ pub fn run(v: &Verified<'_>, m: &Module, vals: &[Value<'_>], a: &RunArgs) -> Res
             "cross_aicpu_edges": r.cross_aicpu_edges,
             "window_stalls": r.window_stalls,
             "stolen": r.stolen,
+            "cores": o.cores.to_string(),
+            "core_waits": r.core_waits,
             "overflows": r.overflows,
             "batch_deps": o.batch_deps,
             "dep_batches": r.dep_batches,

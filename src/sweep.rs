@@ -15,9 +15,10 @@ use crate::model::{duration, machine_and_costs, ModelArgs};
 use crate::{Exit, Fail};
 
 /// The knobs a sweep varies, in the order the table shows them.
-pub const KNOBS: [&str; 7] = [
+pub const KNOBS: [&str; 8] = [
     "dispatch",
     "aicpus",
+    "cores",
     "window",
     "start",
     "pipeline_depth",
@@ -126,6 +127,13 @@ fn options(v: &Verified<'_>, p: &Point) -> Result<sim::Options, Fail> {
             "pipeline_depth" => o.pipeline_depth = num(0, u32::MAX as u64)? as u32,
             "batch_deps" => o.batch_deps = num(0, u32::MAX as u64)? as u32,
             "start" => o.start = crate::parse_start(value).map_err(|e| bad(k, value, &e))?,
+            "cores" => {
+                o.cores = match value.as_str() {
+                    "shared" => sim::CoreAlloc::Shared,
+                    "partition" => sim::CoreAlloc::Partition,
+                    _ => return Err(bad(k, value, "expected shared or partition")),
+                }
+            }
             "stealing" => {
                 o.work_steal = match value.as_str() {
                     "on" => true,

@@ -106,11 +106,11 @@ typedef struct {
    */
   uint32_t window;
   /*
-   Cube cores in all (at least one per AICPU).
+   Cube cores in all (at least one; under a core partition at least one per AICPU).
    */
   uint32_t cube_cores;
   /*
-   Vector cores in all (at least one per AICPU).
+   Vector cores in all (likewise).
    */
   uint32_t vector_cores;
   /*
@@ -129,9 +129,11 @@ typedef struct {
    */
   uint32_t workspace_arena;
   /*
-   Zero.
+   0: the program's choice (shared cores for every program today); 1: shared cores (an
+   AICPU hands tasks to its home share of each pool and to idle AICPUs' cores); 2: a fixed
+   partition (core `c` of a pool to AICPU `c mod aicpus`). spec/runtime.md §4.6.
    */
-  uint32_t reserved;
+  uint32_t core_alloc;
   /*
    Address of the launch's workspace memory, which descriptors add to their offsets
    (`workspace_addr`); 0: none given (offsets only).

@@ -40,8 +40,8 @@ use ptovm_vm::desc::{self, Binding, Descriptor, TensorArg};
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
-    Aicpu, Busy, Config, Env, Local, MapLock, Node, Padded, Pred, SchedError, Shared, Slot,
-    Workspace, NODES,
+    cores as core_bits, Aicpu, Busy, Config, CoreAlloc, Env, Local, MapLock, Node, Padded, Pred,
+    SchedError, Shared, Slot, Workspace, NODES,
 };
 use ptovm_vm::share::Sharing;
 use ptovm_vm::spin::SpinLock;
@@ -101,9 +101,9 @@ pub struct PtovmLaunch {
     pub aicpus: u32,
     /// Window slots per AICPU (0: the program's `window`).
     pub window: u32,
-    /// Cube cores in all (at least one per AICPU).
+    /// Cube cores in all (at least one; under a core partition at least one per AICPU).
     pub cube_cores: u32,
-    /// Vector cores in all (at least one per AICPU).
+    /// Vector cores in all (likewise).
     pub vector_cores: u32,
     /// -1: the program's window mode; 0 stall, 1 abort, 2 benchmark.
     pub window_mode: i32,
@@ -114,8 +114,10 @@ pub struct PtovmLaunch {
     /// its window). A descriptor's `workspace_offset` counts from the start of the launch's
     /// workspace memory, `aicpus × workspace_arena` bytes (below 4 GiB).
     pub workspace_arena: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// 0: the program's choice (shared cores for every program today); 1: shared cores (an
+    /// AICPU hands tasks to its home share of each pool and to idle AICPUs' cores); 2: a fixed
+    /// partition (core `c` of a pool to AICPU `c mod aicpus`). spec/runtime.md §4.6.
+    pub core_alloc: u32,
     /// Address of the launch's workspace memory, which descriptors add to their offsets
     /// (`workspace_addr`); 0: none given (offsets only).
     pub workspace_base: u64,
@@ -449,12 +451,32 @@ fn plan(v: &Verified<'_>, l: &PtovmLaunch) -> Result<Plan, Fail> {
             .and_then(WindowMode::from_u8)
             .ok_or_else(|| fail!(PTOVM_E_ARGUMENT, "window mode {m} is not -1, 0, 1 or 2"))?,
     };
-    if l.cube_cores < n || l.vector_cores < n || l.cube_cores > 4096 || l.vector_cores > 4096 {
+    cfg.cores = match l.core_alloc {
+        0 => cfg.cores,
+        1 => CoreAlloc::Shared,
+        2 => CoreAlloc::Partition,
+        x => {
+            return Err(fail!(
+                PTOVM_E_ARGUMENT,
+                "core_alloc {x} is not 0 (the program's), 1 (shared) or 2 (partition)"
+            ))
+        }
+    };
+    let least = match cfg.cores {
+        CoreAlloc::Shared => 1,
+        CoreAlloc::Partition => n,
+    };
+    if l.cube_cores < least
+        || l.vector_cores < least
+        || l.cube_cores > 4096
+        || l.vector_cores > 4096
+    {
         return Err(fail!(
             PTOVM_E_ARGUMENT,
-            "every AICPU needs a cube and a vector core: {} cube and {} vector cores for {n} AICPUs (at most 4096 each)",
+            "{} cube and {} vector cores for {n} AICPUs under {} cores: a launch needs at least one of each (at most 4096), a partition one of each per AICPU",
             l.cube_cores,
-            l.vector_cores
+            l.vector_cores,
+            cfg.cores
         ));
     }
     let mode = match l.exact_deps {
@@ -473,11 +495,12 @@ fn plan(v: &Verified<'_>, l: &PtovmLaunch) -> Result<Plan, Fail> {
         .map_err(|e| fail!(PTOVM_E_ARGUMENT, "TensorMap: {e}"))?;
     let local =
         MapLayout::for_program(v, cap).map_err(|e| fail!(PTOVM_E_ARGUMENT, "TensorMap: {e}"))?;
-    if l.reserved != 0 {
-        return Err(fail!(PTOVM_E_ARGUMENT, "ptovm_launch.reserved is not 0"));
-    }
-    // Each AICPU drives at most ⌈cores / n⌉ cores of each pool.
-    let most = l.cube_cores.div_ceil(n) + l.vector_cores.div_ceil(n);
+    // Each AICPU drives every core under shared cores, at most ⌈cores / n⌉ of each pool
+    // under a partition.
+    let most = match cfg.cores {
+        CoreAlloc::Shared => l.cube_cores + l.vector_cores,
+        CoreAlloc::Partition => l.cube_cores.div_ceil(n) + l.vector_cores.div_ceil(n),
+    };
     let arena = match l.workspace_arena {
         0 => Workspace::arena_for(v, cfg.window, most),
         given => given,
@@ -576,6 +599,14 @@ unsafe fn shared_layout(
     let cells: *mut Cell = c.take(3 * n * per, "ready queue cells")?;
     let core_slots: *mut CoreSlot = c.take(cores, "handshake slots")?;
     let core_aicpu: *mut u32 = c.take(cores, "core owners")?;
+    let shared_cores = p.cfg.cores == CoreAlloc::Shared;
+    let bitmap_words = if shared_cores {
+        core_bits::words_for(cores)
+    } else {
+        0
+    };
+    let free_cores: *mut AtomicU64 = c.take(bitmap_words, "free-core bitmap")?;
+    let core_waiters: *mut Padded = c.take(4, "core waiter words")?;
     let map: *mut DevMap = c.take(1, "TensorMap")?;
     let writers: *mut AtomicU32 = c.take(p.tensors, "live-writer counts")?;
     let next_issue: *mut Padded = c.take(1, "the rate_limit turn")?;
@@ -611,10 +642,14 @@ unsafe fn shared_layout(
             });
             s
         });
-        // Core c of a pool goes to AICPU c mod n (cube cores first, then vector cores).
+        // Under a partition, core c of a pool goes to AICPU c mod n (cube cores first, then
+        // vector cores); under shared cores the bitmap starts with every core free.
         let core_aicpu = fill(core_aicpu, cores, |c| {
             ((if c < cube { c } else { c - cube }) % n) as u32
         });
+        let free_cores = fill(free_cores, bitmap_words, |_| AtomicU64::new(0));
+        core_bits::free_all(free_cores, cores);
+        let core_waiters = fill(core_waiters, 4, |_| Padded::new(0));
         let writers = fill(writers, p.tensors, |_| AtomicU32::new(0));
         let next_issue = &fill(next_issue, 1, |_| Padded::new(0))[0];
         let barriers = fill(barriers, ptovm_vm::limits::MAX_READBACKS, |_| {
@@ -644,6 +679,8 @@ unsafe fn shared_layout(
                 passed,
                 cores: core_slots,
                 core_aicpu,
+                free_cores,
+                core_waiters,
                 map: &*map,
                 writers,
                 next_issue,
@@ -658,9 +695,10 @@ unsafe fn shared_layout(
     Ok(header)
 }
 
-/// Cores AICPU `a` drives.
+/// Cores AICPU `a` drives under a partition (none under shared cores: it claims them).
 fn own_cores(p: &Plan, a: u32) -> impl Iterator<Item = u32> + '_ {
-    let own = move |k: u32| k % p.n == a;
+    let partition = p.cfg.cores == CoreAlloc::Partition;
+    let own = move |k: u32| partition && k % p.n == a;
     (0..p.cube)
         .filter(move |&c| own(c))
         .chain((0..p.vector).filter(move |&c| own(c)).map(|c| p.cube + c))
@@ -683,6 +721,11 @@ unsafe fn instance_layout(
 ) -> Result<*mut InstanceHeader, Fail> {
     let (n, cap) = (p.n as usize, p.cap as usize);
     let own = own_cores(p, a).count();
+    // Busy entries: as many as it may drive at once.
+    let drives = match p.cfg.cores {
+        CoreAlloc::Shared => (p.cube + p.vector) as usize,
+        CoreAlloc::Partition => own,
+    };
     let header: *mut InstanceHeader = c.take(1, "instance header")?;
     let values: *mut Value<'static> = c.take(p.params as usize, "runtime parameters")?;
     let free: *mut u32 = c.take(cap, "free slots")?;
@@ -690,7 +733,7 @@ unsafe fn instance_layout(
     let unreleased: *mut u32 = c.take(cap, "unreleased slots")?;
     let held: *mut u32 = c.take(cap, "held ready tasks")?;
     let cores: *mut u32 = c.take(own, "cores")?;
-    let busy: *mut Busy = c.take(own, "busy cores")?;
+    let busy: *mut Busy = c.take(drives, "busy cores")?;
     let preds: *mut Pred = c.take(n * cap, "predecessor scratch")?;
     let shares: *mut Sharing = c.take(p.tensors, "tensor classes")?;
     let tensors: *mut Binding = c.take(p.tensors, "tensor bindings")?;
@@ -748,7 +791,7 @@ unsafe fn instance_layout(
             unreleased: fill(unreleased, cap, |_| 0),
             held: fill(held, cap, |_| 0),
             cores: fill(cores, own, |_| own_list.next().unwrap_or(0)),
-            busy: fill(busy, own, |_| Busy::default()),
+            busy: fill(busy, drives, |_| Busy::default()),
             preds: fill(preds, n * cap, |_| Pred::default()),
             shares: fill(shares, p.tensors, |_| Sharing::default()),
             tensors: fill(tensors, p.tensors, |_| Binding::default()),
@@ -1085,7 +1128,7 @@ pub unsafe extern "C" fn ptovm_instance_init(
             window_mode: h.cfg.mode as i32,
             exact_deps: h.exact_deps,
             workspace_arena: h.sched.workspace.arena,
-            reserved: 0,
+            core_alloc: 0,
             workspace_base: h.sched.workspace.base,
         };
         let mut p = plan(&v, &launch)?;

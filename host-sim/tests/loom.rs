@@ -373,3 +373,56 @@ fn handshake_hands_over_records_and_results() {
         core.join().unwrap();
     });
 }
+
+/// Shared cores (spec/runtime.md §4.6): two AICPUs claim the one free core while a third gives
+/// a second one back; no core is handed out twice, and an AICPU that found none and announced
+/// itself either sees the returned core on its re-check or is named to be woken.
+#[test]
+fn shared_cores_are_claimed_once_and_no_wakeup_is_lost() {
+    use ptovm_vm::sched::{cores, Padded};
+    loom::model(|| {
+        // Cores 0 and 1 of one pool; core 1 is running a task of AICPU 2.
+        let bits = Arc::new([AtomicU64::new(0b01)]);
+        let waiters = Arc::new(Padded::new(0));
+        let claimers: Vec<_> = (0..2u32)
+            .map(|me| {
+                let (bits, waiters) = (bits.clone(), waiters.clone());
+                thread::spawn(move || {
+                    let pool = cores::Span::new(0..2);
+                    if let Some(c) = pool.claim(&bits[..]) {
+                        return (Some(c), false);
+                    }
+                    // None free: announce, look again; none still: it would sleep.
+                    cores::announce(&waiters, me);
+                    if pool.any_free(&bits[..]) {
+                        return (pool.claim(&bits[..]), false);
+                    }
+                    (None, true)
+                })
+            })
+            .collect();
+        // AICPU 2 sees core 1 finish and gives it back, then wakes whoever waits.
+        cores::give_back(&bits[..], 1);
+        let woken = cores::waiting(&waiters, 2);
+        let got: Vec<(Option<u32>, bool)> =
+            claimers.into_iter().map(|h| h.join().unwrap()).collect();
+        let cores_taken: Vec<u32> = got.iter().filter_map(|g| g.0).collect();
+        assert!(
+            cores_taken.len() < 2 || cores_taken[0] != cores_taken[1],
+            "a core handed out twice: {got:?}"
+        );
+        for (me, (_, slept)) in got.iter().enumerate() {
+            // A sleeper must be named to be woken, unless the other claimer took the returned
+            // core (then nothing was free for it, and a later return wakes it).
+            if *slept && cores_taken.len() < 2 {
+                assert!(
+                    woken & (1 << me) != 0,
+                    "AICPU {me} sleeps with a core free and no wake-up: {got:?}"
+                );
+            }
+        }
+        // The cores not taken are free again.
+        let free = cores::Span::new(0..2).free(&bits[..]);
+        assert_eq!(free as usize + cores_taken.len(), 2);
+    });
+}

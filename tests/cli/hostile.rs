@@ -453,8 +453,20 @@ fn bad_arguments_and_failing_runs() {
         (with(&["run", "--aicpus", "0"]), "0 is not in 1..=64"),
         (with(&["run", "--aicpus", "65"]), "65 is not in 1..=64"),
         (
-            with(&["run", "--cube", "2", "--aicpus", "3"]),
-            "every AICPU needs at least one cube and one vector core",
+            with(&[
+                "run",
+                "--cube",
+                "2",
+                "--aicpus",
+                "3",
+                "--cores",
+                "partition",
+            ]),
+            "under a core partition every AICPU needs at least one cube and one vector core",
+        ),
+        (
+            with(&["run", "--cores", "spread"]),
+            "invalid value 'spread' for '--cores",
         ),
         (
             with(&["run", "--start", "threshold:0"]),

@@ -1177,7 +1177,14 @@ fn run_reports_the_workspace_and_refuses_an_arena_too_small() {
     );
     let o = ptovm(&["run", "ws.pto", "--json"], dir.path());
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    // 4,032 bytes (63 lines) for each of the 12 cores an AICPU drives (72 cores, 6 AICPUs).
+    // 4,032 bytes (63 lines) for each of the 72 cores an AICPU may drive at once under shared
+    // cores, and of its 12 under a partition (6 AICPUs).
+    assert_eq!(j["workspace"]["arena_bytes"], 72 * 4032);
+    let o = ptovm(
+        &["run", "ws.pto", "--json", "--cores", "partition"],
+        dir.path(),
+    );
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["workspace"]["arena_bytes"], 12 * 4032);
     assert_eq!(j["workspace"]["waits"], 0);
     fails(

@@ -217,6 +217,42 @@ fn sweep_models_every_combination_and_writes_csv() {
     );
 }
 
+/// The skewed flash_decode case (spec/runtime.md §4.6): shared cores beat the partition, and
+/// the sweep's point is `run --model --cores` with that setting.
+#[test]
+fn the_cores_knob_lifts_a_skewed_dispatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fd = super::examples().join("flash_decode.pto");
+    let fd = fd.to_str().unwrap();
+    let skew = [
+        "--param",
+        "kv_chunks=1,8,1,1",
+        "--param",
+        "kv_len=16,2048,16,16",
+    ];
+    let mut args = vec!["sweep", fd, "--vary", "cores=partition,shared", "--json"];
+    args.extend(skew);
+    let o = ptovm(&args, d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let points = j["points"].as_array().unwrap();
+    let makespan = |p: &serde_json::Value| p["makespan_ns"].as_u64().unwrap();
+    assert_eq!(points.len(), 2, "{j}");
+    let (partition, shared) = (makespan(&points[0]), makespan(&points[1]));
+    assert!(
+        shared * 2 < partition,
+        "shared {shared} ns, partition {partition} ns"
+    );
+    for (alloc, expected) in [("partition", partition), ("shared", shared)] {
+        let mut one = vec!["run", fd, "--model", "--json", "--cores", alloc];
+        one.extend(skew);
+        let o = ptovm(&one, d);
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(r["makespan_ns"].as_u64(), Some(expected), "{alloc}");
+    }
+}
+
 #[test]
 fn bad_sweeps_are_refused_with_no_csv() {
     let dir = tempfile::tempdir().unwrap();
@@ -236,6 +272,11 @@ fn bad_sweeps_are_refused_with_no_csv() {
             "--vary aicpus=0: expected an integer in 1..=64",
         ),
         (vec!["--vary", "stealing=maybe"], 2, "expected on or off"),
+        (
+            vec!["--vary", "cores=spread"],
+            2,
+            "--vary cores=spread: expected shared or partition",
+        ),
         (vec!["--vary", "start=soon"], 2, "--vary start=soon:"),
         (vec!["--vary", "window=1,,2"], 2, "an empty value"),
         (

@@ -10,8 +10,8 @@ use ptovm_vm::desc::{slot_words, Binding};
 use ptovm_vm::handshake::{CoreSlot, CUBE, VECTOR};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
-    Aicpu, Busy, Config, Env, IssueTiming, Issued, Local, MapLock, Node, Padded, Pred, Shared,
-    Slot, Start, Workspace, NODES,
+    cores as core_bits, Aicpu, Busy, Config, CoreAlloc, Env, IssueTiming, Issued, Local, MapLock,
+    Node, Padded, Pred, Shared, Slot, Start, Workspace, NODES,
 };
 use ptovm_vm::share::Sharing;
 use ptovm_vm::tmap::MapLayout;
@@ -116,6 +116,9 @@ pub struct Region {
     pub passed: Vec<Ring<Box<[Cell]>>>,
     pub cores: Vec<CoreSlot>,
     pub core_aicpu: Vec<u32>,
+    /// Shared cores: the free-core bitmap (empty under a partition) and the waiter words.
+    pub free_cores: Vec<AtomicU64>,
+    pub core_waiters: Vec<Padded>,
     pub lock: Lock,
     pub writers: Vec<AtomicU32>,
     pub next_issue: Padded,
@@ -126,7 +129,8 @@ pub struct Region {
 }
 
 impl Region {
-    /// For `n` AICPUs with `cap` slots each and cores of the given types and owners.
+    /// For `n` AICPUs with `cap` slots each and cores of the given types and owners, under a
+    /// partition; [`Region::share_cores`] turns it into shared cores.
     pub fn new(
         v: &ptovm_vm::Verified<'_>,
         n: u32,
@@ -155,6 +159,8 @@ impl Region {
                 })
                 .collect(),
             core_aicpu: owners,
+            free_cores: Vec::new(),
+            core_waiters: (0..4).map(|_| Padded::new(0)).collect(),
             lock: Lock(RefCell::new(heap_map(layout, DepMode::Overlap).unwrap())),
             writers: (0..v.tensors().len()).map(|_| AtomicU32::new(0)).collect(),
             next_issue: Padded::new(0),
@@ -171,6 +177,14 @@ impl Region {
         }
     }
 
+    /// Every core shared by all AICPUs, all free (the cube cores must come first).
+    pub fn share_cores(&mut self) {
+        self.free_cores = (0..core_bits::words_for(self.cores.len()))
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        core_bits::free_all(&self.free_cores, self.cores.len());
+    }
+
     pub fn shared(&self) -> Shared<'_, Box<[Cell]>, Lock> {
         Shared {
             n: self.n,
@@ -183,6 +197,8 @@ impl Region {
             passed: &self.passed,
             cores: &self.cores,
             core_aicpu: &self.core_aicpu,
+            free_cores: &self.free_cores,
+            core_waiters: &self.core_waiters,
             map: &self.lock,
             writers: &self.writers,
             next_issue: &self.next_issue,
@@ -264,11 +280,17 @@ pub fn run_with(
         };
     let cores_per = 2u32;
     let ncores = (2 * cores_per * n) as usize;
-    // Cores c go to AICPU c mod n; the first n are cube, the next n vector, and so on, so every
-    // AICPU gets both.
+    // Under a partition cores c go to AICPU c mod n; the first n are cube, the next n vector,
+    // and so on, so every AICPU gets both. Shared cores number the cube cores first.
+    let shared = cfg.cores == CoreAlloc::Shared;
     let types: Vec<u32> = (0..ncores)
         .map(|c| {
-            if (c / n as usize).is_multiple_of(2) {
+            let cube = if shared {
+                c < ncores / 2
+            } else {
+                (c / n as usize).is_multiple_of(2)
+            };
+            if cube {
                 CUBE
             } else {
                 VECTOR
@@ -277,6 +299,9 @@ pub fn run_with(
         .collect();
     let core_aicpu: Vec<u32> = (0..ncores as u32).map(|c| c % n).collect();
     let mut region = Region::new(&v, n, cap, &types, core_aicpu);
+    if shared {
+        region.share_cores();
+    }
     if let Some(a) = arena {
         region.workspace.arena = a;
     }
@@ -295,8 +320,10 @@ pub fn run_with(
     );
     let mut bufs: Vec<Bufs> = (0..n)
         .map(|i| {
-            let own: Vec<u32> = (0..ncores as u32).filter(|&c| c % n == i).collect();
-            let k = own.len();
+            let own: Vec<u32> = (0..ncores as u32)
+                .filter(|&c| !shared && c % n == i)
+                .collect();
+            let k = if shared { ncores } else { own.len() };
             (
                 vec![0; cap],
                 vec![0; cap],
@@ -453,7 +480,8 @@ pub fn check(
 
 /// Scheduling settings picked by `seed`: window mode, start policy, pipeline depth, work
 /// stealing, `batch_deps`, timing (`interleaved` over 3 streams whatever the program's are:
-/// the scheduler must cope; `rate_limit` with a turn a round of the fake clock).
+/// the scheduler must cope; `rate_limit` with a turn a round of the fake clock), shared cores
+/// or a partition.
 pub fn config(seed: u64, window: u32) -> Config {
     Config {
         window,
@@ -472,6 +500,7 @@ pub fn config(seed: u64, window: u32) -> Config {
             2 => IssueTiming::Interleaved(3),
             _ => IssueTiming::RateLimit(1_000),
         },
+        cores: [CoreAlloc::Shared, CoreAlloc::Partition][(seed >> 15) as usize % 2],
         naive: false,
     }
 }

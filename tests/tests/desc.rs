@@ -88,6 +88,7 @@ fn opts(aicpus: u32, window: usize) -> sim::Options {
         check: true,
         jitter: Some(aicpus as u64),
         work_steal: aicpus == 2,
+        cores: [sim::CoreAlloc::Shared, sim::CoreAlloc::Partition][aicpus as usize % 2],
         ..sim::Options::default()
     }
 }

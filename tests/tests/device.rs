@@ -276,8 +276,16 @@ fn bad_arguments_are_codes_with_messages() {
         PTOVM_E_ARGUMENT
     );
     assert!(text(&err).contains("AICPU count 65"), "{}", text(&err));
+    // Five cube cores for six AICPUs: enough when they share the cores, not for a partition
+    // (spec/runtime.md §4.6); none at all is never enough.
     let mut l = settings(6, 1024);
     l.cube_cores = 5;
+    assert_eq!(call(&code, l, &mut sizes, &mut err), PTOVM_OK);
+    l.core_alloc = 2;
+    assert_eq!(call(&code, l, &mut sizes, &mut err), PTOVM_E_ARGUMENT);
+    assert!(text(&err).contains("partition"), "{}", text(&err));
+    l.core_alloc = 1;
+    l.cube_cores = 0;
     assert_eq!(call(&code, l, &mut sizes, &mut err), PTOVM_E_ARGUMENT);
     l = settings(6, 1024);
     l.window_mode = 7;
@@ -287,8 +295,9 @@ fn bad_arguments_are_codes_with_messages() {
         PTOVM_E_ARGUMENT
     );
     l = settings(6, 1024);
-    l.reserved = 1;
+    l.core_alloc = 3;
     assert_eq!(call(&code, l, &mut sizes, &mut err), PTOVM_E_ARGUMENT);
+    assert!(text(&err).contains("core_alloc 3"), "{}", text(&err));
     // A workspace arena smaller than a kernel's workspace (spec/runtime.md §4.4).
     let ws = ptovm_tests::assemble_text(
         "@kernel k(i): vector(out a) workspace(4096)

@@ -235,6 +235,101 @@ fn a_cube_to_vector_pipeline_overlaps_its_stages() {
     }
 }
 
+/// Every task on AICPU 0 (spec/runtime.md §4.6): with shared cores it uses every core of the
+/// launch, `⌈n / cores⌉ · d`; under a partition only its own, `⌈n / (cores / aicpus)⌉ · d`.
+#[test]
+fn shared_cores_serve_a_skewed_dispatch_with_every_core() {
+    let skewed = INDEPENDENT.replace("round_robin", "affinity(0)");
+    let d = 1_000;
+    for (n, cores, aicpus) in [(24, 6, 2), (60, 12, 3), (7, 3, 3), (100, 48, 6)] {
+        let machine = free_machine(aicpus, cores);
+        let run = |alloc| {
+            let (code, params) = assemble_named("m.pto", &skewed, &[("N", n, vec![])]);
+            let v = verify(&code).unwrap();
+            let vals = values(&params);
+            let p = RuntimeParams::new(&v, &vals).unwrap();
+            let table = CostTable {
+                kernels: [("k".to_string(), Duration::Ns(d))].into_iter().collect(),
+            };
+            let costs = KernelCosts::new(&v, &machine, &table).unwrap();
+            let o = Options {
+                aicpus,
+                window: 1024,
+                check: true,
+                cores: alloc,
+                ..Options::default()
+            };
+            model::simulate(v, p, o, &machine, &costs).unwrap()
+        };
+        let shared = run(sim::CoreAlloc::Shared);
+        let partition = run(sim::CoreAlloc::Partition);
+        let what = format!("n {n}, cores {cores}, aicpus {aicpus}");
+        assert_eq!(shared.run.per_aicpu[0], n as u64, "{what}");
+        assert_eq!(
+            shared.makespan_ns,
+            (n as u64).div_ceil(cores as u64) * d,
+            "{what}"
+        );
+        assert_eq!(
+            partition.makespan_ns,
+            (n as u64).div_ceil((cores / aicpus) as u64) * d,
+            "{what}"
+        );
+        assert!(shared.cores.iter().all(|c| c.aicpu.is_none()), "{what}");
+        // Under the partition only AICPU 0's vector cores ran anything, each of them.
+        for (i, c) in partition
+            .cores
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.pool == 1)
+        {
+            assert_eq!(c.aicpu == Some(0), c.tasks > 0, "{what}: core {i}");
+        }
+    }
+}
+
+/// The skewed flash_decode case of issue 21 in the threaded run: AICPU 1 owns 288 of the 384
+/// tasks; under a partition they run on its own 6 cube cores and 12 vector cores at most, with
+/// shared cores on others too.
+#[test]
+fn shared_cores_spread_a_skewed_dispatch_in_the_threaded_run() {
+    let (code, params) = ptovm_tests::example(
+        "flash_decode.pto",
+        &[
+            ("kv_chunks", 0, vec![1, 8, 1, 1]),
+            ("kv_len", 0, vec![16, 2048, 16, 16]),
+        ],
+    );
+    let v = verify(&code).unwrap();
+    let vals = values(&params);
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    let cores_of_aicpu_1 = |alloc| {
+        let o = Options {
+            aicpus: 4,
+            check: true,
+            trace: true,
+            cores: alloc,
+            ..Options::default()
+        };
+        let r = sim::run(v, p, o).unwrap();
+        assert!(r.checked);
+        assert_eq!(r.per_aicpu[1], 288);
+        let mut cores: Vec<u32> = r
+            .events
+            .iter()
+            .filter(|e| e.kind == sim::EventKind::Run && e.aicpu == 1 && e.core < 24)
+            .map(|e| e.core)
+            .collect();
+        cores.sort_unstable();
+        cores.dedup();
+        cores
+    };
+    let partition = cores_of_aicpu_1(sim::CoreAlloc::Partition);
+    assert!(partition.iter().all(|c| c % 4 == 1), "{partition:?}");
+    let shared = cores_of_aicpu_1(sim::CoreAlloc::Shared);
+    assert!(shared.len() > 6, "{shared:?}");
+}
+
 #[test]
 fn the_model_and_the_threaded_run_run_the_same_tasks_checked() {
     for (name, code, params) in examples() {
@@ -246,6 +341,7 @@ fn the_model_and_the_threaded_run_run_the_same_tasks_checked() {
                 aicpus,
                 window: 8,
                 check: true,
+                cores: [sim::CoreAlloc::Shared, sim::CoreAlloc::Partition][aicpus as usize % 2],
                 ..Options::default()
             };
             let threaded = sim::run(v, p, o).unwrap();

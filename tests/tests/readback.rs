@@ -211,6 +211,7 @@ fn threaded_runs_keep_the_launchs_values_without_memory() {
                 check: true,
                 jitter: Some(aicpus as u64 + window as u64),
                 work_steal: aicpus == 2,
+                cores: [sim::CoreAlloc::Shared, sim::CoreAlloc::Partition][aicpus as usize % 2],
                 ..sim::Options::default()
             };
             let r = sim::run(v, p, o).unwrap_or_else(|e| panic!("{o:?}: {e}"));

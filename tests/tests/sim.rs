@@ -48,6 +48,7 @@ fn opts(aicpus: u32, window: usize, jitter: Option<u64>) -> sim::Options {
         start: sim::Start::Immediate,
         pipeline_depth: 0,
         work_steal: false,
+        cores: sim::CoreAlloc::Shared,
         batch_deps: 0,
         timing: sim::IssueTiming::Immediate,
         deps: DepMode::Overlap,
@@ -295,8 +296,16 @@ fn bad_options_are_errors() {
     let p = RuntimeParams::new(&v, &vals).unwrap();
     let mut o = opts(2, 0, None);
     assert!(matches!(sim::run(v, p, o), Err(SimError::Options(_))));
+    // One cube core for two AICPUs: enough when they share it, not under a partition; no
+    // vector core at all is never enough.
     o.window = 4;
     o.cube = 1;
+    o.check = true;
+    assert!(sim::run(v, p, o).unwrap().checked);
+    o.cores = sim::CoreAlloc::Partition;
+    assert!(matches!(sim::run(v, p, o), Err(SimError::Options(_))));
+    o.cores = sim::CoreAlloc::Shared;
+    o.vector = 0;
     assert!(matches!(sim::run(v, p, o), Err(SimError::Options(_))));
 }
 

@@ -128,6 +128,7 @@ fn threaded_runs_keep_each_streams_order() {
                     start: sim::Start::Immediate,
                     pipeline_depth: 0,
                     work_steal: aicpus == 2,
+                    cores: [sim::CoreAlloc::Shared, sim::CoreAlloc::Partition][aicpus as usize % 2],
                     batch_deps: 0,
                     timing: sim::IssueTiming::Immediate,
                     deps: DepMode::Overlap,

@@ -29,6 +29,7 @@ fn config(timing: IssueTiming, window: u32) -> Config {
         start: Start::Immediate,
         pipeline_depth: 0,
         work_steal: false,
+        cores: ptovm_vm::sched::CoreAlloc::Shared,
         batch_deps: 0,
         timing,
         naive: false,
@@ -350,6 +351,8 @@ fn threaded_runs_apply_the_timing() {
                         jitter,
                         trace: true,
                         work_steal: aicpus == 2,
+                        cores: [sim::CoreAlloc::Shared, sim::CoreAlloc::Partition]
+                            [aicpus as usize % 2],
                         timing: own.timing,
                         ..sim::Options::default()
                     };

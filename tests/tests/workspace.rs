@@ -194,6 +194,15 @@ fn the_default_arena_fits_every_core() {
         check: true,
         ..sim::Options::default()
     };
+    // Shared cores: an AICPU may run a task on each of the 12 cores at once; under a
+    // partition on its own 2 + 4.
+    let r = sim::run(v, p, o).unwrap();
+    assert_eq!(r.workspace_arena, 12 * 1024);
+    assert_eq!(r.workspace_waits, 0);
+    let o = sim::Options {
+        cores: sim::CoreAlloc::Partition,
+        ..o
+    };
     let r = sim::run(v, p, o).unwrap();
     assert_eq!(r.workspace_arena, 6 * 1024);
     assert_eq!(r.workspace_waits, 0);

@@ -66,8 +66,9 @@ pub fn share(part: u64, whole: u64) -> f64 {
 pub struct CoreTime {
     /// Its pool (0 cube, 1 vector).
     pub pool: u8,
-    /// The AICPU that drives it.
-    pub aicpu: u32,
+    /// The AICPU that drives it under a core partition; `None` under shared cores, where any
+    /// AICPU hands it tasks (spec/runtime.md §4.6).
+    pub aicpu: Option<u32>,
     /// Tasks it ran.
     pub tasks: u64,
     /// Nanoseconds it ran kernels.

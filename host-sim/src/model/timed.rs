@@ -14,7 +14,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use ptovm_vm::desc::{Binding, TensorArg};
-use ptovm_vm::sched::{Blocked, Counts, Env, Issued, MapLock};
+use ptovm_vm::sched::{Blocked, CoreAlloc, Counts, Env, Issued, MapLock};
 use ptovm_vm::{LaunchError, Pool, RunError, RuntimeParams, Task, Verified};
 
 use super::costs::KernelCosts;
@@ -100,9 +100,11 @@ pub fn simulate(
 struct Core {
     /// Running a task (from its start to its finish becoming visible).
     running: bool,
-    /// The running task's id, owner, kernel, start and end.
+    /// The running task's id, owner, kernel, start and end, and the AICPU that issued it (the
+    /// one that sees it finish).
     task: u64,
     owner: u32,
+    issuer: u32,
     kernel: u32,
     start: u64,
     end: u64,
@@ -124,7 +126,7 @@ struct Cpu<'a, 'p, 'm> {
     /// What held its generation up after that round.
     blocked: Blocked,
     finished: bool,
-    /// The cores it drives.
+    /// The cores it handed a task and has not yet seen free again.
     cores: Vec<u32>,
     time: AicpuTime,
     /// Values it read back at each `READBACK`.
@@ -171,7 +173,7 @@ impl<'l, 'x, 'a, 'p, 'm> Model<'l, 'x, 'a, 'p, 'm> {
         let cpus = scheds
             .into_iter()
             .map(|sched| Cpu {
-                cores: l.cores_of(sched.index()).collect(),
+                cores: Vec::new(),
                 sched,
                 next: None,
                 free_at: 0,
@@ -185,7 +187,7 @@ impl<'l, 'x, 'a, 'p, 'm> Model<'l, 'x, 'a, 'p, 'm> {
             .map(|c| Core {
                 time: CoreTime {
                     pool: u8::from(c >= l.cube),
-                    aicpu: l.core_aicpu[c as usize],
+                    aicpu: (l.alloc == CoreAlloc::Partition).then(|| l.core_aicpu[c as usize]),
                     ..CoreTime::default()
                 },
                 ..Core::default()
@@ -294,7 +296,7 @@ impl<'l, 'x, 'a, 'p, 'm> Model<'l, 'x, 'a, 'p, 'm> {
             });
         }
         self.sh.cores[c].finish();
-        let a = self.l.core_aicpu[c];
+        let a = self.cores[c].issuer;
         self.wake(a, t);
     }
 
@@ -314,12 +316,16 @@ impl<'l, 'x, 'a, 'p, 'm> Model<'l, 'x, 'a, 'p, 'm> {
             Blocked::Readback => &mut tm.readback_ns,
             Blocked::Done => &mut tm.done_ns,
         } += gap;
-        for &c in &cpu.cores {
-            let core = &mut self.cores[c as usize];
-            if !core.running && core.noticed.is_none() && core.avail <= t {
+        // The cores whose finish it sees now: free again from this round on.
+        let cores = &mut self.cores;
+        cpu.cores.retain(|&c| {
+            let core = &mut cores[c as usize];
+            let seen = !core.running && core.avail <= t;
+            if seen {
                 core.noticed = Some(t);
             }
-        }
+            !seen
+        });
         let before = Work::of(&cpu.sched, sh);
         let mut env = ModelEnv {
             me: a as u32,
@@ -363,7 +369,7 @@ impl<'l, 'x, 'a, 'p, 'm> Model<'l, 'x, 'a, 'p, 'm> {
             });
         }
         for (core, at) in rings {
-            self.start(core, at, t)?;
+            self.start(core, at, t, a as u32)?;
         }
         for (b, at) in wakes {
             self.wake(b, at);
@@ -401,8 +407,9 @@ impl<'l, 'x, 'a, 'p, 'm> Model<'l, 'x, 'a, 'p, 'm> {
         Ok(())
     }
 
-    /// Core `c` was handed a task at `at`, in a round that started at `round`.
-    fn start(&mut self, c: u32, at: u64, round: u64) -> Result<(), SimError> {
+    /// Core `c` was handed a task at `at` by AICPU `issuer`, in a round that started at
+    /// `round`.
+    fn start(&mut self, c: u32, at: u64, round: u64, issuer: u32) -> Result<(), SimError> {
         let hs = &self.sh.cores[c as usize];
         let word = hs
             .take()
@@ -429,10 +436,13 @@ impl<'l, 'x, 'a, 'p, 'm> Model<'l, 'x, 'a, 'p, 'm> {
         core.running = true;
         core.task = task;
         core.owner = owner;
+        core.issuer = issuer;
         core.kernel = kernel;
         core.start = start;
         core.end = end;
         self.running += 1;
+        self.cpus[issuer as usize].cores.push(c);
+        let core = &self.cores[c as usize];
         if self.check {
             let pool = if core.time.pool == 0 {
                 Pool::Cube

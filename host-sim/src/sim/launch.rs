@@ -11,7 +11,8 @@ use ptovm_vm::desc::{self, Binding, TensorArg};
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
-    Aicpu, Busy, Config, Counts, Local, MapLock, Node, Padded, Pred, Shared, Slot, Workspace, NODES,
+    cores as core_bits, Aicpu, Busy, Config, CoreAlloc, Counts, Local, MapLock, Node, Padded, Pred,
+    Shared, Slot, Workspace, NODES,
 };
 use ptovm_vm::share::Sharing;
 use ptovm_vm::spin::SpinLock;
@@ -53,8 +54,10 @@ pub(crate) struct Layout {
     pub cores: usize,
     /// Cube cores (the first `cube` core indices).
     pub cube: u32,
-    /// `core_aicpu[c]`: the AICPU that drives core `c`.
+    /// `core_aicpu[c]`: the AICPU that drives core `c` under a fixed partition.
     pub core_aicpu: Vec<u32>,
+    /// Which cores an AICPU hands tasks to.
+    pub alloc: CoreAlloc,
     /// Descriptor words per window slot (0: descriptors are not written).
     pub desc_words: usize,
     /// The scheduling settings every AICPU runs with.
@@ -77,11 +80,21 @@ impl Layout {
                 o.window
             )));
         }
-        if o.cube < n || o.vector < n {
-            return Err(SimError::Options(format!(
-                "every AICPU needs at least one cube and one vector core: {} cube and {} vector cores for {n} AICPUs",
-                o.cube, o.vector
-            )));
+        let least = match o.cores {
+            CoreAlloc::Shared => 1,
+            CoreAlloc::Partition => n,
+        };
+        if o.cube < least || o.vector < least {
+            return Err(SimError::Options(match o.cores {
+                CoreAlloc::Shared => format!(
+                    "a launch needs at least one cube and one vector core, not {} and {}",
+                    o.cube, o.vector
+                ),
+                CoreAlloc::Partition => format!(
+                    "under a core partition every AICPU needs at least one cube and one vector core: {} cube and {} vector cores for {n} AICPUs",
+                    o.cube, o.vector
+                ),
+            }));
         }
         // Benchmark mode lets the window grow to 4x its size while counting the overflows.
         let cap = if o.mode == WindowMode::Benchmark {
@@ -89,7 +102,8 @@ impl Layout {
         } else {
             o.window
         };
-        // Core c of a pool goes to AICPU c mod n; cube cores are 0.., vector cores follow.
+        // Under a partition, core c of a pool goes to AICPU c mod n; cube cores are 0..,
+        // vector cores follow.
         let core_aicpu: Vec<u32> = (0..o.cube)
             .map(|c| c % n)
             .chain((0..o.vector).map(|c| c % n))
@@ -100,6 +114,7 @@ impl Layout {
             cores: (o.cube + o.vector) as usize,
             cube: o.cube,
             core_aicpu,
+            alloc: o.cores,
             desc_words: if descriptors { desc::slot_words(v) } else { 0 },
             cfg: Config {
                 window: o.window as u32,
@@ -107,6 +122,7 @@ impl Layout {
                 start: o.start,
                 pipeline_depth: o.pipeline_depth,
                 work_steal: o.work_steal,
+                cores: o.cores,
                 batch_deps: o.batch_deps,
                 timing: o.timing,
                 naive: o.naive,
@@ -122,13 +138,15 @@ impl Layout {
         ))
     }
 
-    /// The cores AICPU `a` drives.
+    /// The cores AICPU `a` may hand tasks to: its own under a partition, every core under
+    /// shared cores.
     pub fn cores_of(&self, a: u32) -> impl Iterator<Item = u32> + '_ {
-        (0..self.cores as u32).filter(move |&c| self.core_aicpu[c as usize] == a)
+        let shared = self.alloc == CoreAlloc::Shared;
+        (0..self.cores as u32).filter(move |&c| shared || self.core_aicpu[c as usize] == a)
     }
 
     /// Each AICPU's workspace arena: the options' or the program's, else sized from the window
-    /// for the AICPU driving the most cores.
+    /// for the AICPU driving the most cores (every core under shared cores).
     pub fn workspace(&self, v: &Verified<'_>, o: &Options) -> Workspace {
         let most = (0..self.n)
             .map(|a| self.cores_of(a).count() as u32)
@@ -153,6 +171,8 @@ pub(crate) struct Region {
     passed: Vec<Ring<Box<[Cell]>>>,
     cores: Vec<CoreSlot>,
     core_aicpu: Vec<u32>,
+    free_cores: Vec<AtomicU64>,
+    core_waiters: Vec<Padded>,
     map: CachePadded<MapLockHost>,
     writers: Vec<AtomicU32>,
     next_issue: Padded,
@@ -194,6 +214,17 @@ impl Region {
                 })
                 .collect(),
             core_aicpu: l.core_aicpu.clone(),
+            free_cores: match l.alloc {
+                CoreAlloc::Shared => {
+                    let bits: Vec<AtomicU64> = (0..core_bits::words_for(l.cores))
+                        .map(|_| AtomicU64::new(0))
+                        .collect();
+                    core_bits::free_all(&bits, l.cores);
+                    bits
+                }
+                CoreAlloc::Partition => Vec::new(),
+            },
+            core_waiters: (0..4).map(|_| Padded::new(0)).collect(),
             map: CachePadded::new(MapLockHost(SpinLock::new(
                 heap_map(layout, deps).ok_or_else(|| l.too_big("the TensorMap"))?,
             ))),
@@ -220,6 +251,8 @@ impl Region {
             passed: &self.passed,
             cores: &self.cores,
             core_aicpu: &self.core_aicpu,
+            free_cores: &self.free_cores,
+            core_waiters: &self.core_waiters,
             map: &*self.map,
             writers: &self.writers,
             next_issue: &self.next_issue,
@@ -264,6 +297,7 @@ impl Buffers {
         let cap = l.cap;
         (0..l.n)
             .map(|a| {
+                // Under shared cores it may drive every core, and keeps no list of its own.
                 let own: Vec<u32> = l.cores_of(a).collect();
                 Ok(Buffers {
                     free: vec![0; cap],
@@ -271,7 +305,10 @@ impl Buffers {
                     unreleased: vec![0; cap],
                     held: vec![0; cap],
                     busy: vec![Busy::default(); own.len()],
-                    cores: own,
+                    cores: match l.alloc {
+                        CoreAlloc::Shared => Vec::new(),
+                        CoreAlloc::Partition => own,
+                    },
                     preds: vec_of(l.n as usize * cap, Pred::default)
                         .ok_or_else(|| l.too_big("the predecessor scratch"))?,
                     shares: vec![Sharing::default(); v.tensors().len()],
@@ -362,6 +399,7 @@ impl Report {
         self.rate_wait_ns = k.rate_wait_ns;
         self.workspace_arena = arena;
         self.workspace_waits = k.workspace_waits;
+        self.core_waits = k.core_waits;
         self.workspace_peak = k.workspace_peak;
     }
 }

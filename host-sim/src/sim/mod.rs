@@ -58,6 +58,9 @@ pub struct Options {
     pub pipeline_depth: u32,
     /// Idle cores take ready tasks from other AICPUs' queues (`ready = work_steal`).
     pub work_steal: bool,
+    /// Which cores an AICPU hands tasks to: any free one (shared, the default) or its own of
+    /// a fixed partition (`cores`, spec/runtime.md §4.6).
+    pub cores: CoreAlloc,
     /// Completed tasks whose successors an AICPU releases together (`batch_deps`, seed 003
     /// §2.6): it holds completions back until it has this many, or until it has nothing else
     /// to do. 0 and 1 release each completion at once.
@@ -77,7 +80,7 @@ pub struct Options {
     pub workspace: Option<u32>,
 }
 
-pub use ptovm_vm::sched::{IssueTiming, Start};
+pub use ptovm_vm::sched::{CoreAlloc, IssueTiming, Start};
 
 /// What a trace event shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,6 +160,7 @@ impl Options {
             start: own.start,
             pipeline_depth: own.pipeline_depth,
             work_steal: own.work_steal,
+            cores: own.cores,
             batch_deps: own.batch_deps,
             timing: own.timing,
             deps,
@@ -182,6 +186,7 @@ impl Default for Options {
             start: Start::Immediate,
             pipeline_depth: 0,
             work_steal: false,
+            cores: CoreAlloc::Shared,
             batch_deps: 0,
             timing: IssueTiming::Immediate,
             deps: DepMode::Overlap,
@@ -229,6 +234,8 @@ pub struct Report {
     pub workspace_arena: u32,
     /// Tasks that waited for workspace (their scratch did not fit their AICPU's arena yet).
     pub workspace_waits: u64,
+    /// Shared cores: times an AICPU had a task ready and found no free core of its pool.
+    pub core_waits: u64,
     /// The most bytes of one arena in use at once.
     pub workspace_peak: u64,
     /// The raw values read back at each `READBACK`, in order (every AICPU read the same).

@@ -23,7 +23,6 @@ use crate::kernel::{Call, Kernel, Registry};
 struct Drivers<'r> {
     n: u32,
     threads: usize,
-    core_aicpu: &'r [u32],
     /// Driver threads and whether each is parked (or about to).
     handles: Vec<OnceLock<thread::Thread>>,
     sleeping: Vec<CachePadded<AtomicBool>>,
@@ -80,11 +79,14 @@ impl Drivers<'_> {
 struct StepEnv<'x, 'r> {
     dr: &'x Drivers<'r>,
     driver: usize,
+    /// The AICPU being stepped.
+    aicpu: u32,
     jitter: &'x mut Jitter,
     events: &'x mut Vec<Event>,
     staged_at: &'x mut u64,
-    /// The cores this driver rang and has yet to run.
-    doorbell: &'x mut Vec<u32>,
+    /// The cores this driver rang and has yet to run, with the AICPU that rang each (the one
+    /// that sees it finish).
+    doorbell: &'x mut Vec<(u32, u32)>,
 }
 
 impl Env for StepEnv<'_, '_> {
@@ -96,9 +98,8 @@ impl Env for StepEnv<'_, '_> {
         }
     }
     fn ring(&mut self, core: u32) {
-        // This driver runs the cores it rang after its round: the cores of its AICPUs, so
-        // nothing crosses threads but the completions of stolen tasks.
-        self.doorbell.push(core);
+        // This driver runs the cores it rang after its round: the tasks its AICPUs issued.
+        self.doorbell.push((core, self.aicpu));
     }
     fn now_ns(&mut self) -> u64 {
         self.dr.now_ns()
@@ -167,10 +168,9 @@ impl Env for StepEnv<'_, '_> {
         }
         read
     }
-    fn reclaimed(&mut self, core: u32, task: u64) {
+    fn reclaimed(&mut self, _core: u32, task: u64) {
         if self.dr.check {
-            let aicpu = self.dr.core_aicpu[core as usize] as usize;
-            let mut live = self.dr.workspace_live[aicpu]
+            let mut live = self.dr.workspace_live[self.aicpu as usize]
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
             live.retain(|&(_, _, t)| t != task);
@@ -210,11 +210,12 @@ struct Cpu<'a, 'p, 'm> {
     staged_at: u64,
 }
 
-/// Core `core` runs the task in its handshake slot: records its execution and says it is done.
+/// Core `core` runs the task in its handshake slot, handed it by AICPU `issuer`: records its
+/// execution and says it is done.
 fn execute(
     dr: &Drivers<'_>,
     sh: &Sched<'_>,
-    core: u32,
+    (core, issuer): (u32, u32),
     events: &mut Vec<Event>,
     driver: usize,
 ) -> Result<(), SimError> {
@@ -298,7 +299,7 @@ fn execute(
         });
     }
     hs.finish();
-    let d = dr.driver_of(dr.core_aicpu[core as usize]);
+    let d = dr.driver_of(issuer);
     if d != driver {
         dr.wake_driver(d);
     }
@@ -343,7 +344,6 @@ pub(super) fn launch(
     let dr = Drivers {
         n,
         threads,
-        core_aicpu: &l.core_aicpu,
         handles: (0..threads).map(|_| OnceLock::new()).collect(),
         sleeping: (0..threads)
             .map(|_| CachePadded::new(AtomicBool::new(false)))
@@ -496,6 +496,7 @@ fn drive(
             let mut env = StepEnv {
                 dr,
                 driver: d,
+                aicpu: c.sched.index(),
                 jitter: &mut c.jitter,
                 events: &mut c.events,
                 staged_at: &mut c.staged_at,
@@ -517,8 +518,8 @@ fn drive(
         }
         helping = !own_left || !progress;
         // Run the cores that were handed a task.
-        for core in doorbell.drain(..) {
-            if let Err(e) = execute(dr, sh, core, &mut events, d) {
+        for rung in doorbell.drain(..) {
+            if let Err(e) = execute(dr, sh, rung, &mut events, d) {
                 dr.failed.store(true, Ordering::SeqCst);
                 dr.wake_all();
                 return Err(e);

@@ -28,13 +28,30 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         let rate = matches!(cfg.timing, IssueTiming::RateLimit(_));
         let mut rate_waited = false;
         'pools: for pl in 0..2 {
-            while self.free_cores(pl) > 0
-                && (cfg.pipeline_depth == 0 || self.running[pl] < cfg.pipeline_depth)
-            {
+            loop {
+                if cfg.pipeline_depth != 0 && self.running[pl] >= cfg.pipeline_depth {
+                    self.stop_waiting(sh, pl);
+                    break;
+                }
+                // A core first. Under shared cores only with a task to give it (claiming and
+                // returning cores for nothing would cost every AICPU), and an AICPU with a
+                // task and no core announces that it waits for one (§4.6).
+                let shared = self.alloc == CoreAlloc::Shared;
+                if shared && !self.ready_for(sh, cfg, pl) {
+                    self.stop_waiting(sh, pl);
+                    break;
+                }
+                let Some(core) = self.take_core(sh, pl) else {
+                    if shared && self.wait_for_core(sh, pl) {
+                        continue; // one came back meanwhile
+                    }
+                    break;
+                };
                 // `rate_limit`: a turn of the launch's bucket first, taken only when a task is
                 // there to use it.
                 let turn = if rate {
                     if !self.ready_for(sh, cfg, pl) {
+                        self.unused_core(sh, env, core, pl);
                         break;
                     }
                     let now = env.now_ns();
@@ -49,6 +66,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                             rate_waited = true;
                             self.rate_wait_since.get_or_insert(now);
                             self.rate_due_ns = due;
+                            self.unused_core(sh, env, core, pl);
                             break 'pools;
                         }
                     }
@@ -92,6 +110,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     (found, _) => found,
                 };
                 let Some((owner, slot)) = found else {
+                    self.unused_core(sh, env, core, pl);
                     // Another AICPU stole the task the turn was for: the turn goes back unless
                     // some AICPU has taken one since.
                     if let Some((now, prev)) = turn {
@@ -106,7 +125,6 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     break;
                 };
                 let (ws_start, ws_len) = ws.unwrap_or((0, 0));
-                let core = self.take_core(pl);
                 self.running[pl] += 1;
                 if owner != self.me {
                     self.counts.stolen += 1;
@@ -159,6 +177,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 progress = true;
             }
         }
+        for pl in 0..2 {
+            self.publish_idle(sh, pl);
+        }
         if rate_waited {
             self.counts.rate_waits += 1;
         } else if let Some(since) = self.rate_wait_since.take() {
@@ -167,6 +188,19 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             self.counts.rate_wait_ns += env.now_ns().saturating_sub(since);
         }
         Ok(progress)
+    }
+
+    /// A core it took and found no task for goes back (and under shared cores wakes the
+    /// AICPUs waiting for one).
+    fn unused_core<C, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        env: &mut impl Env,
+        core: u32,
+        pl: usize,
+    ) {
+        self.core_back(sh, core, pl);
+        self.wake_core_waiters(sh, env, 1 << pl);
     }
 
     /// Bytes of scratch a task of kernel `kernel` gets.

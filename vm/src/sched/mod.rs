@@ -27,8 +27,10 @@ use crate::tmap::{MapError, MapLayout, Slices, Storage, TensorMap, Use};
 use crate::waitlist::{self, tag_of, NIL};
 use crate::{Pool, WindowMode};
 pub use barrier::{readback_blocks, readback_words};
+pub use cores::CoreAlloc;
 
 mod barrier;
+pub mod cores;
 mod issue;
 mod record;
 mod retire;
@@ -305,6 +307,9 @@ pub struct Config {
     pub batch_deps: u32,
     /// When ready tasks are handed to cores (`timing`).
     pub timing: IssueTiming,
+    /// Which cores each AICPU hands tasks to (§4.6). What the launcher lays the shared
+    /// region out for: the scheduler follows the region ([`Shared::free_cores`] empty or not).
+    pub cores: CoreAlloc,
     /// Testing only: skip the watermark wait (the naïve protocol that misses edges).
     pub naive: bool,
 }
@@ -328,6 +333,7 @@ impl Config {
             work_steal: c.ready == crate::ReadyPolicy::WorkSteal as u8,
             batch_deps: c.batch_deps.get(),
             timing: IssueTiming::of_config(c),
+            cores: CoreAlloc::Shared,
             naive: false,
         }
     }
@@ -355,8 +361,18 @@ pub struct Shared<'m, C, L> {
     pub passed: &'m [Ring<C>],
     /// `cores[c]`: the handshake slots.
     pub cores: &'m [CoreSlot],
-    /// `core_aicpu[c]`: the AICPU that drives core `c`.
+    /// `core_aicpu[c]`: the AICPU that drives core `c` under a fixed partition
+    /// ([`CoreAlloc::Partition`]).
     pub core_aicpu: &'m [u32],
+    /// Under shared cores ([`CoreAlloc::Shared`]): the free cores, a bit each
+    /// ([`cores::words_for`] words, all free at launch: [`cores::free_all`]); empty under a
+    /// partition.
+    pub free_cores: &'m [AtomicU64],
+    /// `core_waiters[p]`: the AICPUs waiting for a free core of pool `p` (bit `a` for AICPU
+    /// `a`, [`cores::announce`]); then, `core_waiters[2 + p]`: the AICPUs idle in pool `p`
+    /// (no task of it ready), whose home cores others may borrow. Four words, unused under a
+    /// partition.
+    pub core_waiters: &'m [Padded],
     /// The global TensorMap, its handles `a * cap + s`.
     pub map: &'m L,
     /// `writers[x]`: writes of tensor `x` in the global map whose task has not retired (a
@@ -505,6 +521,8 @@ pub struct Counts {
     pub workspace_waits: u64,
     /// The most bytes of its arena in use at once.
     pub workspace_peak: u64,
+    /// Shared cores: times it had a task ready and found no free core of its pool (§4.6).
+    pub core_waits: u64,
 }
 
 impl core::ops::AddAssign for Counts {
@@ -526,6 +544,7 @@ impl core::ops::AddAssign for Counts {
             rate_wait_ns,
             workspace_waits,
             workspace_peak,
+            core_waits,
         } = o;
         self.tasks += tasks;
         self.cube += cube;
@@ -541,6 +560,7 @@ impl core::ops::AddAssign for Counts {
         self.rate_waits += rate_waits;
         self.rate_wait_ns += rate_wait_ns;
         self.workspace_waits += workspace_waits;
+        self.core_waits += core_waits;
         // Arenas are per AICPU: the launch's peak is the largest one's.
         self.workspace_peak = self.workspace_peak.max(workspace_peak);
     }
@@ -586,9 +606,11 @@ pub struct Local<'m, S = Slices<'m>> {
     pub retiring: &'m mut [u32],
     /// Completed tasks' slots whose successors are not released yet.
     pub unreleased: &'m mut [u32],
-    /// The cores this AICPU drives.
+    /// The cores this AICPU drives under a fixed partition (any order); may be empty under
+    /// shared cores.
     pub cores: &'m mut [u32],
-    /// Its busy cores.
+    /// Its busy cores: room for as many as it may drive at once — its own under a
+    /// partition, every core of the launch under shared cores.
     pub busy: &'m mut [Busy],
     /// The predecessors of the task being recorded; those beyond its waiter nodes stay here
     /// until they complete.
@@ -673,7 +695,17 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     retiring: Stack<'m, u32>,
     unreleased: Stack<'m, u32>,
     busy: Stack<'m, Busy>,
-    /// Free cores: cube ones in `cores[..free_cube]`, vector ones in
+    /// How it finds a free core ([`Config::cores`], fixed at [`Aicpu::new`]).
+    alloc: CoreAlloc,
+    /// Shared cores: each pool's cores in the launch's numbering (cube cores first); its home
+    /// share in each ([`cores::home`]), which it claims from first (then idle AICPUs'); and
+    /// whether it announced that it waits for a core of each pool.
+    pool_range: [core::ops::Range<u32>; 2],
+    home_cores: [cores::Span; 2],
+    waiting_core: [bool; 2],
+    /// Whether it last published itself idle in each pool (`Shared::core_waiters[2 + p]`).
+    idle: [bool; 2],
+    /// Its own free cores under a partition: cube ones in `cores[..free_cube]`, vector ones in
     /// `cores[ncube..ncube + free_vector]`.
     cores: &'m mut [u32],
     ncube: usize,

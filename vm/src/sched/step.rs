@@ -65,7 +65,6 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             local.tensors.len() >= interp.program().tensors().len(),
             "tensor bindings",
         )?;
-        need(local.busy.len() >= local.cores.len(), "busy cores")?;
         need(local.preds.len() >= n * cap, "predecessor scratch")?;
         need(
             sh.barriers.len() >= interp.program().readbacks().len(),
@@ -120,11 +119,44 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         for s in (0..cap as u32).rev() {
             free.push(s)?;
         }
-        // Cube cores first, then vector cores, each group a stack of the free ones (a
-        // partition in place: no sort, whose code the device would carry).
-        let cores = local.cores;
+        // Shared cores: every core of the launch, cube cores first, then vector cores.
+        let alloc = if sh.free_cores.is_empty() {
+            CoreAlloc::Partition
+        } else {
+            CoreAlloc::Shared
+        };
         let is_cube =
             |c: u32| sh.cores[c as usize].core_type.load(Ordering::Relaxed) == handshake::CUBE;
+        let total = sh.cores.len() as u32;
+        let launch_cube = (0..total).take_while(|&c| is_cube(c)).count() as u32;
+        let pools = [(0, launch_cube), (launch_cube, total)];
+        let pool_range = pools.map(|(lo, hi)| lo..hi);
+        let home_cores = pools.map(|(lo, hi)| cores::Span::new(cores::home(lo..hi, me, sh.n)));
+        if alloc == CoreAlloc::Shared {
+            need(
+                sh.free_cores.len() >= cores::words_for(total as usize),
+                "free-core bitmap",
+            )?;
+            need(sh.core_waiters.len() >= 4, "core waiter words")?;
+            need(
+                (launch_cube..total).all(|c| !is_cube(c)),
+                "shared cores must number the cube cores first",
+            )?;
+            need(
+                launch_cube > 0 && launch_cube < total,
+                "the launch needs a cube core and a vector core",
+            )?;
+            need(local.busy.len() >= total as usize, "busy cores")?;
+        } else {
+            need(local.busy.len() >= local.cores.len(), "busy cores")?;
+        }
+        // Under a partition: cube cores first, then vector cores, each group a stack of the
+        // free ones (a partition in place: no sort, whose code the device would carry).
+        let cores = if alloc == CoreAlloc::Shared {
+            &mut local.cores[..0]
+        } else {
+            local.cores
+        };
         let mut ncube = 0;
         for i in 0..cores.len() {
             if is_cube(cores[i]) {
@@ -134,7 +166,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         }
         let free_vector = cores.len() - ncube;
         need(
-            ncube > 0 && free_vector > 0,
+            alloc == CoreAlloc::Shared || (ncube > 0 && free_vector > 0),
             "an AICPU needs a cube core and a vector core",
         )?;
         // Every kernel's scratch fits the arena (so a task waiting for workspace only waits
@@ -164,6 +196,11 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             retiring: Stack::new(local.retiring),
             unreleased: Stack::new(local.unreleased),
             busy: Stack::new(local.busy),
+            alloc,
+            pool_range,
+            home_cores,
+            waiting_core: [false; 2],
+            idle: [false; 2],
             cores,
             ncube,
             free_cube: ncube,
@@ -288,6 +325,8 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         // (1) Completions (§4.2): its cores that went idle, and its stolen tasks that finished
         // on another AICPU's cores.
         let mut i = 0;
+        let mut returned = 0u32;
+        let mut give_back = cores::GiveBack::new(sh.free_cores);
         while i < self.busy.len {
             let b = self.busy.buf[i];
             if !sh.cores[b.core as usize].idle() {
@@ -304,7 +343,13 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 let s = &sh.slots[b.owner as usize * sh.cap as usize + b.slot as usize];
                 env.reclaimed(b.core, s.task.load(Ordering::Relaxed));
             }
-            self.core_back(sh, b.core);
+            let pl = Self::pool_of_core(sh, b.core);
+            self.task_off_core(pl);
+            match self.alloc {
+                CoreAlloc::Shared => give_back.add(b.core),
+                CoreAlloc::Partition => self.core_back(sh, b.core, pl),
+            }
+            returned |= 1 << pl;
             if b.owner == self.me {
                 self.completed(sh, cfg, env, b.slot)?;
             } else {
@@ -313,6 +358,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     .map_err(|_| SchedError::Corrupted("a passed-completion queue filled"))?;
                 env.wake(b.owner);
             }
+        }
+        give_back.done();
+        if returned != 0 {
+            self.wake_core_waiters(sh, env, returned);
         }
         while let Some(slot) = sh.passed[me].pop() {
             progress = true;
@@ -529,8 +578,8 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 .iter()
                 .any(|b| sh.cores[b.core as usize].idle())
             // A task waiting for workspace waits for a busy core (above), not a free one.
-            || (self.free_cores(0) > 0 && self.parked[0].is_none() && ready(0))
-            || (self.free_cores(1) > 0 && self.parked[1].is_none() && ready(1))
+            || (self.core_free(sh, 0) && self.parked[0].is_none() && ready(0))
+            || (self.core_free(sh, 1) && self.parked[1].is_none() && ready(1))
             || watermarks
             || (!self.staged && self.pending.is_none() && !self.done && self.barrier.is_none())
             || self.deferred.is_some()
@@ -581,36 +630,167 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             .unwrap_or(u64::MAX)
     }
 
-    pub(super) fn free_cores(&self, pl: usize) -> usize {
-        if pl == 0 {
-            self.free_cube
-        } else {
-            self.free_vector
+    /// Whether a core of pool `pl` looks free to it (under shared cores a hint: another AICPU
+    /// may claim it first): under shared cores, one of its home share or of an idle AICPU's
+    /// (§4.6).
+    pub(super) fn core_free<C, L>(&self, sh: &Shared<'_, C, L>, pl: usize) -> bool {
+        match self.alloc {
+            CoreAlloc::Partition => {
+                if pl == 0 {
+                    self.free_cube > 0
+                } else {
+                    self.free_vector > 0
+                }
+            }
+            CoreAlloc::Shared => {
+                self.home_cores[pl].any_free(sh.free_cores)
+                    || self
+                        .in_idle_homes(sh, pl, |h| h.any_free(sh.free_cores).then_some(()))
+                        .is_some()
+            }
         }
     }
 
-    pub(super) fn take_core(&mut self, pl: usize) -> u32 {
-        if pl == 0 {
-            self.free_cube -= 1;
-            self.cores[self.free_cube]
-        } else {
-            self.free_vector -= 1;
-            self.cores[self.ncube + self.free_vector]
+    /// Takes a core of pool `pl` it may use, if there is one.
+    pub(super) fn take_core<C, L>(&mut self, sh: &Shared<'_, C, L>, pl: usize) -> Option<u32> {
+        match self.alloc {
+            CoreAlloc::Partition if pl == 0 => {
+                self.free_cube = self.free_cube.checked_sub(1)?;
+                Some(self.cores[self.free_cube])
+            }
+            CoreAlloc::Partition => {
+                self.free_vector = self.free_vector.checked_sub(1)?;
+                Some(self.cores[self.ncube + self.free_vector])
+            }
+            CoreAlloc::Shared => {
+                let core = self.home_cores[pl]
+                    .claim(sh.free_cores)
+                    .or_else(|| self.in_idle_homes(sh, pl, |h| h.claim(sh.free_cores)))?;
+                self.stop_waiting(sh, pl);
+                Some(core)
+            }
         }
     }
 
-    /// A core of this AICPU is idle again.
-    fn core_back<C, L>(&mut self, sh: &Shared<'_, C, L>, core: u32) {
-        let pl = usize::from(
-            sh.cores[core as usize].core_type.load(Ordering::Relaxed) != handshake::CUBE,
-        );
-        if pl == 0 {
-            self.cores[self.free_cube] = core;
-            self.free_cube += 1;
-        } else {
-            self.cores[self.ncube + self.free_vector] = core;
-            self.free_vector += 1;
+    /// Under shared cores: the first `Some` that `f` gives for the home shares of pool `pl` of
+    /// the other AICPUs idle in it (`Shared::core_waiters[2 + pl]`), whose free cores it may
+    /// borrow, starting from the next AICPU.
+    fn in_idle_homes<C, L, R>(
+        &self,
+        sh: &Shared<'_, C, L>,
+        pl: usize,
+        mut f: impl FnMut(cores::Span) -> Option<R>,
+    ) -> Option<R> {
+        let idle = sh.core_waiters[2 + pl].0.load(Ordering::Relaxed);
+        if idle == 0 {
+            return None;
         }
+        for k in 1..sh.n {
+            let b = (self.me + k) % sh.n;
+            if idle & (1u64 << (b % 64)) != 0 {
+                let home = cores::home(self.pool_range[pl].clone(), b, sh.n);
+                if let Some(r) = f(cores::Span::new(home)) {
+                    return Some(r);
+                }
+            }
+        }
+        None
+    }
+
+    /// Under shared cores, after issuing: publishes whether it is idle in pool `pl` (no task
+    /// of it ready: its queue empty, none held or parked), when that changed.
+    pub(super) fn publish_idle<C: AsRef<[Cell]>, L>(&mut self, sh: &Shared<'_, C, L>, pl: usize) {
+        if self.alloc == CoreAlloc::Partition {
+            return;
+        }
+        let me = self.me as usize;
+        let held = self.held.as_slice().iter().any(|&slot| {
+            sh.slots[me * sh.cap as usize + slot as usize]
+                .pool
+                .load(Ordering::Relaxed) as usize
+                == pl
+        });
+        let idle = sh.ready[me * 2 + pl].is_empty() && !held && self.parked[pl].is_none();
+        if idle != self.idle[pl] {
+            self.idle[pl] = idle;
+            let bit = 1u64 << (self.me % 64);
+            let word = &sh.core_waiters[2 + pl].0;
+            if idle {
+                word.fetch_or(bit, Ordering::Relaxed);
+            } else {
+                word.fetch_and(!bit, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Under shared cores, with a task of pool `pl` ready, no core it may use and none of the
+    /// pool running for it: announces that it waits for one (§4.6) and looks again; whether
+    /// one is free now.
+    pub(super) fn wait_for_core<C, L>(&mut self, sh: &Shared<'_, C, L>, pl: usize) -> bool {
+        // With a core of the pool busy it needs no wake-up: that core's finish brings it back,
+        // and its home share is claimed first.
+        if self.alloc == CoreAlloc::Partition || self.running[pl] > 0 {
+            return false;
+        }
+        self.counts.core_waits += 1;
+        cores::announce(&sh.core_waiters[pl], self.me);
+        self.waiting_core[pl] = true;
+        self.core_free(sh, pl)
+    }
+
+    /// It no longer waits for a core of pool `pl` (it got one, or has no task for one).
+    pub(super) fn stop_waiting<C, L>(&mut self, sh: &Shared<'_, C, L>, pl: usize) {
+        if self.waiting_core[pl] {
+            self.waiting_core[pl] = false;
+            cores::withdraw(&sh.core_waiters[pl], self.me);
+        }
+    }
+
+    /// A core it took is free again (the task it ran completed, or it found no task for it).
+    /// Under shared cores the caller then wakes the AICPUs waiting for one ([`Self::wake_core_waiters`]).
+    pub(super) fn core_back<C, L>(&mut self, sh: &Shared<'_, C, L>, core: u32, pl: usize) {
+        match self.alloc {
+            CoreAlloc::Partition if pl == 0 => {
+                self.cores[self.free_cube] = core;
+                self.free_cube += 1;
+            }
+            CoreAlloc::Partition => {
+                self.cores[self.ncube + self.free_vector] = core;
+                self.free_vector += 1;
+            }
+            CoreAlloc::Shared => cores::give_back(sh.free_cores, core),
+        }
+    }
+
+    /// Under shared cores, after giving cores of the pools in `pools` (bit `p` for pool `p`)
+    /// back: wakes the other AICPUs that wait for one.
+    pub(super) fn wake_core_waiters<C, L>(
+        &self,
+        sh: &Shared<'_, C, L>,
+        env: &mut impl Env,
+        pools: u32,
+    ) {
+        if self.alloc == CoreAlloc::Partition {
+            return;
+        }
+        for pl in 0..2 {
+            if pools & (1 << pl) != 0 {
+                let mut waiting = cores::waiting(&sh.core_waiters[pl], self.me);
+                while waiting != 0 {
+                    env.wake(waiting.trailing_zeros());
+                    waiting &= waiting - 1;
+                }
+            }
+        }
+    }
+
+    /// The pool index of core `core`.
+    fn pool_of_core<C, L>(sh: &Shared<'_, C, L>, core: u32) -> usize {
+        usize::from(sh.cores[core as usize].core_type.load(Ordering::Relaxed) != handshake::CUBE)
+    }
+
+    /// One of its tasks of pool `pl` left its core.
+    fn task_off_core(&mut self, pl: usize) {
         self.running[pl] = self.running[pl].saturating_sub(1);
     }
 }
