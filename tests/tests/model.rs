@@ -288,6 +288,24 @@ fn shared_cores_serve_a_skewed_dispatch_with_every_core() {
     }
 }
 
+/// Fewer cores than AICPUs: most AICPUs have no home share and borrow the idle ones' cores
+/// (spec/runtime.md §4.6), which must wake them when they turn idle.
+#[test]
+fn shared_cores_serve_aicpus_without_a_home_share() {
+    let d = 1_000;
+    for (dispatch, n) in [("affinity(0)", 20), ("round_robin", 24)] {
+        let src = INDEPENDENT.replace("round_robin", dispatch);
+        let r = model(
+            &src,
+            &[("N", n, vec![])],
+            6,
+            &free_machine(6, 2),
+            &[("k", d)],
+        );
+        assert_eq!(r.makespan_ns, (n as u64).div_ceil(2) * d, "{dispatch}");
+    }
+}
+
 /// The skewed flash_decode case of issue 21 in the threaded run: AICPU 1 owns 288 of the 384
 /// tasks; under a partition they run on its own 6 cube cores and 12 vector cores at most, with
 /// shared cores on others too.

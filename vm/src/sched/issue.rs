@@ -178,7 +178,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             }
         }
         for pl in 0..2 {
-            self.publish_idle(sh, pl);
+            self.publish_idle(sh, env, pl);
         }
         if rate_waited {
             self.counts.rate_waits += 1;

@@ -699,7 +699,12 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
 
     /// Under shared cores, after issuing: publishes whether it is idle in pool `pl` (no task
     /// of it ready: its queue empty, none held or parked), when that changed.
-    pub(super) fn publish_idle<C: AsRef<[Cell]>, L>(&mut self, sh: &Shared<'_, C, L>, pl: usize) {
+    pub(super) fn publish_idle<C: AsRef<[Cell]>, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        env: &mut impl Env,
+        pl: usize,
+    ) {
         if self.alloc == CoreAlloc::Partition {
             return;
         }
@@ -717,6 +722,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             let word = &sh.core_waiters[2 + pl].0;
             if idle {
                 word.fetch_or(bit, Ordering::Relaxed);
+                // Its home cores are now borrowable: an AICPU that waits for a core (one
+                // whose own share is empty) must hear of it (fence and wake, as a return).
+                self.wake_core_waiters(sh, env, 1 << pl);
             } else {
                 word.fetch_and(!bit, Ordering::Relaxed);
             }
