@@ -44,6 +44,23 @@ fn model(
     machine: &Machine,
     costs: &[(&str, u64)],
 ) -> model::ModelReport {
+    let o = Options {
+        aicpus,
+        window: 1024,
+        check: true,
+        ..Options::default()
+    };
+    model_with(src, given, o, machine, costs)
+}
+
+/// [`model`] with the simulator options `o`.
+fn model_with(
+    src: &str,
+    given: &[(&str, u32, Vec<u32>)],
+    o: Options,
+    machine: &Machine,
+    costs: &[(&str, u64)],
+) -> model::ModelReport {
     let (code, params) = assemble_named("m.pto", src, given);
     let v = verify(&code).unwrap();
     let vals = values(&params);
@@ -55,12 +72,6 @@ fn model(
             .collect(),
     };
     let costs = KernelCosts::new(&v, machine, &table).unwrap();
-    let o = Options {
-        aicpus,
-        window: 1024,
-        check: true,
-        ..Options::default()
-    };
     let r = model::simulate(v, p, o, machine, &costs).unwrap();
     assert!(r.run.checked);
     r
@@ -244,14 +255,6 @@ fn shared_cores_serve_a_skewed_dispatch_with_every_core() {
     for (n, cores, aicpus) in [(24, 6, 2), (60, 12, 3), (7, 3, 3), (100, 48, 6)] {
         let machine = free_machine(aicpus, cores);
         let run = |alloc| {
-            let (code, params) = assemble_named("m.pto", &skewed, &[("N", n, vec![])]);
-            let v = verify(&code).unwrap();
-            let vals = values(&params);
-            let p = RuntimeParams::new(&v, &vals).unwrap();
-            let table = CostTable {
-                kernels: [("k".to_string(), Duration::Ns(d))].into_iter().collect(),
-            };
-            let costs = KernelCosts::new(&v, &machine, &table).unwrap();
             let o = Options {
                 aicpus,
                 window: 1024,
@@ -259,7 +262,7 @@ fn shared_cores_serve_a_skewed_dispatch_with_every_core() {
                 cores: alloc,
                 ..Options::default()
             };
-            model::simulate(v, p, o, &machine, &costs).unwrap()
+            model_with(&skewed, &[("N", n, vec![])], o, &machine, &[("k", d)])
         };
         let shared = run(sim::CoreAlloc::Shared);
         let partition = run(sim::CoreAlloc::Partition);

@@ -344,7 +344,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 env.reclaimed(b.core, s.task.load(Ordering::Relaxed));
             }
             let pl = Self::pool_of_core(sh, b.core);
-            self.task_off_core(pl);
+            self.running[pl] = self.running[pl].saturating_sub(1);
             match self.alloc {
                 CoreAlloc::Shared => give_back.add(b.core),
                 CoreAlloc::Partition => self.core_back(sh, b.core, pl),
@@ -795,10 +795,5 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     /// The pool index of core `core`.
     fn pool_of_core<C, L>(sh: &Shared<'_, C, L>, core: u32) -> usize {
         usize::from(sh.cores[core as usize].core_type.load(Ordering::Relaxed) != handshake::CUBE)
-    }
-
-    /// One of its tasks of pool `pl` left its core.
-    fn task_off_core(&mut self, pl: usize) {
-        self.running[pl] = self.running[pl].saturating_sub(1);
     }
 }
