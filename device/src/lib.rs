@@ -649,7 +649,9 @@ unsafe fn shared_layout(
         });
         let free_cores = fill(free_cores, bitmap_words, |_| AtomicU64::new(0));
         core_bits::free_all(free_cores, cores);
-        let core_waiters = fill(core_waiters, 4, |_| Padded::new(0));
+        let core_waiters = fill(core_waiters, 4, |i| {
+            Padded::new(core_bits::waiter_word_at_launch(i, n as u32))
+        });
         let writers = fill(writers, p.tensors, |_| AtomicU32::new(0));
         let next_issue = &fill(next_issue, 1, |_| Padded::new(0))[0];
         let barriers = fill(barriers, ptovm_vm::limits::MAX_READBACKS, |_| {

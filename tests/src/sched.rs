@@ -160,7 +160,9 @@ impl Region {
                 .collect(),
             core_aicpu: owners,
             free_cores: Vec::new(),
-            core_waiters: (0..4).map(|_| Padded::new(0)).collect(),
+            core_waiters: (0..4)
+                .map(|i| Padded::new(core_bits::waiter_word_at_launch(i, n)))
+                .collect(),
             lock: Lock(RefCell::new(heap_map(layout, DepMode::Overlap).unwrap())),
             writers: (0..v.tensors().len()).map(|_| AtomicU32::new(0)).collect(),
             next_issue: Padded::new(0),

@@ -292,20 +292,38 @@ fn shared_cores_serve_a_skewed_dispatch_with_every_core() {
 }
 
 /// Fewer cores than AICPUs: most AICPUs have no home share and borrow the idle ones' cores
-/// (spec/runtime.md §4.6), which must wake them when they turn idle.
+/// (spec/runtime.md §4.6), which must wake them when they turn idle. Under a start threshold
+/// the AICPUs that hold the home shares (2 and 5) have no task and finish without ever
+/// dispatching: they are idle from the launch on (a fuzzer found a launch that hung when they
+/// were not).
 #[test]
 fn shared_cores_serve_aicpus_without_a_home_share() {
     let d = 1_000;
-    for (dispatch, n) in [("affinity(0)", 20), ("round_robin", 24)] {
+    for (dispatch, n, start) in [
+        ("affinity(0)", 20, sim::Start::Immediate),
+        ("round_robin", 24, sim::Start::Immediate),
+        ("affinity(0)", 20, sim::Start::Threshold(32)),
+    ] {
         let src = INDEPENDENT.replace("round_robin", dispatch);
-        let r = model(
+        let o = Options {
+            aicpus: 6,
+            window: 1024,
+            check: true,
+            start,
+            ..Options::default()
+        };
+        let r = model_with(
             &src,
             &[("N", n, vec![])],
-            6,
+            o,
             &free_machine(6, 2),
             &[("k", d)],
         );
-        assert_eq!(r.makespan_ns, (n as u64).div_ceil(2) * d, "{dispatch}");
+        assert_eq!(
+            r.makespan_ns,
+            (n as u64).div_ceil(2) * d,
+            "{dispatch}, {start:?}"
+        );
     }
 }
 

@@ -224,7 +224,9 @@ impl Region {
                 }
                 CoreAlloc::Partition => Vec::new(),
             },
-            core_waiters: (0..4).map(|_| Padded::new(0)).collect(),
+            core_waiters: (0..4)
+                .map(|i| Padded::new(core_bits::waiter_word_at_launch(i, n)))
+                .collect(),
             map: CachePadded::new(MapLockHost(SpinLock::new(
                 heap_map(layout, deps).ok_or_else(|| l.too_big("the TensorMap"))?,
             ))),

@@ -68,6 +68,18 @@ pub fn free_all(bits: &[AtomicU64], cores: usize) {
     }
 }
 
+/// The value of `Shared::core_waiters[i]` at launch, of `aicpus` AICPUs: no AICPU waits for a
+/// core (`i < 2`), and every AICPU is idle in both pools (`i ≥ 2`) — it has issued nothing, so
+/// its home cores may be lent until it publishes otherwise. (An AICPU that is not dispatching
+/// yet, under a start policy, or never will, must not keep its home cores from the others.)
+pub fn waiter_word_at_launch(i: usize, aicpus: u32) -> u64 {
+    match (i, aicpus) {
+        (0 | 1, _) => 0,
+        (_, 64..) => u64::MAX,
+        (_, n) => (1u64 << n) - 1,
+    }
+}
+
 /// A range of cores as words of the bitmap and the bits of its first and last word: computed
 /// once (a pool's cores, an AICPU's home share), so that looking for a free core is a load and
 /// a mask per word.

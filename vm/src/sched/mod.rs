@@ -371,7 +371,7 @@ pub struct Shared<'m, C, L> {
     /// `core_waiters[p]`: the AICPUs waiting for a free core of pool `p` (bit `a` for AICPU
     /// `a`, [`cores::announce`]); then, `core_waiters[2 + p]`: the AICPUs idle in pool `p`
     /// (no task of it ready), whose home cores others may borrow. Four words, unused under a
-    /// partition.
+    /// partition, at launch [`cores::waiter_word_at_launch`] (every AICPU idle).
     pub core_waiters: &'m [Padded],
     /// The global TensorMap, its handles `a * cap + s`.
     pub map: &'m L,

@@ -200,7 +200,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             pool_range,
             home_cores,
             waiting_core: [false; 2],
-            idle: [false; 2],
+            idle: [true; 2],
             cores,
             ncube,
             free_cube: ncube,
