@@ -234,13 +234,16 @@ pub struct Run {
     pub descs: Vec<(u64, u32, u32)>,
     /// Each AICPU's workspace arena, bytes.
     pub arena: u32,
+    /// Cores of the launch, both pools.
+    pub cores: u32,
     /// `(aicpu, place)` of each read at a `READBACK`.
     pub reads: Vec<(u32, u64)>,
     pub counts: ptovm_vm::sched::Counts,
 }
 
-/// Runs the program on `n` AICPUs with `cores` cube and `cores` vector cores, windows of
-/// `window`, interleaving steps and core completions by `seed`.
+/// Runs the program on `n` AICPUs (with `2n` cube and `2n` vector cores under a partition, 1
+/// to `2n` of each by `seed` when shared), windows of `window`, interleaving steps and core
+/// completions by `seed`.
 pub fn run(
     bytes: &[u8],
     params: &[(ptovm_vm::ParamKind, u32, Vec<u32>)],
@@ -259,9 +262,12 @@ pub fn run(
 pub struct Extra {
     pub arena: Option<u32>,
     pub memory: Vec<(u16, Vec<u32>)>,
+    /// Under shared cores, the cube and vector core counts (`None`: 1 to `2n` of each, by the
+    /// seed).
+    pub cores: Option<(usize, usize)>,
 }
 
-/// [`run`] with the workspace arena and the read-back values of `extra`.
+/// [`run`] with the workspace arena, the read-back values and the core counts of `extra`.
 pub fn run_with(
     bytes: &[u8],
     params: &[(ptovm_vm::ParamKind, u32, Vec<u32>)],
@@ -270,7 +276,11 @@ pub fn run_with(
     seed: u64,
     extra: Extra,
 ) -> Result<Run, String> {
-    let Extra { arena, memory } = extra;
+    let Extra {
+        arena,
+        memory,
+        cores,
+    } = extra;
     let v = verify(bytes).unwrap();
     let vals = values(params);
     let p = RuntimeParams::new(&v, &vals).map_err(|e| e.to_string())?;
@@ -280,15 +290,26 @@ pub fn run_with(
         } else {
             1
         };
-    let cores_per = 2u32;
-    let ncores = (2 * cores_per * n) as usize;
-    // Under a partition cores c go to AICPU c mod n; the first n are cube, the next n vector,
-    // and so on, so every AICPU gets both. Shared cores number the cube cores first.
+    // Under a partition, 2n cores of each pool: core c goes to AICPU c mod n; the first n are
+    // cube, the next n vector, and so on, so every AICPU gets both. Shared cores number the
+    // cube cores first, 1 to 2n of each pool by the seed: with fewer cores than AICPUs some
+    // have no home share and only borrow (spec/runtime.md §4.6).
     let shared = cfg.cores == CoreAlloc::Shared;
+    let (ncube, nvector) = if let (true, Some(counts)) = (shared, cores) {
+        counts
+    } else if shared {
+        // The config takes the seed's low bits: its high bits, mixed, pick the counts.
+        let mixed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let pick = |shift: u32| 1 + (mixed >> shift) as usize % (2 * n as usize);
+        (pick(40), pick(52))
+    } else {
+        (2 * n as usize, 2 * n as usize)
+    };
+    let ncores = ncube + nvector;
     let types: Vec<u32> = (0..ncores)
         .map(|c| {
             let cube = if shared {
-                c < ncores / 2
+                c < ncube
             } else {
                 (c / n as usize).is_multiple_of(2)
             };
@@ -405,6 +426,7 @@ pub fn run_with(
                 reclaims: env.reclaims,
                 descs,
                 arena: region.workspace.arena,
+                cores: ncores as u32,
                 reads: env.reads,
                 counts,
             });
@@ -458,8 +480,13 @@ pub fn run_with(
                 env.seq += 1;
                 cores[core as usize].finish();
             }
+            // An AICPU steps; one that finished no more, as on the device (its caller stops
+            // at `PTOVM_FINISHED`).
             _ => {
                 let i = rng.below(n as u64) as usize;
+                if cpus[i].finished() {
+                    continue;
+                }
                 cpus[i]
                     .step(&sh, &cfg, &mut env)
                     .map_err(|e| e.to_string())?;

@@ -28,6 +28,7 @@ fn reading(
     let extra = Extra {
         arena: None,
         memory,
+        ..Extra::default()
     };
     run_with(
         bytes,

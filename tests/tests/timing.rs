@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use ptovm_assembler::{assemble, DiagKind, Options};
 use ptovm_host_sim::sim::{self, EventKind};
-use ptovm_tests::sched::{check, run, Run};
+use ptovm_tests::sched::{check, run_with, Extra, Run};
 use ptovm_vm::sched::{Config, IssueTiming, Start, RATE_CREDIT_NS};
 use ptovm_vm::{verify, RuntimeParams, WindowMode};
 
@@ -38,7 +38,13 @@ fn config(timing: IssueTiming, window: u32) -> Config {
 
 /// Runs and checks against the reference; panics with the seed on failure.
 fn run_checked(code: &[u8], n: u32, window: u32, timing: IssueTiming, seed: u64) -> Run {
-    let r = run(code, &[], n, window, config(timing, window), seed)
+    // Two cores of each pool per AICPU, whatever the seed: the rate, not the cores, must bind.
+    let cores = Some((2 * n as usize, 2 * n as usize));
+    let extra = Extra {
+        cores,
+        ..Extra::default()
+    };
+    let r = run_with(code, &[], (n, window), config(timing, window), seed, extra)
         .unwrap_or_else(|e| panic!("{timing}, {n} AICPUs, window {window}, seed {seed}: {e}"));
     check(code, &[], n, &r)
         .unwrap_or_else(|e| panic!("{timing}, {n} AICPUs, window {window}, seed {seed}: {e}"));

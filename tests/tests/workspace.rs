@@ -103,13 +103,13 @@ fn no_two_running_tasks_share_bytes_in_any_interleaving() {
         let cfg = config(seed, window);
         let extra = Extra {
             arena,
-            memory: vec![],
+            ..Extra::default()
         };
         let r = run_with(&code, &params, (n, window), cfg, seed, extra)
             .unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
         check(&code, &params, n, &r).unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
         // Without one: room for the largest scratch on min(window, cores) tasks.
-        let arena = arena.unwrap_or(1024 * window.min(4 * n));
+        let arena = arena.unwrap_or(1024 * window.min(r.cores));
         assert_eq!(r.arena, arena);
         no_shared_bytes(&r, arena).unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
         assert_eq!(r.ran.len(), 48);
@@ -131,7 +131,7 @@ fn an_arena_of_one_scratch_runs_the_tasks_one_at_a_time() {
         let cfg = config(seed, 8);
         let extra = Extra {
             arena: Some(1024),
-            memory: vec![],
+            ..Extra::default()
         };
         let r = run_with(&code, &params, (1, 8), cfg, seed, extra).unwrap();
         check(&code, &params, 1, &r).unwrap();
