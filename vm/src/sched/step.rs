@@ -544,6 +544,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             && self.in_window == 0
             && self.deferred.is_none()
             && self.busy.is_empty()
+            // A task it stole and parked (waiting for scratch) is another AICPU's, outside its
+            // window, and it must still issue it: under shared cores it may hold one with no
+            // core free to it yet.
+            && self.parked.iter().all(Option::is_none)
             && !self.finished
         {
             if !self.retiring.is_empty() {
