@@ -118,7 +118,7 @@ pub fn text(v: &Verified<'_>) -> String {
         dispatch(&m)
     );
     o += &format!(
-        "  streams {}{}  timing {}{}  ready {}  start {}{}\n  window {} ({})  pipeline_depth {}  batch_deps {}\n",
+        "  streams {}{}  timing {}{}  ready {}  start {}{}\n  window {} ({})  pipeline_depth {}  batch_deps {}  cores {}\n",
         c.streams.get(),
         match stream_by(&m) {
             Some(k) => format!(" (stream of a task: {k}; each stream in program order)"),
@@ -133,6 +133,10 @@ pub fn text(v: &Verified<'_>) -> String {
         name(WindowMode::from_u8(c.window_mode), |t| t.name()),
         c.pipeline_depth.get(),
         c.batch_deps.get(),
+        name(ptovm_vm::sched::CoreAlloc::from_u8(c.cores), |a| match a {
+            ptovm_vm::sched::CoreAlloc::Shared => "shared",
+            ptovm_vm::sched::CoreAlloc::Partition => "partition",
+        }),
     );
     o += &format!("\nruntime parameters ({}):\n", m.params.len());
     for (i, p) in m.params.iter().enumerate() {
@@ -210,7 +214,7 @@ pub fn text(v: &Verified<'_>) -> String {
             );
         } else {
             o += &format!(
-                "  {i:>3}  {} on {pool}, {} param(s), args ({}){}{}\n",
+                "  {i:>3}  {} on {pool}, {} param(s), args ({}){}{}{}\n",
                 k.name,
                 k.entry.num_params,
                 dirs(k).join(", "),
@@ -218,7 +222,11 @@ pub fn text(v: &Verified<'_>) -> String {
                     0 => String::new(),
                     n => format!("; workspace {n} bytes"),
                 },
-                cost(&m, k).map_or(String::new(), |c| format!("; cost {c}"))
+                cost(&m, k).map_or(String::new(), |c| format!("; cost {c}")),
+                match k.entry.core_limit.get() {
+                    0 => String::new(),
+                    n => format!("; at most {n} running at once"),
+                }
             );
         }
     }
@@ -280,6 +288,7 @@ pub fn json(v: &Verified<'_>) -> String {
             "window": c.window.get(),
             "window_mode": WindowMode::from_u8(c.window_mode).map(|t| t.name()),
             "pipeline_depth": c.pipeline_depth.get(),
+            "cores": ptovm_vm::sched::CoreAlloc::from_u8(c.cores).map(|a| a.to_string()),
             "batch_deps": c.batch_deps.get(),
         },
         "params": m.params.iter().map(|p| json!({
@@ -309,6 +318,7 @@ pub fn json(v: &Verified<'_>) -> String {
                 "args": dirs(k),
                 "workspace_bytes": workspace(k),
                 "cost": cost(&m, k),
+                "core_limit": k.entry.core_limit.get(),
             })
         }).collect::<Vec<_>>(),
         "axes": (0..m.axes.len()).map(|i| render_axis(&m, i as u16)).collect::<Vec<_>>(),

@@ -126,7 +126,7 @@ fn text(m: &Module, r: &ModelReport, aicpus: u32, window: usize) -> String {
     );
     s += &format!("makespan {}\n", duration(r.makespan_ns));
     s += &format!(
-        "lower bound {} ({:.1} % of the makespan): critical path {}, busiest pool's work per core {}\n",
+        "lower bound {} ({:.1} % of the makespan): critical path {}, most work per usable core {}\n",
         duration(r.lower_bound_ns()),
         r.efficiency() * 100.0,
         duration(r.critical_path_ns),
@@ -169,6 +169,7 @@ fn text(m: &Module, r: &ModelReport, aicpus: u32, window: usize) -> String {
         "dependencies waited on: {} ({} across AICPUs); window stalls {}\n",
         run.edges, run.cross_aicpu_edges, run.window_stalls
     );
+    s += &crate::run::core_limits_line(m, run.core_limit_waits);
     if run.checked {
         s += "checked against the reference: ok\n";
     }
@@ -220,6 +221,8 @@ fn to_json(m: &Module, r: &ModelReport, aicpus: u32, window: usize) -> serde_jso
         "cross_aicpu_edges": run.cross_aicpu_edges,
         "window_stalls": run.window_stalls,
         "stolen": run.stolen,
+        "core_waits": run.core_waits,
+        "core_limit_waits": run.core_limit_waits,
         "makespan_ns": r.makespan_ns,
         "critical_path_ns": r.critical_path_ns,
         "work_bound_ns": r.work_bound_ns,

@@ -39,7 +39,7 @@ pub fn html(m: &Module, r: &ModelReport, aicpus: u32) -> String {
     let _ = writeln!(
         s,
         "<p>{} tasks on {aicpus} AICPUs, {} cube + {} vector cores; makespan <b>{}</b>; lower bound {} \
-         (critical path {}, busiest pool's work per core {}): {:.1} % of the makespan.</p>",
+         (critical path {}, most work per usable core {}): {:.1} % of the makespan.</p>",
         r.run.tasks_total,
         mach.cube_cores,
         mach.vector_cores,

@@ -128,6 +128,7 @@ pub fn run(v: &Verified<'_>, m: &Module, vals: &[Value<'_>], a: &RunArgs) -> Res
             "stolen": r.stolen,
             "cores": o.cores.to_string(),
             "core_waits": r.core_waits,
+            "core_limit_waits": r.core_limit_waits,
             "overflows": r.overflows,
             "batch_deps": o.batch_deps,
             "dep_batches": r.dep_batches,
@@ -175,6 +176,7 @@ pub fn run(v: &Verified<'_>, m: &Module, vals: &[Value<'_>], a: &RunArgs) -> Res
             r.workspace_arena, r.workspace_peak, r.workspace_waits
         );
     }
+    s += &core_limits_line(m, r.core_limit_waits);
     if !v.plans().is_empty() {
         s += &format!(
             "planned at launch: {} ({} expression nodes on each AICPU)\n",
@@ -544,4 +546,22 @@ fn plan_text(m: &Module, p: &RuntimeParams<'_>) -> String {
         .map(|(plan, x)| format!("{} = {x}", plan.name))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The summary's line on the kernels' core limits (spec/pto.md §4.9), when a kernel has one:
+/// each limited kernel's limit and how many tasks waited for one.
+pub(crate) fn core_limits_line(m: &Module, waits: u64) -> String {
+    let limited: Vec<String> = m
+        .kernels
+        .iter()
+        .filter(|k| k.entry.core_limit.get() != 0)
+        .map(|k| format!("{} {}", k.name, k.entry.core_limit.get()))
+        .collect();
+    if limited.is_empty() {
+        return String::new();
+    }
+    format!(
+        "core limits: {}; {waits} tasks waited for one\n",
+        limited.join(", ")
+    )
 }

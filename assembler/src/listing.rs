@@ -1,6 +1,6 @@
 //! The listing format: the disassembler's output, a line-per-record text form of a PTOW file
 //! that the assembler turns back into identical bytes (spec/bytecode.md §9). The assembler
-//! recognises it by its first directive, `.ptow 7`.
+//! recognises it by its first directive, `.ptow 8`.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -10,6 +10,7 @@ use ptovm_vm::format::{
     TensorEntry, DIM_IS_SLOT, KERNEL_UNDECLARED, LAYOUT_NONE, LAYOUT_REPLICATE, LAYOUT_SHARD,
     NONE16, TENSOR_IMPLICIT, TENSOR_STREAM, WORKSPACE_UNIT,
 };
+use ptovm_vm::sched::CoreAlloc;
 use ptovm_vm::{
     DType, Dir, ExprOp, Field, InfoKind, Level, Opcode, ParamKind, Policy, Pool, ReadyPolicy,
     Record, Section, Slot, StartPolicy, Timing, WindowMode, VERSION,
@@ -111,7 +112,7 @@ pub fn print(m: &Module) -> String {
     let name = |v: Option<&'static str>| v.unwrap_or("?");
     let _ = writeln!(
         o,
-        ".config workload_level={} schedule_level={} aicpus={} {} levels={} selector={} streams={} timing={} timing_arg={} ready={} start={} start_threshold={} window={} window_mode={} pipeline_depth={} batch_deps={}{}",
+        ".config workload_level={} schedule_level={} aicpus={} {} levels={} selector={} streams={} timing={} timing_arg={} ready={} start={} start_threshold={} window={} window_mode={} pipeline_depth={} batch_deps={}{}{}",
         level_text(c.level & 0xF),
         level_text(c.level >> 4),
         c.num_aicpus.get(),
@@ -131,6 +132,10 @@ pub fn print(m: &Module) -> String {
         match c.workspace_arena.get() {
             0 => String::new(),
             n => format!(" workspace={n}"),
+        },
+        match CoreAlloc::from_u8(c.cores) {
+            Some(CoreAlloc::Shared) => String::new(),
+            a => format!(" cores={}", a.map_or("?".into(), |a| a.to_string())),
         },
     );
     for i in 0..c.num_levels as usize {
@@ -212,7 +217,7 @@ pub fn print(m: &Module) -> String {
             .collect();
         let _ = writeln!(
             o,
-            ".kernel {} {} {} params={} args=[{}]{}{}",
+            ".kernel {} {} {} params={} args=[{}]{}{}{}",
             i,
             k.name,
             pool,
@@ -225,6 +230,10 @@ pub fn print(m: &Module) -> String {
             match e.cost() {
                 None => String::new(),
                 Some((expr, unit)) => format!(" cost={expr} unit={}", unit.name()),
+            },
+            match e.core_limit.get() {
+                0 => String::new(),
+                n => format!(" cores={n}"),
             }
         );
     }
@@ -772,6 +781,9 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
                 if let Some((v, w)) = kv.map.get("workspace") {
                     c.workspace_arena = U32::new(p.num(w, v, u32::MAX as u64)? as u32);
                 }
+                if let Some((v, w)) = kv.map.get("cores") {
+                    c.cores = named(&p, w, v, "core allocation", CoreAlloc::from_name)?.code();
+                }
                 kv.no_extra(
                     &p,
                     [
@@ -794,6 +806,7 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
                         "pipeline_depth",
                         "batch_deps",
                         "workspace",
+                        "cores",
                     ]
                     .into_iter(),
                 )?;
@@ -947,9 +960,12 @@ pub fn parse(rep: &Reporter<'_>, src: &str) -> Result<(Module, SpanMap), AsmErro
                             _ => return Err(p.err(w.span, "a cost's unit is ns or cycles")),
                         } as u8;
                     }
+                    if let Some((v, w)) = kv.map.get("cores") {
+                        entry.core_limit = U16::new(p.num(w, v, u64::from(u16::MAX))? as u16);
+                    }
                     kv.no_extra(
                         &p,
-                        ["params", "args", "workspace", "cost", "unit"].into_iter(),
+                        ["params", "args", "workspace", "cost", "unit", "cores"].into_iter(),
                     )?;
                 }
                 m.kernels.push(Kernel { name, entry });

@@ -343,23 +343,23 @@ fn listing_errors() {
     assert_eq!((d.kind, d.line, d.col), (DiagKind::Listing, 1, 7));
     assert_eq!(
         d.message,
-        "unsupported listing version \"3\"; this assembler reads and writes version 7"
+        "unsupported listing version \"3\"; this assembler reads and writes version 8"
     );
-    let d = fail(".ptow 7\n.workload w\n.schedule s\n.code\n0 HALT\n1 FROB x=1\n");
+    let d = fail(".ptow 8\n.workload w\n.schedule s\n.code\n0 HALT\n1 FROB x=1\n");
     assert_eq!(
         (d.kind, d.line, d.col, d.message.as_str()),
         (DiagKind::UnknownName, 6, 3, "unknown opcode \"FROB\"")
     );
-    let d = fail(".ptow 7\n.code\n0 PARALLEL_FOR axis=0\n");
+    let d = fail(".ptow 8\n.code\n0 PARALLEL_FOR axis=0\n");
     assert_eq!((d.line, d.message.as_str()), (3, "missing field `end`"));
-    let d = fail(".ptow 7\n.code\n0 NOP x=1\n");
+    let d = fail(".ptow 8\n.code\n0 NOP x=1\n");
     assert_eq!(
         (d.line, d.col, d.message.as_str()),
         (3, 7, "unknown field `x`")
     );
-    let d = fail(".ptow 7\n.code\n1 NOP\n");
+    let d = fail(".ptow 8\n.code\n1 NOP\n");
     assert_eq!(d.message, "instruction index 1 out of sequence; expected 0");
-    let d = fail(".ptow 7\n.code\n0 PARAM_CONST value=2147483648\n");
+    let d = fail(".ptow 8\n.code\n0 PARAM_CONST value=2147483648\n");
     assert_eq!(
         (d.kind, d.message.as_str()),
         (DiagKind::Overflow, "2147483648 is larger than 2147483647")
@@ -368,7 +368,7 @@ fn listing_errors() {
 
 #[test]
 fn verify_errors_in_listings_point_at_the_line() {
-    let src = ".ptow 7\n.workload w\n.schedule s\n.config workload_level=cpu schedule_level=cpu aicpus=1 policy=round_robin depth=0 key=- levels=0 selector=- streams=1 timing=immediate timing_arg=0 ready=fifo start=immediate start_threshold=0 window=8 window_mode=stall pipeline_depth=0 batch_deps=0\n.code\n0 NOP\n1 PARALLEL_FOR axis=3 end=2\n2 HALT\n";
+    let src = ".ptow 8\n.workload w\n.schedule s\n.config workload_level=cpu schedule_level=cpu aicpus=1 policy=round_robin depth=0 key=- levels=0 selector=- streams=1 timing=immediate timing_arg=0 ready=fifo start=immediate start_threshold=0 window=8 window_mode=stall pipeline_depth=0 batch_deps=0\n.code\n0 NOP\n1 PARALLEL_FOR axis=3 end=2\n2 HALT\n";
     let d = fail(src);
     assert_eq!((d.kind, d.line, d.col), (DiagKind::Verify, 7, 1), "{d}");
     assert_eq!(d.message, "the listing does not describe a valid program: instruction 1 (byte offset 200): axis index 3 is out of range (table has 0)");
@@ -677,5 +677,54 @@ fn kernel_costs() {
         4,
         40,
         "`size(…)` and `extent(…)` measure a task's region: they may only be used in a kernel's `cost(…)`",
+    );
+}
+
+#[test]
+fn core_allocation_and_core_limits() {
+    let w = "@tensor A: f16[4]\n@workload w() {\n  parallel_for i in dense[4] { task @k(i) resources(A[i]) }\n}\n";
+    // Assembles: a limit, with the other attributes in any order, and the schedule's knob.
+    let ok = format!(
+        "@kernel k(i): vector(out a) cores(3) workspace(64) cost(10)\n{w}@schedule s for w {{ cores = partition }}\n"
+    );
+    let out = assemble("t.pto", &ok, &Options::default()).unwrap();
+    assert_eq!(out.module.kernels[0].entry.core_limit.get(), 3);
+    assert_eq!(out.module.config.cores, 1);
+    is(
+        &fail(&format!("@kernel k(i): vector(out a) cores(0)\n{w}")),
+        DiagKind::Overflow,
+        1,
+        35,
+        "a core limit of 0: the kernel's tasks could never run (at least 1)",
+    );
+    is(
+        &fail(&format!("@kernel k(i): vector(out a) cores(65536)\n{w}")),
+        DiagKind::Overflow,
+        1,
+        35,
+        "a core limit of 65536; the largest is 65535",
+    );
+    is(
+        &fail(&format!("@kernel k(i): vector(out a) cores(2) cores(3)\n{w}")),
+        DiagKind::Syntax,
+        1,
+        38,
+        "expected `@workload`, `@schedule`, `@tensor`, `@kernel`, `@param`, `@plan`, `@tiers` or a header line (`module \"name\"`), found `cores`",
+    );
+    is(
+        &fail(&format!("{K}{w}@schedule s for w {{ cores = spread }}\n")),
+        DiagKind::Type,
+        6,
+        29,
+        "unknown core allocation `spread`; expected shared or partition",
+    );
+    is(
+        &fail(&format!(
+            "{K}{w}@schedule s for w {{ cores = shared(2) }}\n"
+        )),
+        DiagKind::Type,
+        6,
+        36,
+        "`shared` takes no argument",
     );
 }

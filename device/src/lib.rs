@@ -41,7 +41,7 @@ use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
     cores as core_bits, Aicpu, Busy, Config, CoreAlloc, Env, Local, MapLock, Node, Padded, Pred,
-    SchedError, Shared, Slot, Workspace, NODES,
+    SchedError, Shared, Slot, Workspace, CORE_WAITER_WORDS, NODES,
 };
 use ptovm_vm::share::Sharing;
 use ptovm_vm::spin::SpinLock;
@@ -415,6 +415,8 @@ struct Plan {
     local: MapLayout,
     params: u32,
     tensors: usize,
+    /// Kernels of the program (a core-limit counter each).
+    kernels: usize,
     /// Words of a window slot's descriptor (`desc::slot_words`).
     desc_words: usize,
     /// The launch's workspace memory.
@@ -523,6 +525,7 @@ fn plan(v: &Verified<'_>, l: &PtovmLaunch) -> Result<Plan, Fail> {
         local,
         params: v.params().len() as u32,
         tensors: v.tensors().len(),
+        kernels: v.kernels().len(),
         desc_words: desc::slot_words(v),
         workspace: Workspace {
             arena,
@@ -606,7 +609,8 @@ unsafe fn shared_layout(
         0
     };
     let free_cores: *mut AtomicU64 = c.take(bitmap_words, "free-core bitmap")?;
-    let core_waiters: *mut Padded = c.take(4, "core waiter words")?;
+    let core_waiters: *mut Padded = c.take(CORE_WAITER_WORDS, "core waiter words")?;
+    let kernel_running: *mut AtomicU32 = c.take(p.kernels, "kernel running counts")?;
     let map: *mut DevMap = c.take(1, "TensorMap")?;
     let writers: *mut AtomicU32 = c.take(p.tensors, "live-writer counts")?;
     let next_issue: *mut Padded = c.take(1, "the rate_limit turn")?;
@@ -649,9 +653,10 @@ unsafe fn shared_layout(
         });
         let free_cores = fill(free_cores, bitmap_words, |_| AtomicU64::new(0));
         core_bits::free_all(free_cores, cores);
-        let core_waiters = fill(core_waiters, 4, |i| {
+        let core_waiters = fill(core_waiters, CORE_WAITER_WORDS, |i| {
             Padded::new(core_bits::waiter_word_at_launch(i, n as u32))
         });
+        let kernel_running = fill(kernel_running, p.kernels, |_| AtomicU32::new(0));
         let writers = fill(writers, p.tensors, |_| AtomicU32::new(0));
         let next_issue = &fill(next_issue, 1, |_| Padded::new(0))[0];
         let barriers = fill(barriers, ptovm_vm::limits::MAX_READBACKS, |_| {
@@ -683,6 +688,7 @@ unsafe fn shared_layout(
                 core_aicpu,
                 free_cores,
                 core_waiters,
+                kernel_running,
                 map: &*map,
                 writers,
                 next_issue,

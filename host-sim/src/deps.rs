@@ -722,6 +722,45 @@ pub fn check_run(reference: &[RefTask], ran: &[Ran]) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a run against its kernels' core limits (`limits[k]` of kernel `k`, 0 for none;
+/// spec/runtime.md §4.6): at no time did more tasks of a limited kernel run than its limit.
+/// A task runs from its start to its end (`ran`, one clock); one that ends when another starts
+/// does not overlap it. (A unit is held from issue to the issuer seeing the end, which covers
+/// the task's run: a run within the limits passes.)
+pub fn check_core_limits(reference: &[RefTask], ran: &[Ran], limits: &[u32]) -> Result<(), String> {
+    for (kernel, &limit) in limits.iter().enumerate() {
+        if limit == 0 {
+            continue;
+        }
+        // (time, +1 at a start / -1 at an end); ends first at equal times.
+        let mut edges: Vec<(u64, i64)> = reference
+            .iter()
+            .zip(ran)
+            .filter(|(t, _)| usize::from(t.kernel) == kernel)
+            .flat_map(|(_, r)| [(r.0, 1), (r.1, -1)])
+            .collect();
+        edges.sort_unstable();
+        let mut running = 0i64;
+        for (at, d) in edges {
+            running += d;
+            if running > i64::from(limit) {
+                return Err(format!(
+                    "{running} tasks of kernel {kernel} ran at once at {at}; its core limit is {limit}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The core limit of each kernel of `v` (0 for none), for [`check_core_limits`].
+pub fn core_limits(v: &ptovm_vm::Verified<'_>) -> Vec<u32> {
+    v.kernels()
+        .iter()
+        .map(|k| u32::from(k.core_limit.get()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

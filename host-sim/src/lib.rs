@@ -29,8 +29,8 @@ pub mod sim;
 pub use ptovm_vm::waitlist;
 
 pub use deps::{
-    check_run, edges, heap_map, DepBuilder, DepMode, Edge, EdgeKind, HeapMap, HeapStorage,
-    InOrderWindow,
+    check_core_limits, check_run, core_limits, edges, heap_map, DepBuilder, DepMode, Edge,
+    EdgeKind, HeapMap, HeapStorage, InOrderWindow,
 };
 pub use expand::{expand_aicpu, expand_all, Expansion, NEXT_TASK};
 pub use params::{Defaults, DefaultsError};

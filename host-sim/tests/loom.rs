@@ -426,3 +426,45 @@ fn shared_cores_are_claimed_once_and_no_wakeup_is_lost() {
         assert_eq!(free as usize + cores_taken.len(), 2);
     });
 }
+
+/// Core limits (spec/runtime.md §4.6): kernel with limit 1 whose one unit AICPU 2 holds (its
+/// task is running); AICPUs 0 and 1 each want one while AICPU 2 gives it back. The unit is
+/// never taken twice, and an AICPU that found none and announced itself either gets the unit on
+/// its second look or is named to be woken.
+#[test]
+fn core_limit_units_are_taken_once_and_no_wakeup_is_lost() {
+    use ptovm_vm::sched::{cores, limits, Padded};
+    loom::model(|| {
+        let running = Arc::new(AtomicU32::new(1));
+        let waiters = Arc::new(Padded::new(0));
+        let takers: Vec<_> = (0..2u32)
+            .map(|me| {
+                let (running, waiters) = (running.clone(), waiters.clone());
+                thread::spawn(move || {
+                    if limits::take(&running, 1) {
+                        return (true, false);
+                    }
+                    cores::announce(&waiters, me);
+                    if limits::take(&running, 1) {
+                        return (true, false);
+                    }
+                    (false, true)
+                })
+            })
+            .collect();
+        limits::give_back(&running);
+        let woken = cores::waiting(&waiters, 2);
+        let got: Vec<(bool, bool)> = takers.into_iter().map(|h| h.join().unwrap()).collect();
+        let taken = got.iter().filter(|g| g.0).count();
+        assert!(taken <= 1, "a unit of limit 1 taken twice: {got:?}");
+        assert_eq!(running.load(Ordering::Relaxed) as usize, taken);
+        for (me, (_, slept)) in got.iter().enumerate() {
+            if *slept && taken == 0 {
+                assert!(
+                    woken & (1 << me) != 0,
+                    "AICPU {me} sleeps with the unit free and no wake-up: {got:?}"
+                );
+            }
+        }
+    });
+}

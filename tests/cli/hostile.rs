@@ -83,9 +83,9 @@ fn bad_bytecode(d: &Path) -> Vec<(&'static str, Vec<u8>, Kind, &'static str)> {
     b[0] = b'X';
     out.push(("magic", b, Kind::Damaged, "bad magic"));
     let mut b = good.clone();
-    b[4] = 8;
+    b[4] = 9;
     ptovm_vm::format::seal(&mut b);
-    out.push(("version", b, Kind::Damaged, "unsupported PTOW version 8"));
+    out.push(("version", b, Kind::Damaged, "unsupported PTOW version 9"));
     let mut b = good.clone();
     let n = b.len();
     b[n - 3] ^= 0x10;
@@ -331,7 +331,7 @@ fn bad_text_through_every_command() {
         false,
     );
     // A listing (disassembly text) with a bad line.
-    std::fs::write(d.join("bad.txt"), ".ptow 7\n.workload w\n.code\n0 HALT\n").unwrap();
+    std::fs::write(d.join("bad.txt"), ".ptow 8\n.workload w\n.code\n0 HALT\n").unwrap();
     hostile(
         d,
         &["asm", "bad.txt", "-o", "out.ptow"],

@@ -366,7 +366,7 @@ fn bad_text_inputs() {
     std::fs::write(d.join("binary.pto"), [0xff, 0xfe, 0x00]).unwrap();
     std::fs::write(
         d.join("listing.txt"),
-        ".ptow 7\n.workload w\n.code\n0 HALT\n",
+        ".ptow 8\n.workload w\n.code\n0 HALT\n",
     )
     .unwrap();
     fails(

@@ -458,7 +458,27 @@ impl Gen {
         if largest > 0 && self.below(2) == 0 {
             m += &format!("  workspace = {}\n", largest + 64 * self.below(3));
         }
+        // Drawn last, so the modules the bytes gave before stay as they were, and never when
+        // the bytes run out (they then read 0): sometimes a fixed partition of the cores, and
+        // core limits on kernels (spec/runtime.md §4.6).
+        if self.below(4) == 1 {
+            m += "  cores = partition\n";
+        }
         m += "}\n";
+        for k in [
+            "k0(a): vector(in x)",
+            "k1(a, b): cube(in x, out y)",
+            "k3(a): cube(in x)",
+        ] {
+            if self.below(3) == 1 {
+                let limit = 1 + self.below(3);
+                let decl = format!("@kernel {k}");
+                if let Some(at) = m.find(&decl) {
+                    let end = at + m[at..].find('\n').unwrap_or(m.len() - at);
+                    m.insert_str(end, &format!(" cores({limit})"));
+                }
+            }
+        }
         m
     }
 }
@@ -937,5 +957,6 @@ pub fn check_run(code: &[u8], params: &Params, n: u32, ran: &Ran) -> Result<(), 
     let p = ptovm_vm::RuntimeParams::new(&v, &vals).map_err(|e| e.to_string())?;
     let reference =
         ptovm_host_sim::reference_expand(&v, &p, n, u64::MAX).map_err(|e| e.to_string())?;
-    ptovm_host_sim::check_run(&reference, ran)
+    ptovm_host_sim::check_run(&reference, ran)?;
+    ptovm_host_sim::check_core_limits(&reference, ran, &ptovm_host_sim::core_limits(&v))
 }

@@ -11,7 +11,7 @@ use ptovm_vm::handshake::{CoreSlot, CUBE, VECTOR};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
     cores as core_bits, Aicpu, Busy, Config, CoreAlloc, Env, IssueTiming, Issued, Local, MapLock,
-    Node, Padded, Pred, Shared, Slot, Start, Workspace, NODES,
+    Node, Padded, Pred, Shared, Slot, Start, Workspace, CORE_WAITER_WORDS, NODES,
 };
 use ptovm_vm::share::Sharing;
 use ptovm_vm::tmap::MapLayout;
@@ -119,6 +119,7 @@ pub struct Region {
     /// Shared cores: the free-core bitmap (empty under a partition) and the waiter words.
     pub free_cores: Vec<AtomicU64>,
     pub core_waiters: Vec<Padded>,
+    pub kernel_running: Vec<AtomicU32>,
     pub lock: Lock,
     pub writers: Vec<AtomicU32>,
     pub next_issue: Padded,
@@ -160,10 +161,11 @@ impl Region {
                 .collect(),
             core_aicpu: owners,
             free_cores: Vec::new(),
-            core_waiters: (0..4)
+            core_waiters: (0..CORE_WAITER_WORDS)
                 .map(|i| Padded::new(core_bits::waiter_word_at_launch(i, n)))
                 .collect(),
             lock: Lock(RefCell::new(heap_map(layout, DepMode::Overlap).unwrap())),
+            kernel_running: (0..v.kernels().len()).map(|_| AtomicU32::new(0)).collect(),
             writers: (0..v.tensors().len()).map(|_| AtomicU32::new(0)).collect(),
             next_issue: Padded::new(0),
             descs: (0..n as usize * cap * slot_words(v))
@@ -201,6 +203,7 @@ impl Region {
             core_aicpu: &self.core_aicpu,
             free_cores: &self.free_cores,
             core_waiters: &self.core_waiters,
+            kernel_running: &self.kernel_running,
             map: &self.lock,
             writers: &self.writers,
             next_issue: &self.next_issue,

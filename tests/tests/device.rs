@@ -298,6 +298,22 @@ fn bad_arguments_are_codes_with_messages() {
     l.core_alloc = 3;
     assert_eq!(call(&code, l, &mut sizes, &mut err), PTOVM_E_ARGUMENT);
     assert!(text(&err).contains("core_alloc 3"), "{}", text(&err));
+    // `core_alloc = 0` takes the program's `cores = partition`; 1 overrides it.
+    let partitioned = ptovm_tests::assemble_text(
+        "@kernel k(i): vector(out a)
+@workload w(%n: dense[4]) { parallel_for i in %n { task @k(i) resources(A[i]) } }
+@schedule s for w { cores = partition }",
+    )
+    .0;
+    l = settings(6, 1024);
+    l.cube_cores = 5;
+    assert_eq!(
+        call(&partitioned, l, &mut sizes, &mut err),
+        PTOVM_E_ARGUMENT
+    );
+    assert!(text(&err).contains("partition"), "{}", text(&err));
+    l.core_alloc = 1;
+    assert_eq!(call(&partitioned, l, &mut sizes, &mut err), PTOVM_OK);
     // A workspace arena smaller than a kernel's workspace (spec/runtime.md §4.4).
     let ws = ptovm_tests::assemble_text(
         "@kernel k(i): vector(out a) workspace(4096)

@@ -250,7 +250,7 @@ fn runtime_scalars_and_arrays_in_expressions() {
 
 #[test]
 fn nop_from_a_listing() {
-    let src = ".ptow 7\n.workload w\n.schedule s\n.config workload_level=cpu schedule_level=cpu aicpus=1 policy=round_robin depth=0 key=- levels=0 selector=- streams=1 timing=immediate timing_arg=0 ready=fifo start=immediate start_threshold=0 window=1 window_mode=stall pipeline_depth=0 batch_deps=0\n.kernel 0 k vector undeclared\n.code\n0 NOP\n1 TASK kernel=0 params=0 io=0 tier=0\n2 NOP\n3 HALT\n";
+    let src = ".ptow 8\n.workload w\n.schedule s\n.config workload_level=cpu schedule_level=cpu aicpus=1 policy=round_robin depth=0 key=- levels=0 selector=- streams=1 timing=immediate timing_arg=0 ready=fifo start=immediate start_threshold=0 window=1 window_mode=stall pipeline_depth=0 batch_deps=0\n.kernel 0 k vector undeclared\n.code\n0 NOP\n1 TASK kernel=0 params=0 io=0 tier=0\n2 NOP\n3 HALT\n";
     assert_eq!(prog(src).one(&[]), ["0 k()"]);
 }
 

@@ -511,3 +511,29 @@ fn a_chain_pays_each_hop_exactly() {
         assert_eq!(r.run.edges, k - 1);
     }
 }
+
+/// A kernel's core limit (`@kernel … cores(L)`, spec/runtime.md §4.6): at most `L` of its
+/// tasks run at once in the launch, whatever the AICPUs and cores, so independent equal tasks
+/// take `⌈n / min(L, cores)⌉ · d`; the work bound counts it.
+#[test]
+fn a_core_limit_caps_the_kernels_running_tasks() {
+    let d = 1_000;
+    for (n, cores, aicpus, limit) in [(12, 8, 1, 3), (30, 48, 6, 3), (20, 4, 2, 8), (7, 6, 3, 1)] {
+        let src = INDEPENDENT.replace("(out A)", &format!("(out A) cores({limit})"));
+        for alloc in [sim::CoreAlloc::Shared, sim::CoreAlloc::Partition] {
+            let o = Options {
+                aicpus,
+                window: 1024,
+                check: true,
+                cores: alloc,
+                ..Options::default()
+            };
+            let machine = free_machine(aicpus, cores);
+            let r = model_with(&src, &[("N", n, vec![])], o, &machine, &[("k", d)]);
+            let what = format!("n {n}, cores {cores}, aicpus {aicpus}, limit {limit}, {alloc}");
+            let want = (n as u64).div_ceil(u64::from(limit.min(cores))) * d;
+            assert_eq!(r.makespan_ns, want, "{what}");
+            assert_eq!(r.work_bound_ns, want, "{what}");
+        }
+    }
+}

@@ -193,3 +193,31 @@ fn a_quiet_read_site_looks_again_after_an_insertion() {
         check(&out.bytes, &params, n, &r).unwrap_or_else(|e| panic!("{e} ({cfg:?}, seed {seed})"));
     }
 }
+
+/// Core limits (spec/runtime.md §4.6) in every interleaving: kernel `a` may run 2 tasks at once
+/// in the launch, `b` any number, over both core allocations and every setting `config`
+/// picks; `check` holds the run to the limits (`check_core_limits`), and tasks did wait.
+#[test]
+fn core_limits_hold_in_any_interleaving() {
+    let src = "@tensor X: f16[40]\n@tensor Y: f16[40]\n\
+               @kernel a(i): vector(out x) cores(2)\n@kernel b(i): vector(in x, out y)\n\
+               @workload w() { parallel_for i in dense[40] {\n\
+                 task @a(i) resources(X[i])\n task @b(i) resources(X[i], Y[i])\n\
+               } }\n@schedule s for w { dispatch = round_robin }";
+    let bytes = assemble("limits.pto", src, &Options::default())
+        .unwrap()
+        .bytes;
+    let mut waits = 0;
+    for seed in 0..120u64 {
+        let (n, window) = (
+            [1, 2, 3, 5][seed as usize % 4],
+            [1, 4, 64][seed as usize % 3],
+        );
+        let cfg = config(seed, window);
+        let r = run(&bytes, &[], n, window, cfg, seed).unwrap_or_else(|e| panic!("{e} ({cfg:?})"));
+        check(&bytes, &[], n, &r).unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
+        assert_eq!(r.ran.len(), 80);
+        waits += r.counts.core_limit_waits;
+    }
+    assert!(waits > 0, "no task ever waited for its kernel's core limit");
+}

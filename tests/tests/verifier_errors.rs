@@ -1277,7 +1277,7 @@ fn kernel_costs() {
     ));
     // Reserved bytes.
     let mut m = base();
-    m.kernels[0].entry.reserved1 = U32::new(1);
+    m.kernels[0].entry.reserved1 = U16::new(1);
     assert!(matches!(check(&m).kind, ErrorKind::NonZero { .. }));
     // An undeclared kernel has no cost.
     let mut m = costed(vec![e(ExprOp::CONST, 0, 1)], 0);
@@ -1322,6 +1322,45 @@ fn task_parameters_and_sizes_are_read_in_costs_only() {
         ErrorKind::Expr {
             node: 4,
             problem: ExprProblem::CostOnly
+        }
+    );
+}
+
+/// PTOW v8 (spec/bytecode.md §3.1, §3.4): the schedule's core allocation and a kernel's core
+/// limit.
+#[test]
+fn core_allocation_and_core_limits() {
+    let mut m = base();
+    m.config.cores = 1;
+    m.kernels[0].entry.core_limit = U16::new(3);
+    assert!(verify(&m.encode()).is_ok(), "partition and a limit of 3");
+    m.config.cores = 2;
+    let e = check(&m);
+    assert_eq!(
+        e.kind,
+        ErrorKind::BadCode {
+            what: "core allocation",
+            value: 2
+        }
+    );
+    assert_eq!(e.at.offset, 64 + 116);
+    let mut m = base();
+    m.config.reserved2[1] = 1;
+    assert!(matches!(check(&m).kind, ErrorKind::NonZero { .. }));
+    let mut m = base();
+    m.config.reserved3[0] = U32::new(1);
+    assert!(matches!(check(&m).kind, ErrorKind::NonZero { .. }));
+    // An undeclared kernel has no limit.
+    let mut m = base();
+    m.kernels[0].entry = KernelEntry {
+        flags: ptovm_vm::format::KERNEL_UNDECLARED,
+        core_limit: U16::new(1),
+        ..Default::default()
+    };
+    assert_eq!(
+        check(&m).kind,
+        ErrorKind::NonZero {
+            what: "the core limit of an undeclared kernel"
         }
     );
 }

@@ -1,4 +1,4 @@
-//! Binary layout of PTOW v6 (spec/bytecode.md §2–3): little-endian, byte-aligned records read as
+//! Binary layout of PTOW v8 (spec/bytecode.md §2–3): little-endian, byte-aligned records read as
 //! zero-copy views. Every multi-byte field uses `zerocopy`'s unaligned little-endian integers, so
 //! a view can be taken over any byte slice without alignment or endianness assumptions.
 
@@ -11,7 +11,7 @@ pub const MAGIC: u32 = 0x5054_4F57;
 /// allocation of an arena starts on a line of its own.
 pub const WORKSPACE_UNIT: u32 = 64;
 /// The only version this reader understands.
-pub const VERSION: u32 = 7;
+pub const VERSION: u32 = 8;
 
 /// Limits every verified program respects (spec/bytecode.md §8).
 pub mod limits {
@@ -248,8 +248,13 @@ pub struct Config {
     pub pipeline_depth: U32,
     /// Dependency-release batch size (0 = release one at a time).
     pub batch_deps: U32,
+    /// `cores = shared | partition` (v8): [`crate::sched::CoreAlloc`] code, which cores each
+    /// AICPU hands tasks to (spec/runtime.md §4.6); a launch may override it.
+    pub cores: u8,
     /// Must be zero.
-    pub reserved2: [U32; 3],
+    pub reserved2: [u8; 3],
+    /// Must be zero.
+    pub reserved3: [U32; 2],
 }
 
 /// An 8-byte record: an instruction, an axis definition or an expression node.
@@ -377,8 +382,11 @@ pub struct KernelEntry {
     pub cost_unit: u8,
     /// Reserved, 0.
     pub reserved0: u8,
+    /// `cores(N)` (v8): the most of its tasks that run at once in the launch, on any cores of
+    /// its pool (spec/runtime.md §4.6); 0 for no limit (and for an undeclared kernel).
+    pub core_limit: U16,
     /// Reserved, 0.
-    pub reserved1: U32,
+    pub reserved1: U16,
 }
 
 /// [`KernelEntry::cost_expr`] of a kernel that declares no cost.
@@ -428,7 +436,8 @@ impl Default for KernelEntry {
             cost_expr: U16::new(NO_COST),
             cost_unit: 0,
             reserved0: 0,
-            reserved1: U32::new(0),
+            core_limit: U16::new(0),
+            reserved1: U16::new(0),
         }
     }
 }

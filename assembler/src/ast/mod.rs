@@ -264,6 +264,8 @@ pub struct KernelDecl {
     pub workspace: Option<(u64, Span)>,
     /// `cost(expr [, unit])`: one task's duration on the machine model.
     pub cost: Option<CostDecl>,
+    /// `cores(N)`: the most of its tasks that run at once, and where it is written.
+    pub cores: Option<(u64, Span)>,
 }
 
 /// `cost(expr [, ns | cycles])` on a `@kernel` (ptovm extension): a task's duration.

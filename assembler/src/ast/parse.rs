@@ -624,7 +624,7 @@ impl<'s> Parser<'_, 's> {
                     let span = open.span.to(self.toks[self.pos - 1].span);
                     KnobValue::SpatialMap(grid, span)
                 }
-                "timing" | "ready" | "start" | "window_mode" => {
+                "timing" | "ready" | "start" | "window_mode" | "cores" => {
                     let (n, arg) = self.named_value()?;
                     KnobValue::Named(n, arg)
                 }
@@ -762,8 +762,9 @@ impl<'s> Parser<'_, 's> {
             Ok((dir, p.ident("an argument name")?))
         })?;
         // `workspace(N)`: N bytes of scratch for each of its tasks while it runs; `cost(e)`:
-        // how long each runs. Either order, each at most once.
-        let (mut workspace, mut cost) = (None, None);
+        // how long each runs; `cores(N)`: how many run at once at most. Any order, each at
+        // most once.
+        let (mut workspace, mut cost, mut cores) = (None, None, None);
         loop {
             let t = self.peek();
             if t.is("workspace") && workspace.is_none() {
@@ -784,6 +785,12 @@ impl<'s> Parser<'_, 's> {
                 };
                 self.expect(")")?;
                 cost = Some(CostDecl { expr, unit });
+            } else if t.is("cores") && cores.is_none() {
+                self.pos += 1;
+                self.expect("(")?;
+                let n = self.int("the most cores its tasks run on at once")?;
+                self.expect(")")?;
+                cores = Some(n);
             } else {
                 break;
             }
@@ -795,6 +802,7 @@ impl<'s> Parser<'_, 's> {
             args,
             workspace,
             cost,
+            cores,
         })
     }
 }

@@ -136,8 +136,29 @@ impl<'a> Lower<'a, '_, '_> {
             }
             Some((n, _)) => n.div_ceil(unit) as u16,
         };
+        // At most this many of its tasks run at once (spec/runtime.md §4.6): a limit of 0
+        // would never run one.
+        let core_limit = match k.cores {
+            None => 0,
+            Some((0, span)) => {
+                return Err(self.rep.error(
+                    DiagKind::Overflow,
+                    span,
+                    "a core limit of 0: the kernel's tasks could never run (at least 1)",
+                ))
+            }
+            Some((n, span)) if n > u64::from(u16::MAX) => {
+                return Err(self.rep.error(
+                    DiagKind::Overflow,
+                    span,
+                    format!("a core limit of {n}; the largest is {}", u16::MAX),
+                ))
+            }
+            Some((n, _)) => n as u16,
+        };
         let entry = KernelEntry {
             pool: pool as u8,
+            core_limit: U16::new(core_limit),
             num_params: k.params.len() as u8,
             num_args: k.args.len() as u8,
             arg_dirs: U32::new(dirs),

@@ -7,6 +7,7 @@ use ptovm_vm::format::{
     limits, KernelEntry, PolicySpec, RegionDim, TensorEntry, COND_HAS_ELSE, DIM_IS_SLOT,
     KERNEL_UNDECLARED, LAYOUT_REPLICATE, LAYOUT_SHARD, NONE16, TENSOR_IMPLICIT, TENSOR_STREAM,
 };
+use ptovm_vm::sched::CoreAlloc;
 use ptovm_vm::{
     DType, Dir, ExprKind, ExprOp, InfoKind, Opcode, ParamKind, Policy, Pool, ReadyPolicy, Record,
     StartPolicy, Timing, WindowMode,

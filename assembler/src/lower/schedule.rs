@@ -397,6 +397,19 @@ impl<'a> Lower<'a, '_, '_> {
                 want_arg(self, false)?;
                 self.m.config.ready = r as u8;
             }
+            "cores" => {
+                let Some(c) = CoreAlloc::from_name(&n.name) else {
+                    return bad(
+                        self,
+                        format!(
+                            "unknown core allocation `{}`; expected shared or partition",
+                            n.name
+                        ),
+                    );
+                };
+                want_arg(self, false)?;
+                self.m.config.cores = c.code();
+            }
             "start" => {
                 let Some(s) = StartPolicy::from_name(&n.name) else {
                     return bad(self, format!("unknown start policy `{}`; expected immediate, after_orchestration or threshold(N)", n.name));

@@ -121,7 +121,8 @@ pub struct ModelReport {
     pub makespan_ns: u64,
     /// The longest chain of dependent tasks, by kernel durations alone, ns.
     pub critical_path_ns: u64,
-    /// The most kernel time one pool has per core: its tasks' durations summed over its cores.
+    /// The most kernel time per core one pool has (its tasks' durations summed over its
+    /// cores) or one kernel with a core limit has (over the cores it may use at once).
     pub work_bound_ns: u64,
     /// Cube and vector cores.
     pub pools: [PoolTime; 2],
@@ -134,7 +135,7 @@ pub struct ModelReport {
 }
 
 impl ModelReport {
-    /// A lower bound on the makespan: the critical path or the busiest pool's work per core.
+    /// A lower bound on the makespan: the critical path or the most work per usable core.
     pub fn lower_bound_ns(&self) -> u64 {
         self.critical_path_ns.max(self.work_bound_ns)
     }

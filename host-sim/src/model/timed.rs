@@ -693,7 +693,8 @@ impl Buckets {
 
 /// The launch's lower bounds, ns: the critical path (the longest chain of dependent tasks by
 /// kernel durations, over the reference graph with the values the run read back) and the work
-/// bound (the busiest pool's kernel time over its cores).
+/// bound (the busiest pool's kernel time over its cores, or a kernel's with a core limit over
+/// the cores it may run on at once, whichever is more).
 fn bounds(
     v: &Verified<'_>,
     p: &RuntimeParams<'_>,
@@ -709,6 +710,7 @@ fn bounds(
         deps: DepBuilder::new(DepMode::Overlap),
         finish: Vec::new(),
         work: [0; 2],
+        kernel_work: vec![0; v.kernels().len()],
         critical: 0,
     };
     if v.readbacks().is_empty() {
@@ -731,11 +733,16 @@ fn bounds(
         }
     }
     let per_core = |w: u64, cores: u32| w.div_ceil(u64::from(cores.max(1)));
-    let vector = l.cores as u32 - l.cube;
-    Ok((
-        b.critical,
-        per_core(b.work[0], l.cube).max(per_core(b.work[1], vector)),
-    ))
+    let pool_cores = [l.cube, l.cores as u32 - l.cube];
+    let limited = v.kernels().iter().zip(&b.kernel_work).map(|(k, &w)| {
+        let pool = usize::from(Pool::from_u8(k.pool) != Some(Pool::Cube));
+        match u32::from(k.core_limit.get()) {
+            0 => 0,
+            limit => per_core(w, limit.min(pool_cores[pool])),
+        }
+    });
+    let pools = per_core(b.work[0], pool_cores[0]).max(per_core(b.work[1], pool_cores[1]));
+    Ok((b.critical, limited.fold(pools, u64::max)))
 }
 
 /// The bounds' walk over the tasks in program order.
@@ -747,7 +754,9 @@ struct Bounds<'c, 'a, 'p> {
     deps: DepBuilder,
     /// `finish[t]`: the earliest task `t` can end, given its predecessors.
     finish: Vec<u64>,
+    /// Kernel time of each pool, and of each kernel.
     work: [u64; 2],
+    kernel_work: Vec<u64>,
     critical: u64,
 }
 
@@ -770,6 +779,9 @@ impl Bounds<'_, '_, '_> {
         self.critical = self.critical.max(ready.saturating_add(d));
         self.work[usize::from(pool != Pool::Cube)] =
             self.work[usize::from(pool != Pool::Cube)].saturating_add(d);
+        if let Some(w) = self.kernel_work.get_mut(usize::from(kernel)) {
+            *w = w.saturating_add(d);
+        }
     }
 }
 

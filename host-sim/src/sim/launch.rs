@@ -12,7 +12,7 @@ use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
     cores as core_bits, Aicpu, Busy, Config, CoreAlloc, Counts, Local, MapLock, Node, Padded, Pred,
-    Shared, Slot, Workspace, NODES,
+    Shared, Slot, Workspace, CORE_WAITER_WORDS, NODES,
 };
 use ptovm_vm::share::Sharing;
 use ptovm_vm::spin::SpinLock;
@@ -173,6 +173,7 @@ pub(crate) struct Region {
     core_aicpu: Vec<u32>,
     free_cores: Vec<AtomicU64>,
     core_waiters: Vec<Padded>,
+    kernel_running: Vec<AtomicU32>,
     map: CachePadded<MapLockHost>,
     writers: Vec<AtomicU32>,
     next_issue: Padded,
@@ -224,12 +225,13 @@ impl Region {
                 }
                 CoreAlloc::Partition => Vec::new(),
             },
-            core_waiters: (0..4)
+            core_waiters: (0..CORE_WAITER_WORDS)
                 .map(|i| Padded::new(core_bits::waiter_word_at_launch(i, n)))
                 .collect(),
             map: CachePadded::new(MapLockHost(SpinLock::new(
                 heap_map(layout, deps).ok_or_else(|| l.too_big("the TensorMap"))?,
             ))),
+            kernel_running: (0..v.kernels().len()).map(|_| AtomicU32::new(0)).collect(),
             writers: (0..v.tensors().len()).map(|_| AtomicU32::new(0)).collect(),
             next_issue: Padded::new(0),
             barriers: (0..v.readbacks().len()).map(|_| Padded::new(0)).collect(),
@@ -255,6 +257,7 @@ impl Region {
             core_aicpu: &self.core_aicpu,
             free_cores: &self.free_cores,
             core_waiters: &self.core_waiters,
+            kernel_running: &self.kernel_running,
             map: &*self.map,
             writers: &self.writers,
             next_issue: &self.next_issue,
@@ -402,6 +405,7 @@ impl Report {
         self.workspace_arena = arena;
         self.workspace_waits = k.workspace_waits;
         self.core_waits = k.core_waits;
+        self.core_limit_waits = k.core_limit_waits;
         self.workspace_peak = k.workspace_peak;
     }
 }

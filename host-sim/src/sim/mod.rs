@@ -236,6 +236,8 @@ pub struct Report {
     pub workspace_waits: u64,
     /// Shared cores: times an AICPU had a task ready and found no free core of its pool.
     pub core_waits: u64,
+    /// Tasks that waited for their kernel's core limit (`@kernel … cores(N)`).
+    pub core_limit_waits: u64,
     /// The most bytes of one arena in use at once.
     pub workspace_peak: u64,
     /// The raw values read back at each `READBACK`, in order (every AICPU read the same).
@@ -391,5 +393,7 @@ pub(crate) fn check(
     };
     let reference = crate::reference::expand_with(v, p, n, u64::MAX, &mut on_readback)
         .map_err(|e: RunError| SimError::Launch(LaunchError::Run(e)))?;
-    check_run(&reference, tr).map_err(SimError::Check)
+    check_run(&reference, tr).map_err(SimError::Check)?;
+    crate::deps::check_core_limits(&reference, tr, &crate::deps::core_limits(v))
+        .map_err(SimError::Check)
 }

@@ -45,6 +45,34 @@ pub enum CoreAlloc {
     Partition,
 }
 
+impl CoreAlloc {
+    /// Decodes the config's `cores` byte (spec/bytecode.md §3.1): 0 shared, 1 partition.
+    pub fn from_u8(b: u8) -> Option<CoreAlloc> {
+        match b {
+            0 => Some(CoreAlloc::Shared),
+            1 => Some(CoreAlloc::Partition),
+            _ => None,
+        }
+    }
+
+    /// The `.pto` spelling's value (`cores = shared | partition`).
+    pub fn from_name(name: &str) -> Option<CoreAlloc> {
+        match name {
+            "shared" => Some(CoreAlloc::Shared),
+            "partition" => Some(CoreAlloc::Partition),
+            _ => None,
+        }
+    }
+
+    /// Its config byte.
+    pub fn code(self) -> u8 {
+        match self {
+            CoreAlloc::Shared => 0,
+            CoreAlloc::Partition => 1,
+        }
+    }
+}
+
 impl core::fmt::Display for CoreAlloc {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(match self {

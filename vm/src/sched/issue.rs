@@ -33,6 +33,11 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     self.stop_waiting(sh, pl);
                     break;
                 }
+                // Its next task waits for its kernel's core limit: no core for it yet.
+                if self.at_limit(sh, pl) {
+                    self.stop_waiting(sh, pl);
+                    break;
+                }
                 // A core first. Under shared cores only with a task to give it (claiming and
                 // returning cores for nothing would cost every AICPU), and an AICPU with a
                 // task and no core announces that it waits for one (§4.6).
@@ -101,9 +106,17 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 };
                 let found = match (found, ws) {
                     (Some(task), None) => {
-                        if parked.is_none() {
+                        if parked.is_none() || self.limit_parked[pl] {
                             self.counts.workspace_waits += 1;
                         }
+                        self.parked[pl] = Some(task);
+                        self.limit_parked[pl] = false;
+                        self.stop_waiting_limit(sh);
+                        None
+                    }
+                    // Its kernel's core limit (`limits.rs`): as many of its tasks running as
+                    // it allows, it waits parked too.
+                    (Some(task), Some(_)) if !self.take_limit(sh, task, pl) => {
                         self.parked[pl] = Some(task);
                         None
                     }

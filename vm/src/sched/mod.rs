@@ -32,6 +32,7 @@ pub use cores::CoreAlloc;
 mod barrier;
 pub mod cores;
 mod issue;
+pub mod limits;
 mod record;
 mod retire;
 mod step;
@@ -316,7 +317,7 @@ pub struct Config {
 
 impl Config {
     /// The program's own schedule (its DispatchConfig, spec/bytecode.md §3.1): window, window
-    /// mode, start policy, pipeline depth, ready policy, `batch_deps`, `timing`.
+    /// mode, start policy, pipeline depth, ready policy, `batch_deps`, `timing`, `cores`.
     pub fn of_program(v: &crate::Verified<'_>) -> Config {
         let c = v.config();
         Config {
@@ -333,7 +334,7 @@ impl Config {
             work_steal: c.ready == crate::ReadyPolicy::WorkSteal as u8,
             batch_deps: c.batch_deps.get(),
             timing: IssueTiming::of_config(c),
-            cores: CoreAlloc::Shared,
+            cores: CoreAlloc::from_u8(c.cores).unwrap_or_default(),
             naive: false,
         }
     }
@@ -370,9 +371,15 @@ pub struct Shared<'m, C, L> {
     pub free_cores: &'m [AtomicU64],
     /// `core_waiters[p]`: the AICPUs waiting for a free core of pool `p` (bit `a` for AICPU
     /// `a`, [`cores::announce`]); then, `core_waiters[2 + p]`: the AICPUs idle in pool `p`
-    /// (no task of it ready), whose home cores others may borrow. Four words, unused under a
-    /// partition, at launch [`cores::waiter_word_at_launch`] (every AICPU idle).
+    /// (no task of it ready), whose home cores others may borrow (both unused under a
+    /// partition); then `core_waiters[4]`: the AICPUs whose next task waits for its kernel's
+    /// core limit ([`limits::LIMIT_WAITERS`]). [`CORE_WAITER_WORDS`] words, at launch
+    /// [`cores::waiter_word_at_launch`] (every AICPU idle).
     pub core_waiters: &'m [Padded],
+    /// `kernel_running[k]`: tasks of kernel `k` issued and not yet seen complete, for the
+    /// kernels with a core limit (§4.6; `limits.rs`): one word per kernel of the program, 0 at
+    /// launch, or none when no kernel has a limit.
+    pub kernel_running: &'m [AtomicU32],
     /// The global TensorMap, its handles `a * cap + s`.
     pub map: &'m L,
     /// `writers[x]`: writes of tensor `x` in the global map whose task has not retired (a
@@ -523,6 +530,9 @@ pub struct Counts {
     pub workspace_peak: u64,
     /// Shared cores: times it had a task ready and found no free core of its pool (§4.6).
     pub core_waits: u64,
+    /// Tasks that waited for their kernel's core limit (as many of its tasks running as the
+    /// limit allows when their turn came, §4.6).
+    pub core_limit_waits: u64,
 }
 
 impl core::ops::AddAssign for Counts {
@@ -545,6 +555,7 @@ impl core::ops::AddAssign for Counts {
             workspace_waits,
             workspace_peak,
             core_waits,
+            core_limit_waits,
         } = o;
         self.tasks += tasks;
         self.cube += cube;
@@ -561,6 +572,7 @@ impl core::ops::AddAssign for Counts {
         self.rate_wait_ns += rate_wait_ns;
         self.workspace_waits += workspace_waits;
         self.core_waits += core_waits;
+        self.core_limit_waits += core_limit_waits;
         // Arenas are per AICPU: the launch's peak is the largest one's.
         self.workspace_peak = self.workspace_peak.max(workspace_peak);
     }
@@ -752,6 +764,12 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     /// The program's kernels when one has workspace, else none: what `issue` looks a task's
     /// scratch up in (an empty table skips the lookup).
     kernel_ws: &'a [crate::format::KernelEntry],
+    /// Core limits (`limits.rs`): the program's kernels when one has a limit, else none; for
+    /// each pool whether its parked task waits for its kernel's limit (not for workspace);
+    /// whether it announced so (`Shared::core_waiters[4]`).
+    kernel_limits: &'a [crate::format::KernelEntry],
+    limit_parked: [bool; 2],
+    waiting_limit: bool,
     /// Its arena's bytes (the launch's `Workspace::arena`) and bytes in use.
     arena: u32,
     arena_used: u32,
@@ -764,6 +782,9 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     readback_values: &'p mut [u32],
     readback_slots: &'p mut [Value<'p>],
 }
+
+/// Words of [`Shared::core_waiters`].
+pub const CORE_WAITER_WORDS: usize = 5;
 
 /// How many watermarks an AICPU publishes between two scans for the AICPUs waiting for them
 /// (§4.3); it also scans whenever its round's generation stops.

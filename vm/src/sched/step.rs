@@ -137,7 +137,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 sh.free_cores.len() >= cores::words_for(total as usize),
                 "free-core bitmap",
             )?;
-            need(sh.core_waiters.len() >= 4, "core waiter words")?;
+            need(
+                sh.core_waiters.len() >= CORE_WAITER_WORDS,
+                "core waiter words",
+            )?;
             need(
                 (launch_cube..total).all(|c| !is_cube(c)),
                 "shared cores must number the cube cores first",
@@ -183,6 +186,19 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     aicpus: sh.n,
                 });
             }
+        }
+        // Core limits (§4.6): a unit counter per kernel, and the waiter word.
+        let limited = program.kernels().iter().any(|k| k.core_limit.get() != 0);
+        let kernel_limits = if limited { program.kernels() } else { &[] };
+        if limited {
+            need(
+                sh.kernel_running.len() >= kernel_limits.len(),
+                "kernel running counts",
+            )?;
+            need(
+                sh.core_waiters.len() >= CORE_WAITER_WORDS,
+                "core waiter words",
+            )?;
         }
         Ok(Aicpu {
             me,
@@ -231,6 +247,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             } else {
                 &[]
             },
+            kernel_limits,
+            limit_parked: [false; 2],
+            waiting_limit: false,
             arena,
             arena_used: 0,
             barrier: None,
@@ -326,6 +345,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         // on another AICPU's cores.
         let mut i = 0;
         let mut returned = 0u32;
+        let mut limits_freed = false;
         let mut give_back = cores::GiveBack::new(sh.free_cores);
         while i < self.busy.len {
             let b = self.busy.buf[i];
@@ -350,6 +370,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 CoreAlloc::Partition => self.core_back(sh, b.core, pl),
             }
             returned |= 1 << pl;
+            limits_freed |= self.give_back_limit(sh, (b.owner, b.slot));
             if b.owner == self.me {
                 self.completed(sh, cfg, env, b.slot)?;
             } else {
@@ -362,6 +383,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         give_back.done();
         if returned != 0 {
             self.wake_core_waiters(sh, env, returned);
+        }
+        if limits_freed {
+            self.wake_limit_waiters(sh, env);
         }
         while let Some(slot) = sh.passed[me].pop() {
             progress = true;
@@ -544,9 +568,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             && self.in_window == 0
             && self.deferred.is_none()
             && self.busy.is_empty()
-            // A task it stole and parked (waiting for scratch) is another AICPU's, outside its
-            // window, and it must still issue it: under shared cores it may hold one with no
-            // core free to it yet.
+            // A task it stole and parked (waiting for scratch or its kernel's core limit) is
+            // another AICPU's, outside its window, and it must still issue it: under shared
+            // cores it may hold one with no core free to it yet.
             && self.parked.iter().all(Option::is_none)
             && !self.finished
         {
@@ -584,6 +608,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             // A task waiting for workspace waits for a busy core (above), not a free one.
             || (self.core_free(sh, 0) && self.parked[0].is_none() && ready(0))
             || (self.core_free(sh, 1) && self.parked[1].is_none() && ready(1))
+            // A task waiting for its kernel's core limit waits for a unit of it.
+            || self.limit_free(sh, 0)
+            || self.limit_free(sh, 1)
             || watermarks
             || (!self.staged && self.pending.is_none() && !self.done && self.barrier.is_none())
             || self.deferred.is_some()

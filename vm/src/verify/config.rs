@@ -263,7 +263,16 @@ impl<'v, 'a> Checker<'v, 'a> {
                 });
             }
         }
-        if c.reserved2.iter().any(|r| r.get() != 0) {
+        if crate::sched::CoreAlloc::from_u8(c.cores).is_none() {
+            return Err(VerifyError {
+                kind: ErrorKind::BadCode {
+                    what: "core allocation",
+                    value: c.cores as u32,
+                },
+                at: at(offset_of!(Config, cores)),
+            });
+        }
+        if c.reserved2.iter().any(|&r| r != 0) || c.reserved3.iter().any(|r| r.get() != 0) {
             return Err(VerifyError {
                 kind: ErrorKind::NonZero {
                     what: "config reserved fields",

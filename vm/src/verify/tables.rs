@@ -367,6 +367,9 @@ impl<'v, 'a> Checker<'v, 'a> {
             if k.reserved0 != 0 || k.reserved1.get() != 0 {
                 return nz("reserved kernel fields");
             }
+            if k.flags & KERNEL_UNDECLARED != 0 && k.core_limit.get() != 0 {
+                return nz("the core limit of an undeclared kernel");
+            }
             // Its cost's expression is checked with the pool's (`costs`).
             match k.cost() {
                 None if k.cost_unit != 0 => return nz("the unit of a kernel without a cost"),
