@@ -36,6 +36,7 @@ use core::mem::{align_of, size_of};
 use core::ptr;
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
+use ptovm_vm::deque::Deque;
 use ptovm_vm::desc::{self, Binding, Descriptor, TensorArg};
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
@@ -600,6 +601,10 @@ unsafe fn shared_layout(
     let rings: *mut Ring<&'static [Cell]> = c.take(3 * n, "ready queues")?;
     let per = ring_cells(p.cap);
     let cells: *mut Cell = c.take(3 * n * per, "ready queue cells")?;
+    // Stealing's deques, exactly when the launch steals (spec/runtime.md §4.3).
+    let ndeques = if p.cfg.work_steal { 2 * n } else { 0 };
+    let deques: *mut Deque<&'static [Cell]> = c.take(ndeques, "stealable deques")?;
+    let deque_cells: *mut Cell = c.take(ndeques * per, "stealable deque cells")?;
     let core_slots: *mut CoreSlot = c.take(cores, "handshake slots")?;
     let core_aicpu: *mut u32 = c.take(cores, "core owners")?;
     let shared_cores = p.cfg.cores == CoreAlloc::Shared;
@@ -614,6 +619,7 @@ unsafe fn shared_layout(
     let map: *mut DevMap = c.take(1, "TensorMap")?;
     let writers: *mut AtomicU32 = c.take(p.tensors, "live-writer counts")?;
     let next_issue: *mut Padded = c.take(1, "the rate_limit turn")?;
+    let own_done: *mut Padded = c.take(1, "the count of AICPUs done")?;
     let barriers: *mut Padded = c.take(ptovm_vm::limits::MAX_READBACKS, "read-back barriers")?;
     let descs: *mut AtomicU64 = c.take(n * cap * p.desc_words, "task descriptors")?;
     let mem = MapMem::carve(c, &p.layout)?;
@@ -636,6 +642,12 @@ unsafe fn shared_layout(
             Ring::new(mine).expect("a power of two of at least 2 cells")
         });
         let (ready, passed) = rings.split_at(2 * n);
+        let mut rest: &'static [Cell] = fill(deque_cells, ndeques * per, |_| Cell::default());
+        let stealable = fill(deques, ndeques, |_| {
+            let (mine, others) = rest.split_at(per);
+            rest = others;
+            Deque::new(mine).expect("a power of two of at least 2 cells")
+        });
         let cube = p.cube as usize;
         let core_slots = fill(core_slots, cores, |c| {
             let s = CoreSlot::default();
@@ -659,6 +671,7 @@ unsafe fn shared_layout(
         let kernel_running = fill(kernel_running, p.kernels, |_| AtomicU32::new(0));
         let writers = fill(writers, p.tensors, |_| AtomicU32::new(0));
         let next_issue = &fill(next_issue, 1, |_| Padded::new(0))[0];
+        let own_done = &fill(own_done, 1, |_| Padded::new(0))[0];
         let barriers = fill(barriers, ptovm_vm::limits::MAX_READBACKS, |_| {
             Padded::new(0)
         });
@@ -683,6 +696,7 @@ unsafe fn shared_layout(
                 slots,
                 nodes,
                 ready,
+                stealable,
                 passed,
                 cores: core_slots,
                 core_aicpu,
@@ -692,6 +706,7 @@ unsafe fn shared_layout(
                 map: &*map,
                 writers,
                 next_issue,
+                own_done,
                 descs,
                 desc_words: p.desc_words as u32,
                 workspace: p.workspace,

@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use ptovm_host_sim::{heap_map, DepMode, HeapMap, HeapStorage};
+use ptovm_vm::deque::Deque;
 use ptovm_vm::desc::{slot_words, Binding};
 use ptovm_vm::handshake::{CoreSlot, CUBE, VECTOR};
 use ptovm_vm::ring::{Cell, Ring};
@@ -113,6 +114,8 @@ pub struct Region {
     pub slots: Vec<Slot>,
     pub nodes: Vec<Node>,
     pub ready: Vec<Ring<Box<[Cell]>>>,
+    /// Under `work_steal`: the deques ([`Region::steal`]); empty otherwise.
+    pub stealable: Vec<Deque<Box<[Cell]>>>,
     pub passed: Vec<Ring<Box<[Cell]>>>,
     pub cores: Vec<CoreSlot>,
     pub core_aicpu: Vec<u32>,
@@ -123,6 +126,7 @@ pub struct Region {
     pub lock: Lock,
     pub writers: Vec<AtomicU32>,
     pub next_issue: Padded,
+    pub own_done: Padded,
     pub descs: Box<[AtomicU64]>,
     pub desc_words: u32,
     pub workspace: Workspace,
@@ -150,6 +154,7 @@ impl Region {
                 .map(|_| Node::default())
                 .collect(),
             ready: (0..2 * n).map(|_| ring(cap)).collect(),
+            stealable: Vec::new(),
             passed: (0..n).map(|_| ring(cap)).collect(),
             cores: types
                 .iter()
@@ -168,6 +173,7 @@ impl Region {
             kernel_running: (0..v.kernels().len()).map(|_| AtomicU32::new(0)).collect(),
             writers: (0..v.tensors().len()).map(|_| AtomicU32::new(0)).collect(),
             next_issue: Padded::new(0),
+            own_done: Padded::new(0),
             descs: (0..n as usize * cap * slot_words(v))
                 .map(|_| AtomicU64::new(0))
                 .collect(),
@@ -182,6 +188,20 @@ impl Region {
     }
 
     /// Every core shared by all AICPUs, all free (the cube cores must come first).
+    /// A stealing launch's deques, one per AICPU and pool (spec/runtime.md §4.3).
+    pub fn steal(&mut self) {
+        self.stealable = (0..2 * self.n)
+            .map(|_| {
+                Deque::new(
+                    (0..self.cap.max(2).next_power_of_two())
+                        .map(|_| Cell::default())
+                        .collect(),
+                )
+                .unwrap()
+            })
+            .collect();
+    }
+
     pub fn share_cores(&mut self) {
         self.free_cores = (0..core_bits::words_for(self.cores.len()))
             .map(|_| AtomicU64::new(0))
@@ -198,6 +218,7 @@ impl Region {
             slots: &self.slots,
             nodes: &self.nodes,
             ready: &self.ready,
+            stealable: &self.stealable,
             passed: &self.passed,
             cores: &self.cores,
             core_aicpu: &self.core_aicpu,
@@ -207,6 +228,7 @@ impl Region {
             map: &self.lock,
             writers: &self.writers,
             next_issue: &self.next_issue,
+            own_done: &self.own_done,
             descs: &self.descs,
             desc_words: self.desc_words,
             workspace: self.workspace,
@@ -327,6 +349,9 @@ pub fn run_with(
     let mut region = Region::new(&v, n, cap, &types, core_aicpu);
     if shared {
         region.share_cores();
+    }
+    if cfg.work_steal {
+        region.steal();
     }
     if let Some(a) = arena {
         region.workspace.arena = a;

@@ -221,3 +221,39 @@ fn core_limits_hold_in_any_interleaving() {
     }
     assert!(waits > 0, "no task ever waited for its kernel's core limit");
 }
+
+/// `ready = work_steal` (spec/runtime.md §4.3): AICPUs 0 and 1 own every task; 2 and 3, with
+/// none of their own, stay on as thieves until every AICPU's tasks have completed (an AICPU
+/// whose own work is done would otherwise finish at once and never steal), and take tasks of
+/// both owners from the tops of their deques. Every task still completes on its owner (`check`).
+#[test]
+fn aicpus_without_work_of_their_own_steal() {
+    let src = "@tensor X: f16[400]\n@kernel a(i): vector(out x)\n\
+               @workload w() { parallel_for i in dense[400] { task @a(i) resources(X[i]) } }\n\
+               @schedule s for w { dispatch = affinity(i % 2) }";
+    let bytes = assemble("steal.pto", src, &Options::default())
+        .unwrap()
+        .bytes;
+    // stolen[thief][owner]
+    let mut stolen = [[0u64; 2]; 2];
+    for seed in 0..40u64 {
+        let cfg = ptovm_vm::sched::Config {
+            work_steal: true,
+            ..config(seed, 64)
+        };
+        let r = run(&bytes, &[], 4, 64, cfg, seed).unwrap_or_else(|e| panic!("{e} ({cfg:?})"));
+        check(&bytes, &[], 4, &r).unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
+        for (_, i) in &r.issues {
+            if i.aicpu >= 2 && i.owner < 2 {
+                stolen[i.aicpu as usize - 2][i.owner as usize] += 1;
+            }
+        }
+    }
+    for (thief, from) in stolen.iter().enumerate() {
+        assert!(
+            from.iter().all(|&k| k > 0),
+            "AICPU {} stole {from:?} from AICPUs 0 and 1",
+            thief + 2
+        );
+    }
+}

@@ -22,6 +22,7 @@
 #![deny(missing_docs)]
 
 pub mod cost;
+pub mod deque;
 pub mod desc;
 pub mod error;
 pub mod format;

@@ -21,7 +21,8 @@ use crate::sync::{AtomicU32, AtomicU64, Ordering};
 #[derive(Debug, Default)]
 pub struct Cell {
     seq: AtomicU64,
-    value: AtomicU32,
+    /// Also a [`crate::deque::Deque`]'s cell (its values only).
+    pub(crate) value: AtomicU32,
 }
 
 /// A counter on a cache line of its own (producers and consumers write different ones).

@@ -7,6 +7,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use crossbeam_utils::CachePadded;
+use ptovm_vm::deque::Deque;
 use ptovm_vm::desc::{self, Binding, TensorArg};
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
@@ -168,6 +169,7 @@ pub(crate) struct Region {
     slots: Vec<Slot>,
     nodes: Vec<Node>,
     ready: Vec<Ring<Box<[Cell]>>>,
+    stealable: Vec<Deque<Box<[Cell]>>>,
     passed: Vec<Ring<Box<[Cell]>>>,
     cores: Vec<CoreSlot>,
     core_aicpu: Vec<u32>,
@@ -177,6 +179,7 @@ pub(crate) struct Region {
     map: CachePadded<MapLockHost>,
     writers: Vec<AtomicU32>,
     next_issue: Padded,
+    own_done: Padded,
     descs: Box<[AtomicU64]>,
     desc_words: u32,
     barriers: Vec<Padded>,
@@ -199,6 +202,11 @@ impl Region {
                 .map(|_| ring(cap))
                 .collect::<Option<_>>()
                 .ok_or_else(|| l.too_big("the ready queues"))?,
+            // Stealing's deques, exactly when the launch steals (spec/runtime.md §4.3).
+            stealable: (0..if l.cfg.work_steal { 2 * n } else { 0 })
+                .map(|_| deque(cap))
+                .collect::<Option<_>>()
+                .ok_or_else(|| l.too_big("the stealable deques"))?,
             passed: (0..n)
                 .map(|_| ring(cap))
                 .collect::<Option<_>>()
@@ -234,6 +242,7 @@ impl Region {
             kernel_running: (0..v.kernels().len()).map(|_| AtomicU32::new(0)).collect(),
             writers: (0..v.tensors().len()).map(|_| AtomicU32::new(0)).collect(),
             next_issue: Padded::new(0),
+            own_done: Padded::new(0),
             barriers: (0..v.readbacks().len()).map(|_| Padded::new(0)).collect(),
             // Zeroed memory: its pages are touched only as slots are used.
             descs: <[AtomicU64]>::new_box_zeroed_with_elems(n as usize * cap * l.desc_words)
@@ -252,6 +261,7 @@ impl Region {
             slots: &self.slots,
             nodes: &self.nodes,
             ready: &self.ready,
+            stealable: &self.stealable,
             passed: &self.passed,
             cores: &self.cores,
             core_aicpu: &self.core_aicpu,
@@ -261,6 +271,7 @@ impl Region {
             map: &*self.map,
             writers: &self.writers,
             next_issue: &self.next_issue,
+            own_done: &self.own_done,
             descs: &self.descs,
             desc_words: self.desc_words,
             barriers: &self.barriers,
@@ -414,6 +425,11 @@ impl Report {
 fn ring(cap: usize) -> Option<Ring<Box<[Cell]>>> {
     let cells: Box<[Cell]> = vec_of(cap.max(2).next_power_of_two(), Cell::default)?.into();
     Ring::new(cells).ok()
+}
+
+fn deque(cap: usize) -> Option<Deque<Box<[Cell]>>> {
+    let cells: Box<[Cell]> = vec_of(cap.max(2).next_power_of_two(), Cell::default)?.into();
+    Deque::new(cells).ok()
 }
 
 /// `n` values, or `None` if the host cannot allocate them.

@@ -7,6 +7,17 @@
 
 use super::*;
 
+/// The order in which AICPU `me` of `n` tries the others' deques, from the one that `draw`
+/// (a SplitMix64 state, advanced by the caller at each steal) picks at random, cyclically.
+fn victims(me: u32, n: u32, draw: u64) -> impl Iterator<Item = u32> {
+    let others = n.saturating_sub(1).max(1);
+    let mut z = draw;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    let first = ((z ^ (z >> 31)) % u64::from(others)) as u32;
+    (0..n.saturating_sub(1)).map(move |k| (me + 1 + (first + k) % others) % n)
+}
+
 impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     /// Issues what the timing allows to the free cores; returns whether it did anything.
     pub(super) fn issue<C: AsRef<[Cell]>, L>(
@@ -15,11 +26,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         cfg: &Config,
         env: &mut impl Env,
     ) -> Result<bool, SchedError> {
-        let me = self.me as usize;
         let mut progress = false;
         if cfg.timing.holds() {
             for pl in 0..2 {
-                while let Some(slot) = sh.ready[me * 2 + pl].pop() {
+                while let Some(slot) = self.pop_own(sh, cfg, pl) {
                     self.held.push(slot)?;
                     progress = true;
                 }
@@ -84,9 +94,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     Some(p) => Some(p),
                     None => match self.pick_own(sh, cfg, pl) {
                         Some(slot) => Some((self.me, slot)),
-                        None if cfg.work_steal => (1..sh.n)
-                            .map(|k| (self.me + k) % sh.n)
-                            .find_map(|v| sh.ready[v as usize * 2 + pl].pop().map(|s| (v, s))),
+                        None if cfg.work_steal => self.steal(sh, pl),
                         None => None,
                     },
                 };
@@ -256,7 +264,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 .load(Ordering::Relaxed) as usize
         };
         match cfg.timing {
-            IssueTiming::Immediate | IssueTiming::RateLimit(_) => sh.ready[me * 2 + pl].pop(),
+            IssueTiming::Immediate | IssueTiming::RateLimit(_) => self.pop_own(sh, cfg, pl),
             IssueTiming::Batched(n) => {
                 if self.batch_left == 0 {
                     let held = self.held.len;
@@ -338,8 +346,81 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             IssueTiming::Interleaved(_) => self.held.as_slice().iter().any(|s| pool_of(s) == pl),
             _ => false,
         };
-        held || !sh.ready[me * 2 + pl].is_empty()
-            || (cfg.work_steal && (0..sh.n as usize).any(|v| !sh.ready[v * 2 + pl].is_empty()))
+        held || !self.own_ready_empty(sh, pl)
+            || (cfg.work_steal
+                && (0..sh.n as usize)
+                    .any(|v| sh.stealable.get(v * 2 + pl).is_some_and(|d| !d.is_empty())))
+    }
+
+    /// Whether it has no ready task of pool `pl` queued: its ready queue (under stealing, its
+    /// inbox) and, under stealing, its deque are empty.
+    pub(super) fn own_ready_empty<C: AsRef<[Cell]>, L>(
+        &self,
+        sh: &Shared<'_, C, L>,
+        pl: usize,
+    ) -> bool {
+        let q = self.me as usize * 2 + pl;
+        sh.ready[q].is_empty() && sh.stealable.get(q).is_none_or(|d| d.is_empty())
+    }
+
+    /// Its next ready task of pool `pl`: from its ready queue, or under stealing from the bottom
+    /// of its deque (the newest).
+    fn pop_own<C: AsRef<[Cell]>, L>(
+        &self,
+        sh: &Shared<'_, C, L>,
+        cfg: &Config,
+        pl: usize,
+    ) -> Option<u32> {
+        let q = self.me as usize * 2 + pl;
+        if cfg.work_steal {
+            sh.stealable[q].pop()
+        } else {
+            sh.ready[q].pop()
+        }
+    }
+
+    /// Under stealing: moves the tasks other AICPUs released to it (its inboxes) onto its
+    /// deques, where it pops them and the others may steal them. The launch must have the
+    /// deques exactly when it steals.
+    pub(super) fn drain_inbox<C: AsRef<[Cell]>, L>(
+        &self,
+        sh: &Shared<'_, C, L>,
+    ) -> Result<(), SchedError> {
+        let n = sh.n as usize;
+        if sh.stealable.len() < 2 * n {
+            return Err(SchedError::Memory(
+                "stealable deques (a launch under work_steal needs them)",
+            ));
+        }
+        for pl in 0..2 {
+            let q = self.me as usize * 2 + pl;
+            while let Some(slot) = sh.ready[q].pop() {
+                sh.stealable[q]
+                    .push(slot)
+                    .map_err(|_| SchedError::Corrupted("a stealable deque filled"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Under stealing: a ready task of pool `pl` taken from the top of another AICPU's deque
+    /// (the oldest), trying the others from a random one on (seed 003 §3: random victims
+    /// spread the thieves over the busy AICPUs instead of all trying the same one first).
+    fn steal<C: AsRef<[Cell]>, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        pl: usize,
+    ) -> Option<(u32, u32)> {
+        if sh.n < 2 {
+            return None;
+        }
+        self.victim_rng = self.victim_rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        victims(self.me, sh.n, self.victim_rng).find_map(|v| {
+            sh.stealable
+                .get(v as usize * 2 + pl)
+                .and_then(|d| d.steal())
+                .map(|s| (v, s))
+        })
     }
 
     /// Under `rate_limit` timing, when a ready task waits for the rate: the clock reading
@@ -372,5 +453,41 @@ fn take_turn<C: AsRef<[Cell]>, L>(
             Ok(_) => return Ok(cur),
             Err(seen) => cur = seen,
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::victims;
+
+    #[test]
+    fn victims_are_every_other_aicpu_once_from_a_uniform_first() {
+        let (me, n) = (2u32, 6u32);
+        let mut first = [0u32; 6];
+        let mut draw = 0u64;
+        for _ in 0..6_000 {
+            draw = draw.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut order: [u32; 5] = [0; 5];
+            for (i, v) in victims(me, n, draw).enumerate() {
+                order[i] = v;
+            }
+            first[order[0] as usize] += 1;
+            let mut sorted = order;
+            sorted.sort_unstable();
+            assert_eq!(
+                sorted,
+                [0, 1, 3, 4, 5],
+                "each other AICPU once, never itself"
+            );
+        }
+        // Each of the five others first about a fifth of the time (1,200 of 6,000).
+        assert_eq!(first[2], 0);
+        for (v, k) in first.iter().enumerate().filter(|&(v, _)| v != 2) {
+            assert!(
+                (1_000..1_400).contains(k),
+                "AICPU {v} first {k} times: {first:?}"
+            );
+        }
+        assert_eq!(victims(0, 1, 7).count(), 0);
     }
 }

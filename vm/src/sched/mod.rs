@@ -16,6 +16,7 @@
 //! `timing` policies) in `issue.rs`, recording a task in `record.rs`, completion and
 //! retirement in `retire.rs`, and the barrier of a `READBACK` in `barrier.rs`.
 
+use crate::deque::Deque;
 use crate::desc::{self, BindError, Binding, TensorArg};
 use crate::handshake::{self, CoreSlot};
 use crate::interp::{Interpreter, RunError, Status, Task};
@@ -356,8 +357,18 @@ pub struct Shared<'m, C, L> {
     /// `nodes[k * n * cap + a * cap + s]`: registration `k` of the task in slot `s` of `a`
     /// (the first registrations of all slots together: most tasks use few).
     pub nodes: &'m [Node],
-    /// `ready[a * 2 + p]`: slots of `a`'s ready tasks of pool `p`.
+    /// `ready[a * 2 + p]`: slots of `a`'s ready tasks of pool `p` (under `ready = work_steal`,
+    /// those another AICPU released, which `a` moves to its deque: its inbox).
     pub ready: &'m [Ring<C>],
+    /// Under `ready = work_steal` ([`Config::work_steal`]): `stealable[a * 2 + p]`, `a`'s
+    /// Chase-Lev deque of its ready tasks of pool `p` (`a` pushes and pops at the bottom, the
+    /// others steal at the top, §4.3); none otherwise. A launch has them exactly when it
+    /// steals.
+    pub stealable: &'m [Deque<C>],
+    /// How many AICPUs' own tasks have all completed, 0 at launch. Under `work_steal` an
+    /// AICPU whose own work is done goes on stealing until this reaches the AICPU count (then
+    /// no task is left anywhere: a task stays in its owner's window until it completes).
+    pub own_done: &'m Padded,
     /// `passed[a]`: slots of `a`'s tasks that completed on another AICPU's core.
     pub passed: &'m [Ring<C>],
     /// `cores[c]`: the handshake slots.
@@ -700,7 +711,10 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     pending: Option<u32>,
     /// Generation has ended.
     done: bool,
-    /// Everything of this AICPU has completed.
+    /// Its own tasks have all completed (counted once in [`Shared::own_done`]).
+    own_done: bool,
+    /// It has nothing left to do: its own tasks have all completed and, under `work_steal`,
+    /// every other AICPU's too (until then it steals).
     finished: bool,
     in_window: u32,
     free: Stack<'m, u32>,
@@ -757,6 +771,8 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     /// `rate_limit`: since when a ready task has waited for the launch's next turn, and that
     /// turn ([`Shared::next_issue`]) as last read.
     rate_wait_since: Option<u64>,
+    /// `ready = work_steal`: the state of its random choice of a first victim (SplitMix64).
+    victim_rng: u64,
     rate_due_ns: u64,
     /// Workspace (`issue.rs`): the task of each pool whose scratch did not fit the arena, taken
     /// out of its queue and issued first once it fits (`(owner, slot)`).

@@ -113,9 +113,14 @@ pub(super) fn release_guard<C: AsRef<[Cell]>, L>(
         .ok_or(SchedError::Corrupted("a successor's slot"))?;
     if waitlist::release(&s.fanin) {
         let pl = s.pool.load(Ordering::Acquire) as usize & 1;
-        sh.ready[aicpu as usize * 2 + pl]
-            .push(slot)
-            .map_err(|_| SchedError::Corrupted("a ready queue filled"))?;
+        let q = aicpu as usize * 2 + pl;
+        let pushed = match sh.stealable.get(q) {
+            // Under stealing its own task goes on its deque (only the owner pushes there);
+            // another AICPU's to that AICPU's inbox, which it drains into its deque.
+            Some(deque) if aicpu == me => deque.push(slot),
+            _ => sh.ready[q].push(slot),
+        };
+        pushed.map_err(|_| SchedError::Corrupted("a ready queue filled"))?;
         if aicpu != me {
             env.wake(aicpu);
         }

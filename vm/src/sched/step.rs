@@ -206,6 +206,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             staged: false,
             pending: None,
             done: false,
+            own_done: false,
             finished: false,
             in_window: 0,
             free,
@@ -241,6 +242,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             next_stream: 0,
             rate_due_ns: 0,
             rate_wait_since: None,
+            victim_rng: u64::from(me).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
             parked: [None, None],
             kernel_ws: if Workspace::largest(&program) > 0 {
                 program.kernels()
@@ -393,6 +395,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         }
         let completions = progress;
         progress = false;
+        // Its inbox into its deque under stealing, started or not: there the others may steal.
+        if cfg.work_steal {
+            self.drain_inbox(sh)?;
+        }
         // (2) Dispatch, once the start policy allows it (a full window always does).
         if !self.started {
             let generated_all = self.done && !self.staged && self.pending.is_none();
@@ -572,17 +578,37 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             // another AICPU's, outside its window, and it must still issue it: under shared
             // cores it may hold one with no core free to it yet.
             && self.parked.iter().all(Option::is_none)
-            && !self.finished
+            && !self.own_done
         {
             if !self.retiring.is_empty() {
                 sh.map.with_map(|map| {
                     Self::flush(self.me, &mut self.retiring, &mut self.free, sh, map)
                 })?;
             }
+            self.own_done = true;
+            progress = true;
+            // Under stealing it goes on as a thief; the last AICPU done wakes the others, so
+            // they see that nothing is left.
+            if cfg.work_steal && sh.own_done.0.fetch_add(1, Ordering::AcqRel) + 1 == u64::from(sh.n)
+            {
+                for a in (0..sh.n).filter(|&a| a != self.me) {
+                    env.wake(a);
+                }
+            }
+        }
+        if self.own_done && !self.finished && (!cfg.work_steal || self.all_done(sh)) {
             self.finished = true;
             progress = true;
         }
         Ok(progress)
+    }
+
+    /// Under stealing: whether every AICPU's own tasks have completed (and so no task is left
+    /// to steal or to complete).
+    fn all_done<C, L>(&self, sh: &Shared<'_, C, L>) -> bool {
+        sh.own_done.0.load(Ordering::Acquire) >= u64::from(sh.n)
+            && self.busy.is_empty()
+            && self.parked.iter().all(Option::is_none)
     }
 
     /// Whether a round could do something now (checked before sleeping).
@@ -615,6 +641,8 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             || (!self.staged && self.pending.is_none() && !self.done && self.barrier.is_none())
             || self.deferred.is_some()
             || self.barrier_ready(sh)
+            // A thief whose own work is done finishes once every AICPU's is.
+            || (cfg.work_steal && self.own_done && !self.finished && self.all_done(sh))
     }
 
     /// At a `READBACK`'s barrier: whether it can arrive now (its window empty), or every
@@ -746,7 +774,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 .load(Ordering::Relaxed) as usize
                 == pl
         });
-        let idle = sh.ready[me * 2 + pl].is_empty() && !held && self.parked[pl].is_none();
+        let idle = self.own_ready_empty(sh, pl) && !held && self.parked[pl].is_none();
         if idle != self.idle[pl] {
             self.idle[pl] = idle;
             let bit = 1u64 << (self.me % 64);
