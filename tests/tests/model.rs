@@ -53,6 +53,17 @@ fn model(
     model_with(src, given, o, machine, costs)
 }
 
+/// Checked runs of `aicpus` AICPUs, window 1,024, under the core allocation `alloc`.
+fn checked(aicpus: u32, alloc: sim::CoreAlloc) -> Options {
+    Options {
+        aicpus,
+        window: 1024,
+        check: true,
+        cores: alloc,
+        ..Options::default()
+    }
+}
+
 /// [`model`] with the simulator options `o`.
 fn model_with(
     src: &str,
@@ -255,14 +266,13 @@ fn shared_cores_serve_a_skewed_dispatch_with_every_core() {
     for (n, cores, aicpus) in [(24, 6, 2), (60, 12, 3), (7, 3, 3), (100, 48, 6)] {
         let machine = free_machine(aicpus, cores);
         let run = |alloc| {
-            let o = Options {
-                aicpus,
-                window: 1024,
-                check: true,
-                cores: alloc,
-                ..Options::default()
-            };
-            model_with(&skewed, &[("N", n, vec![])], o, &machine, &[("k", d)])
+            model_with(
+                &skewed,
+                &[("N", n, vec![])],
+                checked(aicpus, alloc),
+                &machine,
+                &[("k", d)],
+            )
         };
         let shared = run(sim::CoreAlloc::Shared);
         let partition = run(sim::CoreAlloc::Partition);
@@ -521,13 +531,7 @@ fn a_core_limit_caps_the_kernels_running_tasks() {
     for (n, cores, aicpus, limit) in [(12, 8, 1, 3), (30, 48, 6, 3), (20, 4, 2, 8), (7, 6, 3, 1)] {
         let src = INDEPENDENT.replace("(out A)", &format!("(out A) cores({limit})"));
         for alloc in [sim::CoreAlloc::Shared, sim::CoreAlloc::Partition] {
-            let o = Options {
-                aicpus,
-                window: 1024,
-                check: true,
-                cores: alloc,
-                ..Options::default()
-            };
+            let o = checked(aicpus, alloc);
             let machine = free_machine(aicpus, cores);
             let r = model_with(&src, &[("N", n, vec![])], o, &machine, &[("k", d)]);
             let what = format!("n {n}, cores {cores}, aicpus {aicpus}, limit {limit}, {alloc}");

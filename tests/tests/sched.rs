@@ -15,6 +15,21 @@ use ptovm_vm::sched::{Aicpu, Busy, Local, Pred};
 use ptovm_vm::share::Sharing;
 use ptovm_vm::{verify, Interpreter, RuntimeParams};
 
+/// Runs `bytes` under `cfg` (panicking with the seed and settings on an error) and checks the
+/// run against the reference.
+fn checked_run(
+    bytes: &[u8],
+    params: &[(ptovm_vm::ParamKind, u32, Vec<u32>)],
+    (n, window): (u32, u32),
+    cfg: ptovm_vm::sched::Config,
+    seed: u64,
+) -> ptovm_tests::sched::Run {
+    let r = run(bytes, params, n, window, cfg, seed)
+        .unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
+    check(bytes, params, n, &r).unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
+    r
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
@@ -66,9 +81,7 @@ fn the_llama_layer_in_random_interleavings() {
             [1, 4, 32][seed as usize % 3],
         );
         let cfg = config(seed, window);
-        let r =
-            run(&bytes, &params, n, window, cfg, seed).unwrap_or_else(|e| panic!("{e} ({cfg:?})"));
-        check(&bytes, &params, n, &r).unwrap_or_else(|e| panic!("{e} ({cfg:?})"));
+        let r = checked_run(&bytes, &params, (n, window), cfg, seed);
         assert_eq!(r.ran.len(), 3 * 25 + 16 * 5);
         edges += r.edges;
     }
@@ -85,8 +98,7 @@ fn static_partition_with_a_window_of_one_does_not_deadlock() {
     let bytes = assemble("s", src, &Options::default()).unwrap().bytes;
     for seed in 0..200u64 {
         let cfg = config(seed, 1);
-        let r = run(&bytes, &[], 4, 1, cfg, seed).unwrap_or_else(|e| panic!("{e} ({cfg:?})"));
-        check(&bytes, &[], 4, &r).unwrap_or_else(|e| panic!("{e} ({cfg:?})"));
+        let r = checked_run(&bytes, &[], (4, 1), cfg, seed);
         assert_eq!(r.ran.len(), 8);
         // Registrations happen only on predecessors still running: at most the chain's 7.
         assert!(r.edges <= 7, "{} edges", r.edges);
@@ -214,8 +226,7 @@ fn core_limits_hold_in_any_interleaving() {
             [1, 4, 64][seed as usize % 3],
         );
         let cfg = config(seed, window);
-        let r = run(&bytes, &[], n, window, cfg, seed).unwrap_or_else(|e| panic!("{e} ({cfg:?})"));
-        check(&bytes, &[], n, &r).unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
+        let r = checked_run(&bytes, &[], (n, window), cfg, seed);
         assert_eq!(r.ran.len(), 80);
         waits += r.counts.core_limit_waits;
     }
@@ -241,8 +252,7 @@ fn aicpus_without_work_of_their_own_steal() {
             work_steal: true,
             ..config(seed, 64)
         };
-        let r = run(&bytes, &[], 4, 64, cfg, seed).unwrap_or_else(|e| panic!("{e} ({cfg:?})"));
-        check(&bytes, &[], 4, &r).unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
+        let r = checked_run(&bytes, &[], (4, 64), cfg, seed);
         for (_, i) in &r.issues {
             if i.aicpu >= 2 && i.owner < 2 {
                 stolen[i.aicpu as usize - 2][i.owner as usize] += 1;

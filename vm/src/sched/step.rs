@@ -398,6 +398,11 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         // Its inbox into its deque under stealing, started or not: there the others may steal.
         if cfg.work_steal {
             self.drain_inbox(sh)?;
+        } else if !sh.stealable.is_empty() {
+            // Its own releases would go to a deque nobody pops.
+            return Err(SchedError::Memory(
+                "stealable deques in a launch that does not steal",
+            ));
         }
         // (2) Dispatch, once the start policy allows it (a full window always does).
         if !self.started {
