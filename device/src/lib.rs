@@ -575,11 +575,6 @@ impl MapMem {
     }
 }
 
-/// The ring capacity for a window of `cap` slots.
-fn ring_cells(cap: u32) -> usize {
-    (cap as usize).max(2).next_power_of_two()
-}
-
 /// Lays out (or, with a measuring carve, sizes) the shared region.
 ///
 /// # Safety
@@ -599,7 +594,7 @@ unsafe fn shared_layout(
     let slots: *mut Slot = c.take(n * cap, "window slots")?;
     let nodes: *mut Node = c.take(n * cap * NODES, "waiter nodes")?;
     let rings: *mut Ring<&'static [Cell]> = c.take(3 * n, "ready queues")?;
-    let per = ring_cells(p.cap);
+    let per = ptovm_vm::ring::cells_for(p.cap as usize);
     let cells: *mut Cell = c.take(3 * n * per, "ready queue cells")?;
     // Stealing's deques, exactly when the launch steals (spec/runtime.md §4.3).
     let ndeques = if p.cfg.work_steal { 2 * n } else { 0 };

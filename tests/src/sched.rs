@@ -97,12 +97,14 @@ pub const TICK_NS: u64 = 1_000;
 
 /// A ready or completion ring for `cap` slots.
 pub fn ring(cap: usize) -> Ring<Box<[Cell]>> {
-    Ring::new(
-        (0..cap.max(2).next_power_of_two())
-            .map(|_| Cell::default())
-            .collect(),
-    )
-    .unwrap()
+    Ring::new(cells(cap)).unwrap()
+}
+
+/// The cells of a ring or deque for `cap` slots.
+fn cells(cap: usize) -> Box<[Cell]> {
+    (0..ptovm_vm::ring::cells_for(cap))
+        .map(|_| Cell::default())
+        .collect()
 }
 
 /// The shared region of a launch (`Shared` borrows it).
@@ -191,14 +193,7 @@ impl Region {
     /// A stealing launch's deques, one per AICPU and pool (spec/runtime.md §4.3).
     pub fn steal(&mut self) {
         self.stealable = (0..2 * self.n)
-            .map(|_| {
-                Deque::new(
-                    (0..self.cap.max(2).next_power_of_two())
-                        .map(|_| Cell::default())
-                        .collect(),
-                )
-                .unwrap()
-            })
+            .map(|_| Deque::new(cells(self.cap)).unwrap())
             .collect();
     }
 

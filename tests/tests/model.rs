@@ -44,16 +44,17 @@ fn model(
     machine: &Machine,
     costs: &[(&str, u64)],
 ) -> model::ModelReport {
-    let o = Options {
-        aicpus,
-        window: 1024,
-        check: true,
-        ..Options::default()
-    };
-    model_with(src, given, o, machine, costs)
+    model_with(
+        src,
+        given,
+        checked(aicpus, sim::CoreAlloc::Shared),
+        machine,
+        costs,
+    )
 }
 
-/// Checked runs of `aicpus` AICPUs, window 1,024, under the core allocation `alloc`.
+/// Checked runs of `aicpus` AICPUs, window 1,024, under the core allocation `alloc` (the
+/// default is shared cores).
 fn checked(aicpus: u32, alloc: sim::CoreAlloc) -> Options {
     Options {
         aicpus,
@@ -316,11 +317,8 @@ fn shared_cores_serve_aicpus_without_a_home_share() {
     ] {
         let src = INDEPENDENT.replace("round_robin", dispatch);
         let o = Options {
-            aicpus: 6,
-            window: 1024,
-            check: true,
             start,
-            ..Options::default()
+            ..checked(6, sim::CoreAlloc::Shared)
         };
         let r = model_with(
             &src,

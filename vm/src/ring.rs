@@ -41,6 +41,12 @@ pub struct Ring<C> {
     head: Padded,
 }
 
+/// Cells of a ready ring, completion ring or stealable deque for a window of `window` slots:
+/// the power of two of at least `max(window, 2)` (every slot fits; spec/runtime.md §3.1).
+pub fn cells_for(window: usize) -> usize {
+    window.max(2).next_power_of_two()
+}
+
 /// The cell count is not a power of two of at least 2 (with one cell, "full" and "free for the
 /// next lap" would look the same).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

@@ -423,13 +423,16 @@ impl Report {
 
 /// A ring for `cap` slot indices (a power of two of at least 2 cells).
 fn ring(cap: usize) -> Option<Ring<Box<[Cell]>>> {
-    let cells: Box<[Cell]> = vec_of(cap.max(2).next_power_of_two(), Cell::default)?.into();
-    Ring::new(cells).ok()
+    Ring::new(cells(cap)?).ok()
 }
 
 fn deque(cap: usize) -> Option<Deque<Box<[Cell]>>> {
-    let cells: Box<[Cell]> = vec_of(cap.max(2).next_power_of_two(), Cell::default)?.into();
-    Deque::new(cells).ok()
+    Deque::new(cells(cap)?).ok()
+}
+
+/// The cells of a ring or deque for `cap` slots, or `None` if the host cannot allocate them.
+fn cells(cap: usize) -> Option<Box<[Cell]>> {
+    Some(vec_of(ptovm_vm::ring::cells_for(cap), Cell::default)?.into())
 }
 
 /// `n` values, or `None` if the host cannot allocate them.

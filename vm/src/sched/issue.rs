@@ -11,10 +11,7 @@ use super::*;
 /// (a SplitMix64 state, advanced by the caller at each steal) picks at random, cyclically.
 fn victims(me: u32, n: u32, draw: u64) -> impl Iterator<Item = u32> {
     let others = n.saturating_sub(1).max(1);
-    let mut z = draw;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    let first = ((z ^ (z >> 31)) % u64::from(others)) as u32;
+    let first = (crate::interp::mix64(draw) % u64::from(others)) as u32;
     (0..n.saturating_sub(1)).map(move |k| (me + 1 + (first + k) % others) % n)
 }
 

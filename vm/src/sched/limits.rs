@@ -98,8 +98,8 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     }
 
     /// A task of `task`'s slot completed on a core it issued to: gives back its kernel's unit,
-    /// if it has a limit; whether it did (then the caller wakes the waiters, once for all
-    /// it gave back: [`Self::wake_limit_waiters`]).
+    /// if it has a limit; whether it did (then the caller wakes the waiters of
+    /// [`LIMIT_WAITERS`], once for all it gave back).
     pub(super) fn give_back_limit<C, L>(&self, sh: &Shared<'_, C, L>, task: (u32, u32)) -> bool {
         if self.kernel_limits.is_empty() {
             return false;
@@ -110,15 +110,6 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         }
         give_back(&sh.kernel_running[kernel as usize]);
         true
-    }
-
-    /// After giving units back: fences, then wakes the other AICPUs waiting for a limit.
-    pub(super) fn wake_limit_waiters<C, L>(&self, sh: &Shared<'_, C, L>, env: &mut impl Env) {
-        let mut waiting = cores::waiting(&sh.core_waiters[LIMIT_WAITERS], self.me);
-        while waiting != 0 {
-            env.wake(waiting.trailing_zeros());
-            waiting &= waiting - 1;
-        }
     }
 
     /// Withdraws its announcement once no parked task of it waits for a limit.

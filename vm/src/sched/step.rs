@@ -387,7 +387,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             self.wake_core_waiters(sh, env, returned);
         }
         if limits_freed {
-            self.wake_limit_waiters(sh, env);
+            self.wake_named(sh, limits::LIMIT_WAITERS, env);
         }
         while let Some(slot) = sh.passed[me].pop() {
             progress = true;
@@ -847,12 +847,18 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         }
         for pl in 0..2 {
             if pools & (1 << pl) != 0 {
-                let mut waiting = cores::waiting(&sh.core_waiters[pl], self.me);
-                while waiting != 0 {
-                    env.wake(waiting.trailing_zeros());
-                    waiting &= waiting - 1;
-                }
+                self.wake_named(sh, pl, env);
             }
+        }
+    }
+
+    /// Fences, then wakes the other AICPUs named in waiter word `word` of
+    /// `Shared::core_waiters` ([`cores::waiting`]).
+    pub(super) fn wake_named<C, L>(&self, sh: &Shared<'_, C, L>, word: usize, env: &mut impl Env) {
+        let mut waiting = cores::waiting(&sh.core_waiters[word], self.me);
+        while waiting != 0 {
+            env.wake(waiting.trailing_zeros());
+            waiting &= waiting - 1;
         }
     }
 
