@@ -13,8 +13,10 @@
 //!   task, and optional hooks for tracing and stress testing.
 //!
 //! This file holds the types; the loop is in `step.rs`, handing ready tasks to cores (and the
-//! `timing` policies) in `issue.rs`, recording a task in `record.rs`, completion and
-//! retirement in `retire.rs`, and the barrier of a `READBACK` in `barrier.rs`.
+//! `timing` policies) in `issue.rs`, which core a task goes to in `claim.rs` (over the shared
+//! bitmap of `cores.rs`), per-kernel core limits in `limits.rs`, recording a task in
+//! `record.rs`, completion and retirement in `retire.rs`, and the barrier of a `READBACK` in
+//! `barrier.rs`.
 
 use crate::deque::Deque;
 use crate::desc::{self, BindError, Binding, TensorArg};
@@ -31,6 +33,7 @@ pub use barrier::{readback_blocks, readback_words};
 pub use cores::CoreAlloc;
 
 mod barrier;
+mod claim;
 pub mod cores;
 mod issue;
 pub mod limits;
