@@ -222,6 +222,7 @@ fn to_json(m: &Module, r: &ModelReport, aicpus: u32, window: usize) -> serde_jso
         "window_stalls": run.window_stalls,
         "stolen": run.stolen,
         "core_waits": run.core_waits,
+        "core_claims": run.core_claims,
         "core_limit_waits": run.core_limit_waits,
         "makespan_ns": r.makespan_ns,
         "critical_path_ns": r.critical_path_ns,

@@ -128,6 +128,7 @@ pub fn run(v: &Verified<'_>, m: &Module, vals: &[Value<'_>], a: &RunArgs) -> Res
             "stolen": r.stolen,
             "cores": o.cores.to_string(),
             "core_waits": r.core_waits,
+            "core_claims": r.core_claims,
             "core_limit_waits": r.core_limit_waits,
             "overflows": r.overflows,
             "batch_deps": o.batch_deps,

@@ -127,6 +127,8 @@ fn independent_equal_tasks_take_ceil_n_over_cores_times_d() {
         assert_eq!(r.work_bound_ns, (n as u64 * d).div_ceil(cores as u64));
         assert_eq!(r.pools[1].busy_ns, n as u64 * d);
         assert_eq!(r.pools[1].tasks, n as u64);
+        // Every core claimed from the shared bitmap once, then kept (claim.rs's hand).
+        assert_eq!(r.run.core_claims, cores.min(n) as u64);
     }
 }
 
@@ -290,6 +292,11 @@ fn shared_cores_serve_a_skewed_dispatch_with_every_core() {
             "{what}"
         );
         assert!(shared.cores.iter().all(|c| c.aicpu.is_none()), "{what}");
+        // Each core is claimed from the bitmap once: then the AICPU that sees its task
+        // complete keeps it for its next one (its hand, spec/runtime.md §4.6), borrowed ones
+        // too while their home AICPUs stay idle. Without the hand, n claims.
+        assert_eq!(shared.run.core_claims, cores as u64, "{what}");
+        assert_eq!(partition.run.core_claims, 0, "{what}");
         // Under the partition only AICPU 0's vector cores ran anything, each of them.
         for (i, c) in partition
             .cores

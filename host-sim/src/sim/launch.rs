@@ -416,6 +416,7 @@ impl Report {
         self.workspace_arena = arena;
         self.workspace_waits = k.workspace_waits;
         self.core_waits = k.core_waits;
+        self.core_claims = k.core_claims;
         self.core_limit_waits = k.core_limit_waits;
         self.workspace_peak = k.workspace_peak;
     }

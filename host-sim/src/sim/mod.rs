@@ -236,6 +236,9 @@ pub struct Report {
     pub workspace_waits: u64,
     /// Shared cores: times an AICPU had a task ready and found no free core of its pool.
     pub core_waits: u64,
+    /// Shared cores: cores claimed from the free-core bitmap (the others a task ran on were
+    /// kept by the AICPU that saw the previous task on them complete, spec/runtime.md §4.6).
+    pub core_claims: u64,
     /// Tasks that waited for their kernel's core limit (`@kernel … cores(N)`).
     pub core_limit_waits: u64,
     /// The most bytes of one arena in use at once.

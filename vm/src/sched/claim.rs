@@ -39,13 +39,96 @@ impl<S: Storage> Aicpu<'_, '_, '_, S> {
                 Some(self.cores[self.ncube + self.free_vector])
             }
             CoreAlloc::Shared => {
-                let core = self.home_cores[pl]
-                    .claim(sh.free_cores)
-                    .or_else(|| self.in_idle_homes(sh, pl, |h| h.claim(sh.free_cores)))?;
+                // Its hand first, then its home share unless its own tasks run on all of it
+                // (no load of the bitmap's line, which the others write), then idle homes.
+                let home_busy = self.home_running[pl] as usize >= self.home[pl].len();
+                let core = match self.take_from_hand(sh, pl) {
+                    Some(core) => core,
+                    None => {
+                        let core = match home_busy {
+                            true => None,
+                            false => self.home_cores[pl].claim(sh.free_cores),
+                        }
+                        .or_else(|| self.in_idle_homes(sh, pl, |h| h.claim(sh.free_cores)))?;
+                        self.counts.core_claims += 1;
+                        core
+                    }
+                };
                 self.stop_waiting(sh, pl);
                 Some(core)
             }
         }
+    }
+
+    /// A task of pool `pl` it issued started on core `core` (`started`), or completed: counts
+    /// the cores of its home share that run its tasks.
+    pub(super) fn count_home(&mut self, core: u32, pl: usize, started: bool) {
+        if self.home[pl].contains(&core) {
+            if started {
+                self.home_running[pl] += 1;
+            } else {
+                self.home_running[pl] = self.home_running[pl].saturating_sub(1);
+            }
+        }
+    }
+
+    /// Under shared cores, a core whose task it saw complete this round: kept in its hand for
+    /// this round's dispatch instead of given back and claimed again (two atomic operations on
+    /// the bitmap's line, which every AICPU claims from). Whether it kept it (a full hand: the
+    /// caller gives it back now).
+    pub(super) fn keep_in_hand(&mut self, core: u32) -> bool {
+        let Some(spot) = self.hand.get_mut(self.in_hand) else {
+            return false;
+        };
+        *spot = core;
+        self.in_hand += 1;
+        true
+    }
+
+    /// A core of pool `pl` from its hand that it may claim now, as it would from the bitmap:
+    /// of its home share first, else of an AICPU idle in the pool.
+    fn take_from_hand<C, L>(&mut self, sh: &Shared<'_, C, L>, pl: usize) -> Option<u32> {
+        let pool = self.pool_range[pl].clone();
+        let mut borrowable = None;
+        let mut idle_word = None;
+        for i in 0..self.in_hand {
+            let core = self.hand[i];
+            if !pool.contains(&core) {
+                continue;
+            }
+            if self.home[pl].contains(&core) {
+                borrowable = Some(i);
+                break;
+            }
+            let home = cores::home_of(pool.clone(), core, sh.n);
+            let idle =
+                *idle_word.get_or_insert_with(|| sh.core_waiters[2 + pl].0.load(Ordering::Relaxed));
+            if borrowable.is_none() && idle & (1u64 << (home % 64)) != 0 {
+                borrowable = Some(i);
+            }
+        }
+        let i = borrowable?;
+        self.in_hand -= 1;
+        let core = self.hand[i];
+        self.hand[i] = self.hand[self.in_hand];
+        Some(core)
+    }
+
+    /// Gives back the cores left in its hand (the end of its dispatch: no task took them, or
+    /// it may not use them) and wakes the AICPUs waiting for a core of their pools.
+    pub(super) fn give_back_hand<C, L>(&mut self, sh: &Shared<'_, C, L>, env: &mut impl Env) {
+        if self.in_hand == 0 {
+            return;
+        }
+        let mut give_back = cores::GiveBack::new(sh.free_cores);
+        let mut pools = 0;
+        for &core in &self.hand[..self.in_hand] {
+            give_back.add(core);
+            pools |= 1 << usize::from(!self.pool_range[0].contains(&core));
+        }
+        give_back.done();
+        self.in_hand = 0;
+        self.wake_core_waiters(sh, env, pools);
     }
 
     /// Under shared cores: the first `Some` that `f` gives for the home shares of pool `pl` of
@@ -57,8 +140,10 @@ impl<S: Storage> Aicpu<'_, '_, '_, S> {
         pl: usize,
         mut f: impl FnMut(cores::Span) -> Option<R>,
     ) -> Option<R> {
-        let idle = sh.core_waiters[2 + pl].0.load(Ordering::Relaxed);
-        if idle == 0 {
+        let idle = sh.core_waiters[2 + pl].0.load(Ordering::Relaxed) & !(1u64 << (self.me % 64));
+        // Mostly every core of the pool is busy: one load a bitmap word says so, before a look
+        // at each idle AICPU's share.
+        if idle == 0 || !cores::Span::new(self.pool_range[pl].clone()).any_free(sh.free_cores) {
             return None;
         }
         for k in 1..sh.n {

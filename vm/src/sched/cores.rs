@@ -5,7 +5,8 @@
 //! Shared cores live in a bitmap in the shared region, bit `c % 64` of word `c / 64` set while
 //! core `c` is free. An AICPU claims a free core of the pool it issues to with a
 //! compare-and-swap, and the AICPU that issued a task — the one that sees its core finish —
-//! sets the bit again. Each AICPU has a **home** share of each pool, which it claims from
+//! sets the bit again, unless its next task takes the core in the same round (its hand,
+//! `claim.rs`). Each AICPU has a **home** share of each pool, which it claims from
 //! first; it claims beyond it only while no other AICPU waits for a core of the pool (or when
 //! its share is empty), so a busy AICPU uses idle cores without starving the others.
 //!
@@ -214,6 +215,14 @@ pub fn home(pool: Range<u32>, a: u32, n: u32) -> Range<u32> {
     at(a)..at(a + 1)
 }
 
+/// The AICPU whose home share of the pool whose cores are `pool`, of `n` AICPUs, holds core
+/// `core` of it (the inverse of [`home`]: the largest `a` with `a · len / n ≤ core − start`).
+pub fn home_of(pool: Range<u32>, core: u32, n: u32) -> u32 {
+    let len = u64::from(pool.end - pool.start).max(1);
+    let x = u64::from(core.saturating_sub(pool.start));
+    (((x + 1) * u64::from(n.max(1)) - 1) / len) as u32
+}
+
 /// Gives core `core` back. Release: what this AICPU did with the core happens before its next
 /// claimer's use. Whoever gives cores back then calls [`waiting`] and wakes whom it names.
 pub fn give_back(bits: &[AtomicU64], core: u32) {
@@ -340,6 +349,21 @@ mod tests {
         for (len, n) in [(24, 6), (5, 3), (1, 4), (70, 64)] {
             let covered: u32 = (0..n).map(|a| home(0..len, a, n).len() as u32).sum();
             assert_eq!(covered, len);
+        }
+    }
+
+    #[test]
+    fn home_of_names_the_share_that_holds_a_core() {
+        for start in [0, 24] {
+            for len in 1..=80 {
+                for n in 1..=70 {
+                    for a in 0..n {
+                        for c in home(start..start + len, a, n) {
+                            assert_eq!(home_of(start..start + len, c, n), a, "{len} {n} {c}");
+                        }
+                    }
+                }
+            }
         }
     }
 }

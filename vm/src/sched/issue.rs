@@ -144,6 +144,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 };
                 let (ws_start, ws_len) = ws.unwrap_or((0, 0));
                 self.running[pl] += 1;
+                self.count_home(core, pl, true);
                 if owner != self.me {
                     self.counts.stolen += 1;
                 }
@@ -195,6 +196,8 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 progress = true;
             }
         }
+        // Before it publishes itself idle: the cores an idle AICPU lends are in the bitmap.
+        self.give_back_hand(sh, env);
         for pl in 0..2 {
             self.publish_idle(sh, env, pl);
         }

@@ -544,6 +544,9 @@ pub struct Counts {
     pub workspace_peak: u64,
     /// Shared cores: times it had a task ready and found no free core of its pool (§4.6).
     pub core_waits: u64,
+    /// Shared cores: cores it claimed from the free-core bitmap (a compare-and-swap on the
+    /// line every AICPU claims from); the others its tasks ran on it kept in its hand (§4.6).
+    pub core_claims: u64,
     /// Tasks that waited for their kernel's core limit (as many of its tasks running as the
     /// limit allows when their turn came, §4.6).
     pub core_limit_waits: u64,
@@ -569,6 +572,7 @@ impl core::ops::AddAssign for Counts {
             workspace_waits,
             workspace_peak,
             core_waits,
+            core_claims,
             core_limit_waits,
         } = o;
         self.tasks += tasks;
@@ -586,6 +590,7 @@ impl core::ops::AddAssign for Counts {
         self.rate_wait_ns += rate_wait_ns;
         self.workspace_waits += workspace_waits;
         self.core_waits += core_waits;
+        self.core_claims += core_claims;
         self.core_limit_waits += core_limit_waits;
         // Arenas are per AICPU: the launch's peak is the largest one's.
         self.workspace_peak = self.workspace_peak.max(workspace_peak);
@@ -731,7 +736,15 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     /// whether it announced that it waits for a core of each pool.
     pool_range: [core::ops::Range<u32>; 2],
     home_cores: [cores::Span; 2],
+    /// Its home share of each pool, and how many of its cores run its tasks: with all of
+    /// them, no home core is free and it does not look in the bitmap (`claim.rs`).
+    home: [core::ops::Range<u32>; 2],
+    home_running: [u32; 2],
     waiting_core: [bool; 2],
+    /// Under shared cores, the cores whose tasks it saw complete this round and keeps for the
+    /// round's dispatch, `hand[..in_hand]` (`claim.rs`); empty between rounds.
+    hand: [u32; HAND],
+    in_hand: usize,
     /// Whether it last published itself idle in each pool (`Shared::core_waiters[2 + p]`).
     idle: [bool; 2],
     /// Its own free cores under a partition: cube ones in `cores[..free_cube]`, vector ones in
@@ -801,6 +814,10 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     readback_values: &'p mut [u32],
     readback_slots: &'p mut [Value<'p>],
 }
+
+/// Cores an AICPU keeps in its hand between the completions and the dispatch of a round under
+/// shared cores (`claim.rs`); more go back to the bitmap at once.
+pub const HAND: usize = 64;
 
 /// Words of [`Shared::core_waiters`].
 pub const CORE_WAITER_WORDS: usize = 5;

@@ -131,7 +131,8 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         let launch_cube = (0..total).take_while(|&c| is_cube(c)).count() as u32;
         let pools = [(0, launch_cube), (launch_cube, total)];
         let pool_range = pools.map(|(lo, hi)| lo..hi);
-        let home_cores = pools.map(|(lo, hi)| cores::Span::new(cores::home(lo..hi, me, sh.n)));
+        let home = pools.map(|(lo, hi)| cores::home(lo..hi, me, sh.n));
+        let home_cores = home.clone().map(cores::Span::new);
         if alloc == CoreAlloc::Shared {
             need(
                 sh.free_cores.len() >= cores::words_for(total as usize),
@@ -216,7 +217,11 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             alloc,
             pool_range,
             home_cores,
+            home,
+            home_running: [0; 2],
             waiting_core: [false; 2],
+            hand: [0; HAND],
+            in_hand: 0,
             idle: [true; 2],
             cores,
             ncube,
@@ -367,11 +372,17 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             }
             let pl = Self::pool_of_core(sh, b.core);
             self.running[pl] = self.running[pl].saturating_sub(1);
+            self.count_home(b.core, pl, false);
             match self.alloc {
-                CoreAlloc::Shared => give_back.add(b.core),
+                // Its next task of the pool may take it this round (`claim.rs`).
+                CoreAlloc::Shared => {
+                    if !self.keep_in_hand(b.core) {
+                        give_back.add(b.core);
+                        returned |= 1 << pl;
+                    }
+                }
                 CoreAlloc::Partition => self.core_back(sh, b.core, pl),
             }
-            returned |= 1 << pl;
             limits_freed |= self.give_back_limit(sh, (b.owner, b.slot));
             if b.owner == self.me {
                 self.completed(sh, cfg, env, b.slot)?;
@@ -417,6 +428,8 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         if self.started {
             progress |= self.issue(sh, cfg, env)?;
         }
+        // Cores it kept and did not use go back (before dispatch starts, all of them).
+        self.give_back_hand(sh, env);
         // A task waiting for predecessors beyond its waiter nodes keeps its guard until they
         // complete.
         if let Some((slot, left)) = self.deferred {
