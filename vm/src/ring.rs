@@ -1,11 +1,14 @@
-//! A bounded multi-producer multi-consumer queue of `u32` values (window slot indices) in
+//! A bounded multi-producer single-consumer queue of `u32` values (window slot indices) in
 //! caller-given memory, with atomics only (no locks, no heap): the ready queues of
 //! spec/runtime.md §3.1, shared by the simulator and the device library.
 //!
-//! The algorithm is Dmitry Vyukov's bounded MPMC queue: each cell carries a sequence number that
-//! says whether it is free for the push at position `p` (`seq == p`) or holds the value for the
-//! pop at `p` (`seq == p + 1`); producers and consumers claim positions with a compare-and-swap on
-//! the tail and head counters, then publish the cell with a Release store of its sequence. Under
+//! The algorithm is Dmitry Vyukov's bounded queue: each cell carries a sequence number that says
+//! whether it is free for the push at position `p` (`seq == p`) or holds the value for the pop
+//! at `p` (`seq == p + 1`); producers claim positions with a compare-and-swap on the tail
+//! counter, then publish the cell with a Release store of its sequence. Any AICPU pushes to a
+//! ring (it releases a task of the ring's owner), but only the owner pops, so the consumer's
+//! head needs no compare-and-swap (Vyukov's multi-consumer pop costs one per value: about 4 % of
+//! the threaded LLaMA run, BENCHMARKS.md). Under
 //! `--cfg loom` it runs on loom's atomics (`host-sim/tests/loom.rs` checks it).
 //!
 //! ```
@@ -106,36 +109,22 @@ impl<C: AsRef<[Cell]>> Ring<C> {
         }
     }
 
-    /// Takes the oldest value, if any.
+    /// Takes the oldest value, if any. Only its consumer pops (one thread at a time; every
+    /// ring of the runtime is popped by the AICPU that owns it): so the head is its own, and a
+    /// pop claims a position with a plain store instead of a compare-and-swap.
     pub fn pop(&self) -> Option<u32> {
-        let cells = self.cells.as_ref();
-        let mut pos = self.head.0.load(Ordering::Relaxed);
-        loop {
-            let cell = &cells[(pos & self.mask) as usize];
-            let seq = cell.seq.load(Ordering::Acquire);
-            let want = pos.wrapping_add(1);
-            if seq == want {
-                match self.head.0.compare_exchange_weak(
-                    pos,
-                    want,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => {
-                        let value = cell.value.load(Ordering::Relaxed);
-                        cell.seq
-                            .store(pos.wrapping_add(self.mask + 1), Ordering::Release);
-                        return Some(value);
-                    }
-                    Err(now) => pos = now,
-                }
-            } else if (seq.wrapping_sub(want) as i64) < 0 {
-                // Not yet pushed: empty.
-                return None;
-            } else {
-                pos = self.head.0.load(Ordering::Relaxed);
-            }
+        let pos = self.head.0.load(Ordering::Relaxed);
+        let cell = &self.cells.as_ref()[(pos & self.mask) as usize];
+        // Acquire: the producer's write of the value happens before this read of it.
+        if cell.seq.load(Ordering::Acquire) != pos.wrapping_add(1) {
+            return None; // not yet pushed: empty
         }
+        let value = cell.value.load(Ordering::Relaxed);
+        self.head.0.store(pos.wrapping_add(1), Ordering::Release);
+        // Release: this read of the value happens before the next lap's push overwrites it.
+        cell.seq
+            .store(pos.wrapping_add(self.mask + 1), Ordering::Release);
+        Some(value)
     }
 
     /// Whether the ring looked empty (a hint: others may push or pop meanwhile).
@@ -186,6 +175,7 @@ mod tests {
         assert_eq!(ring(16).capacity(), 16);
     }
 
+    /// Two producer threads and the one consumer.
     #[test]
     fn threads_lose_and_duplicate_nothing() {
         let q = ring(8);
@@ -202,12 +192,12 @@ mod tests {
                     }
                 });
             }
-            for _ in 0..2 {
+            {
                 let (q, seen) = (&q, &seen);
                 s.spawn(move || {
                     let mut got = 0;
                     let mut last = [None::<u32>; 2];
-                    while got < per {
+                    while got < 2 * per {
                         match q.pop() {
                             Some(v) => {
                                 // Per producer, values come out in push order.
