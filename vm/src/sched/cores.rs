@@ -98,12 +98,13 @@ pub fn free_all(bits: &[AtomicU64], cores: usize) {
 }
 
 /// The value of `Shared::core_waiters[i]` at launch, of `aicpus` AICPUs: no AICPU waits for a
-/// core (`i < 2`), and every AICPU is idle in both pools (`i ≥ 2`) — it has issued nothing, so
-/// its home cores may be lent until it publishes otherwise. (An AICPU that is not dispatching
-/// yet, under a start policy, or never will, must not keep its home cores from the others.)
+/// core (0 and 1) or for a kernel's core limit (4), and every AICPU is idle in both pools (2
+/// and 3) — it has issued nothing, so its home cores may be lent until it publishes otherwise.
+/// (An AICPU that is not dispatching yet, under a start policy, or never will, must not keep
+/// its home cores from the others.)
 pub fn waiter_word_at_launch(i: usize, aicpus: u32) -> u64 {
     match (i, aicpus) {
-        (0 | 1, _) => 0,
+        (0 | 1 | 4.., _) => 0,
         (_, 64..) => u64::MAX,
         (_, n) => (1u64 << n) - 1,
     }
@@ -296,7 +297,9 @@ pub fn waiting(waiters: &Padded, me: u32) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
+    use std::vec::Vec;
 
     #[test]
     fn spans_cover_exactly_their_cores() {
@@ -338,6 +341,17 @@ mod tests {
         assert_eq!(waiting(&w, 0), 0b1010);
         withdraw(&w, 1);
         assert_eq!(waiting(&w, 0), 0b1000);
+    }
+
+    #[test]
+    fn at_launch_every_aicpu_is_idle_and_none_waits() {
+        for n in [1, 6, 64] {
+            let idle = if n == 64 { u64::MAX } else { (1 << n) - 1 };
+            let words: Vec<u64> = (0..5).map(|i| waiter_word_at_launch(i, n)).collect();
+            // Not waiting for a core limit either: a set bit would be woken by every unit given
+            // back, all run long.
+            assert_eq!(words, [0, 0, idle, idle, 0], "{n} AICPUs");
+        }
     }
 
     #[test]
