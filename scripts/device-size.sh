@@ -11,7 +11,10 @@ bin="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/b
 cargo build -q -p ptovm-device --target aarch64-unknown-none --release
 lib=target/aarch64-unknown-none/release/libptovm_device.a
 image=target/aarch64-unknown-none/release/ptovm_aicpu.elf
-syms=$(grep -o 'pub \(unsafe \)\?extern "C" fn ptovm_[a-z_]*' device/src/lib.rs | sed 's/.*fn //')
+# The static library's C ABI: every module of the crate but kernel.rs (the AICPU kernel's own
+# entry points, which scripts/aicpu-so.sh links into libptovm_aicpu.so).
+sources=$(ls device/src/*.rs | grep -v '/kernel\.rs$')
+syms=$(grep -ho 'pub \(unsafe \)\?extern "C" fn ptovm_[a-z_]*' $sources | sed 's/.*fn //')
 undef=()
 for s in $syms; do undef+=(-u "$s"); done
 "$bin/rust-lld" -flavor gnu --gc-sections -static --entry=ptovm_run "${undef[@]}" -o "$image" "$lib"

@@ -1,6 +1,6 @@
-//! `include/ptovm.h` is the single C description of the ABI: generated from `src/lib.rs` by
-//! cbindgen (configured in `cbindgen.toml`), and this test fails when the committed header is not
-//! what the Rust side generates. `PTOVM_BLESS=1` rewrites it.
+//! `include/ptovm.h` is the single C description of the ABI: generated from the crate's sources
+//! (`src/`) by cbindgen (configured in `cbindgen.toml`), and this test fails when the committed
+//! header is not what the Rust side generates. `PTOVM_BLESS=1` rewrites it.
 
 #[test]
 fn the_header_is_what_the_rust_side_generates() {
@@ -16,7 +16,7 @@ fn the_header_is_what_the_rust_side_generates() {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == generated,
-        "include/ptovm.h differs from what src/lib.rs generates; if the ABI change is meant, run\n  PTOVM_BLESS=1 cargo test -p ptovm-device --test header\n(and raise PTOVM_ABI_VERSION when existing callers break)"
+        "include/ptovm.h differs from what src/ generates; if the ABI change is meant, run\n  PTOVM_BLESS=1 cargo test -p ptovm-device --test header\n(and raise PTOVM_ABI_VERSION when existing callers break)"
     );
     for f in [
         "ptovm_abi_version",
