@@ -72,62 +72,43 @@ impl<S: Storage> Aicpu<'_, '_, '_, S> {
         }
     }
 
-    /// Under shared cores, a core whose task it saw complete this round: kept in its hand for
-    /// this round's dispatch instead of given back and claimed again (two atomic operations on
-    /// the bitmap's line, which every AICPU claims from). Whether it kept it (a full hand: the
-    /// caller gives it back now).
-    pub(super) fn keep_in_hand(&mut self, core: u32) -> bool {
-        let Some(spot) = self.hand.get_mut(self.in_hand) else {
-            return false;
-        };
-        *spot = core;
-        self.in_hand += 1;
-        true
+    /// Under shared cores, a core of pool `pl` whose task it saw complete this round: kept in
+    /// its hand for this round's dispatch instead of given back and claimed again (two atomic
+    /// operations on the bitmap's line, which every AICPU claims from). Whether it kept it (a
+    /// full hand: the caller gives it back now).
+    pub(super) fn keep_in_hand(&mut self, core: u32, pl: usize) -> bool {
+        let kind = usize::from(!self.home[pl].contains(&core));
+        self.hand.push(pl, kind, core)
     }
 
     /// A core of pool `pl` from its hand that it may claim now, as it would from the bitmap:
-    /// of its home share first, else of an AICPU idle in the pool.
-    fn take_from_hand<C, L>(&mut self, sh: &Shared<'_, C, L>, pl: usize) -> Option<u32> {
-        let pool = self.pool_range[pl].clone();
-        let mut borrowable = None;
-        let mut idle_word = None;
-        for i in 0..self.in_hand {
-            let core = self.hand[i];
-            if !pool.contains(&core) {
-                continue;
-            }
-            if self.home[pl].contains(&core) {
-                borrowable = Some(i);
-                break;
-            }
-            let home = cores::home_of(pool.clone(), core, sh.n);
-            let idle =
-                *idle_word.get_or_insert_with(|| sh.core_waiters[2 + pl].0.load(Ordering::Relaxed));
-            if borrowable.is_none() && idle & (1u64 << (home % 64)) != 0 {
-                borrowable = Some(i);
-            }
+    /// of its home share first, else one it borrowed from an AICPU still idle in the pool.
+    pub(super) fn take_from_hand<C, L>(&mut self, sh: &Shared<'_, C, L>, pl: usize) -> Option<u32> {
+        if let Some(core) = self.hand.pop_home(pl) {
+            return Some(core);
         }
-        let i = borrowable?;
-        self.in_hand -= 1;
-        let core = self.hand[i];
-        self.hand[i] = self.hand[self.in_hand];
-        Some(core)
+        if self.hand.is_empty(pl, BORROWED) {
+            return None;
+        }
+        let idle = sh.core_waiters[2 + pl].0.load(Ordering::Relaxed);
+        let (pool, n) = (self.pool_range[pl].clone(), sh.n);
+        self.hand.pop(pl, BORROWED, |core| {
+            idle & (1u64 << (cores::home_of(pool.clone(), core, n) % 64)) != 0
+        })
     }
 
     /// Gives back the cores left in its hand (the end of its dispatch: no task took them, or
     /// it may not use them) and wakes the AICPUs waiting for a core of their pools.
     pub(super) fn give_back_hand<C, L>(&mut self, sh: &Shared<'_, C, L>, env: &mut impl Env) {
-        if self.in_hand == 0 {
+        let pools = self.hand.pools();
+        if pools == 0 {
             return;
         }
         let mut give_back = cores::GiveBack::new(sh.free_cores);
-        let mut pools = 0;
-        for &core in &self.hand[..self.in_hand] {
+        for core in self.hand.drain() {
             give_back.add(core);
-            pools |= 1 << usize::from(!self.pool_range[0].contains(&core));
         }
         give_back.done();
-        self.in_hand = 0;
         self.wake_core_waiters(sh, env, pools);
     }
 
@@ -262,5 +243,78 @@ impl<S: Storage> Aicpu<'_, '_, '_, S> {
     /// The pool index of core `core`.
     pub(super) fn pool_of_core<C, L>(sh: &Shared<'_, C, L>, core: u32) -> usize {
         usize::from(sh.cores[core as usize].core_type.load(Ordering::Relaxed) != handshake::CUBE)
+    }
+}
+
+/// The cores of its home share in a [`Hand`].
+const HOME: usize = 0;
+/// The cores it borrowed in a [`Hand`].
+const BORROWED: usize = 1;
+
+/// An AICPU's hand under shared cores (`Aicpu::hand`): the cores whose tasks it saw complete
+/// this round, kept for the round's dispatch, in a stack per pool and kind ([`HOME`],
+/// [`BORROWED`]) so that taking one of its home share is a pop. Empty between rounds.
+pub(super) struct Hand {
+    cores: [[[u32; HAND]; 2]; 2],
+    len: [[u8; 2]; 2],
+}
+
+impl Hand {
+    pub(super) const EMPTY: Hand = Hand {
+        cores: [[[0; HAND]; 2]; 2],
+        len: [[0; 2]; 2],
+    };
+
+    /// Keeps `core` in the stack of pool `pl` and kind `kind`; false when that one is full.
+    fn push(&mut self, pl: usize, kind: usize, core: u32) -> bool {
+        let len = &mut self.len[pl][kind];
+        let Some(spot) = self.cores[pl][kind].get_mut(usize::from(*len)) else {
+            return false;
+        };
+        *spot = core;
+        *len += 1;
+        true
+    }
+
+    fn is_empty(&self, pl: usize, kind: usize) -> bool {
+        self.len[pl][kind] == 0
+    }
+
+    /// Takes the newest core of its home share of pool `pl`, if any.
+    #[inline]
+    fn pop_home(&mut self, pl: usize) -> Option<u32> {
+        let len = self.len[pl][HOME].checked_sub(1)?;
+        self.len[pl][HOME] = len;
+        Some(self.cores[pl][HOME][usize::from(len)])
+    }
+
+    /// Takes the newest core of that stack that `may` allows, if any.
+    fn pop(&mut self, pl: usize, kind: usize, may: impl Fn(u32) -> bool) -> Option<u32> {
+        let len = usize::from(self.len[pl][kind]);
+        let stack = &mut self.cores[pl][kind];
+        let i = (0..len).rev().find(|&i| may(stack[i]))?;
+        let core = stack[i];
+        stack[i] = stack[len - 1];
+        self.len[pl][kind] -= 1;
+        Some(core)
+    }
+
+    /// The pools it holds cores of (bit `p` for pool `p`).
+    fn pools(&self) -> u32 {
+        (0..2)
+            .filter(|&pl| self.len[pl] != [0, 0])
+            .fold(0, |m, pl| m | 1 << pl)
+    }
+
+    /// Empties it, giving its cores.
+    fn drain(&mut self) -> impl Iterator<Item = u32> + '_ {
+        let len = core::mem::take(&mut self.len);
+        let cores = &self.cores;
+        (0..4).flat_map(move |k| {
+            let (pl, kind) = (k / 2, k % 2);
+            cores[pl][kind][..usize::from(len[pl][kind])]
+                .iter()
+                .copied()
+        })
     }
 }

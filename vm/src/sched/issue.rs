@@ -45,15 +45,21 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     self.stop_waiting(sh, pl);
                     break;
                 }
-                // A core first. Under shared cores only with a task to give it (claiming and
-                // returning cores for nothing would cost every AICPU), and an AICPU with a
-                // task and no core announces that it waits for one (§4.6).
+                // A core first. Under shared cores one of its hand costs nothing (and goes back
+                // to it if no task comes); one of the bitmap it claims only with a task to give
+                // it (claiming and returning cores for nothing would cost every AICPU), and an
+                // AICPU with a task and no core announces that it waits for one (§4.6).
                 let shared = self.alloc == CoreAlloc::Shared;
-                if shared && !self.ready_for(sh, cfg, pl) {
+                let in_hand = if shared {
+                    self.take_from_hand(sh, pl)
+                } else {
+                    None
+                };
+                if in_hand.is_none() && shared && !self.ready_for(sh, cfg, pl) {
                     self.stop_waiting(sh, pl);
                     break;
                 }
-                let Some(core) = self.take_core(sh, pl) else {
+                let Some(core) = in_hand.or_else(|| self.take_core(sh, pl)) else {
                     if shared && self.wait_for_core(sh, pl) {
                         continue; // one came back meanwhile
                     }
@@ -211,8 +217,8 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         Ok(progress)
     }
 
-    /// A core it took and found no task for goes back (and under shared cores wakes the
-    /// AICPUs waiting for one).
+    /// A core it took and found no task for goes back: under shared cores to its hand (to the
+    /// bitmap at the end of the issue; with a full hand now, waking the AICPUs waiting for one).
     fn unused_core<C, L>(
         &mut self,
         sh: &Shared<'_, C, L>,
@@ -220,8 +226,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         core: u32,
         pl: usize,
     ) {
-        self.core_back(sh, core, pl);
-        self.wake_core_waiters(sh, env, 1 << pl);
+        if self.alloc == CoreAlloc::Partition || !self.keep_in_hand(core, pl) {
+            self.core_back(sh, core, pl);
+            self.wake_core_waiters(sh, env, 1 << pl);
+        }
     }
 
     /// Bytes of scratch a task of kernel `kernel` gets.

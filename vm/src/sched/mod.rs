@@ -742,9 +742,8 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     home_running: [u32; 2],
     waiting_core: [bool; 2],
     /// Under shared cores, the cores whose tasks it saw complete this round and keeps for the
-    /// round's dispatch, `hand[..in_hand]` (`claim.rs`); empty between rounds.
-    hand: [u32; HAND],
-    in_hand: usize,
+    /// round's dispatch (`claim.rs`); empty between rounds.
+    hand: claim::Hand,
     /// Whether it last published itself idle in each pool (`Shared::core_waiters[2 + p]`).
     idle: [bool; 2],
     /// Its own free cores under a partition: cube ones in `cores[..free_cube]`, vector ones in
@@ -815,8 +814,9 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     readback_slots: &'p mut [Value<'p>],
 }
 
-/// Cores an AICPU keeps in its hand between the completions and the dispatch of a round under
-/// shared cores (`claim.rs`); more go back to the bitmap at once.
+/// Cores of each pool an AICPU keeps in its hand between the completions and the dispatch of a
+/// round under shared cores, of its home share and borrowed each (`claim.rs`); more go back to
+/// the bitmap at once.
 pub const HAND: usize = 64;
 
 /// Words of [`Shared::core_waiters`].

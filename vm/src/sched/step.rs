@@ -220,8 +220,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             home,
             home_running: [0; 2],
             waiting_core: [false; 2],
-            hand: [0; HAND],
-            in_hand: 0,
+            hand: claim::Hand::EMPTY,
             idle: [true; 2],
             cores,
             ncube,
@@ -376,7 +375,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             match self.alloc {
                 // Its next task of the pool may take it this round (`claim.rs`).
                 CoreAlloc::Shared => {
-                    if !self.keep_in_hand(b.core) {
+                    if !self.keep_in_hand(b.core, pl) {
                         give_back.add(b.core);
                         returned |= 1 << pl;
                     }
