@@ -84,17 +84,20 @@ impl<S: Storage> Aicpu<'_, '_, '_, S> {
     /// A core of pool `pl` from its hand that it may claim now, as it would from the bitmap:
     /// of its home share first, else one it borrowed from an AICPU still idle in the pool.
     pub(super) fn take_from_hand<C, L>(&mut self, sh: &Shared<'_, C, L>, pl: usize) -> Option<u32> {
-        if let Some(core) = self.hand.pop_home(pl) {
-            return Some(core);
-        }
-        if self.hand.is_empty(pl, BORROWED) {
-            return None;
-        }
-        let idle = sh.core_waiters[2 + pl].0.load(Ordering::Relaxed);
-        let (pool, n) = (self.pool_range[pl].clone(), sh.n);
-        self.hand.pop(pl, BORROWED, |core| {
-            idle & (1u64 << (cores::home_of(pool.clone(), core, n) % 64)) != 0
-        })
+        let core = match self.hand.pop_home(pl) {
+            Some(core) => core,
+            None if self.hand.is_empty(pl, BORROWED) => return None,
+            None => {
+                let idle = sh.core_waiters[2 + pl].0.load(Ordering::Relaxed);
+                let (pool, n) = (self.pool_range[pl].clone(), sh.n);
+                self.hand.pop(pl, BORROWED, |core| {
+                    idle & (1u64 << (cores::home_of(pool.clone(), core, n) % 64)) != 0
+                })?
+            }
+        };
+        // It has a core (as from a claim): it no longer waits for one.
+        self.stop_waiting(sh, pl);
+        Some(core)
     }
 
     /// Gives back the cores left in its hand (the end of its dispatch: no task took them, or
