@@ -8,8 +8,8 @@
 //! counter, then publish the cell with a Release store of its sequence. Any AICPU pushes to a
 //! ring (it releases a task of the ring's owner), but only the owner pops, so the consumer's
 //! head needs no compare-and-swap (Vyukov's multi-consumer pop costs one per value: about 4 % of
-//! the threaded LLaMA run, BENCHMARKS.md). Under
-//! `--cfg loom` it runs on loom's atomics (`host-sim/tests/loom.rs` checks it).
+//! the threaded LLaMA run, BENCHMARKS.md). Under `--cfg loom` it runs on loom's atomics
+//! (`host-sim/tests/loom.rs` checks it).
 //!
 //! ```
 //! use ptovm_vm::ring::{Cell, Ring};
@@ -127,7 +127,7 @@ impl<C: AsRef<[Cell]>> Ring<C> {
         Some(value)
     }
 
-    /// Whether the ring looked empty (a hint: others may push or pop meanwhile).
+    /// Whether the ring looked empty (a hint: others may push meanwhile).
     pub fn is_empty(&self) -> bool {
         self.head.0.load(Ordering::Acquire) == self.tail.0.load(Ordering::Acquire)
     }
