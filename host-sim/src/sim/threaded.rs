@@ -187,7 +187,7 @@ struct Jitter(u64);
 impl Jitter {
     fn maybe_yield(&mut self) {
         if self.0 != 0 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            self.0 = self.0.wrapping_add(ptovm_vm::interp::GOLDEN_GAMMA);
             let r = ptovm_vm::interp::mix64(self.0);
             if r.is_multiple_of(4) {
                 thread::yield_now();

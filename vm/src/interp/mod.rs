@@ -171,6 +171,10 @@ impl Frame {
     }
 }
 
+/// SplitMix64's increment, ⌊2⁶⁴ / φ⌋: the step of its state, and the multiplier of the
+/// TensorMap's Fibonacci hashing.
+pub const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
 /// The SplitMix64 finalizer used by the `hash` policy.
 #[inline]
 pub fn mix64(mut x: u64) -> u64 {

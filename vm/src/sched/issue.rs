@@ -422,7 +422,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         if sh.n < 2 {
             return None;
         }
-        self.victim_rng = self.victim_rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.victim_rng = self.victim_rng.wrapping_add(crate::interp::GOLDEN_GAMMA);
         victims(self.me, sh.n, self.victim_rng).find_map(|v| {
             sh.stealable
                 .get(v as usize * 2 + pl)
@@ -474,7 +474,7 @@ mod tests {
         let mut first = [0u32; 6];
         let mut draw = 0u64;
         for _ in 0..6_000 {
-            draw = draw.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            draw = draw.wrapping_add(crate::interp::GOLDEN_GAMMA);
             let mut order: [u32; 5] = [0; 5];
             for (i, v) in victims(me, n, draw).enumerate() {
                 order[i] = v;

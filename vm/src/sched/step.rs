@@ -246,7 +246,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             next_stream: 0,
             rate_due_ns: 0,
             rate_wait_since: None,
-            victim_rng: u64::from(me).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            victim_rng: u64::from(me).wrapping_mul(crate::interp::GOLDEN_GAMMA) | 1,
             parked: [None, None],
             kernel_ws: if Workspace::largest(&program) > 0 {
                 program.kernels()

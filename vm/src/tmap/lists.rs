@@ -12,6 +12,7 @@
 
 use super::key::{Entry, Key, HOME, LIVE, ON_ROW, ON_SHAPE, ROW, SHAPE, WRITE};
 use super::{MapLayout, NIL};
+use crate::interp::GOLDEN_GAMMA as GOLDEN;
 
 /// Words per row bucket: the write and the read list heads, their lengths.
 pub(super) const ROW_WORDS: usize = 4;
@@ -61,8 +62,6 @@ pub(super) struct Bases {
     home_bits: u32,
     row_bits: u32,
 }
-
-const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 
 impl Bases {
     pub fn of(l: &MapLayout) -> Bases {
