@@ -27,8 +27,10 @@ impl<S: Storage> Aicpu<'_, '_, '_, S> {
         }
     }
 
-    /// Takes a core of pool `pl` it may use, if there is one.
-    pub(super) fn take_core<C, L>(&mut self, sh: &Shared<'_, C, L>, pl: usize) -> Option<u32> {
+    /// Claims a free core of pool `pl` it may use, if there is one: under a partition one of its
+    /// own, under shared cores one of the bitmap (the caller looked in its hand first,
+    /// [`Self::take_from_hand`]).
+    pub(super) fn claim_core<C, L>(&mut self, sh: &Shared<'_, C, L>, pl: usize) -> Option<u32> {
         match self.alloc {
             CoreAlloc::Partition if pl == 0 => {
                 self.free_cube = self.free_cube.checked_sub(1)?;
@@ -39,21 +41,15 @@ impl<S: Storage> Aicpu<'_, '_, '_, S> {
                 Some(self.cores[self.ncube + self.free_vector])
             }
             CoreAlloc::Shared => {
-                // Its hand first, then its home share unless its own tasks run on all of it
-                // (no load of the bitmap's line, which the others write), then idle homes.
+                // Its home share unless its own tasks run on all of it (no load of the
+                // bitmap's line, which the others write), then idle AICPUs' shares.
                 let home_busy = self.home_running[pl] as usize >= self.home[pl].len();
-                let core = match self.take_from_hand(sh, pl) {
-                    Some(core) => core,
-                    None => {
-                        let core = match home_busy {
-                            true => None,
-                            false => self.home_cores[pl].claim(sh.free_cores),
-                        }
-                        .or_else(|| self.in_idle_homes(sh, pl, |h| h.claim(sh.free_cores)))?;
-                        self.counts.core_claims += 1;
-                        core
-                    }
-                };
+                let core = match home_busy {
+                    true => None,
+                    false => self.home_cores[pl].claim(sh.free_cores),
+                }
+                .or_else(|| self.in_idle_homes(sh, pl, |h| h.claim(sh.free_cores)))?;
+                self.counts.core_claims += 1;
                 self.stop_waiting(sh, pl);
                 Some(core)
             }

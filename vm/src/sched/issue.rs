@@ -59,7 +59,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     self.stop_waiting(sh, pl);
                     break;
                 }
-                let Some(core) = in_hand.or_else(|| self.take_core(sh, pl)) else {
+                let Some(core) = in_hand.or_else(|| self.claim_core(sh, pl)) else {
                     if shared && self.wait_for_core(sh, pl) {
                         continue; // one came back meanwhile
                     }
