@@ -139,7 +139,8 @@ impl<S: Storage> Aicpu<'_, '_, '_, S> {
     }
 
     /// Under shared cores, after issuing: publishes whether it is idle in pool `pl` (no task
-    /// of it ready: its queue empty, none held or parked), when that changed.
+    /// of it ready: its queue empty, none held or parked; and a core of its home share to lend),
+    /// when that changed.
     pub(super) fn publish_idle<C: AsRef<[Cell]>, L>(
         &mut self,
         sh: &Shared<'_, C, L>,
@@ -156,7 +157,9 @@ impl<S: Storage> Aicpu<'_, '_, '_, S> {
                 .load(Ordering::Relaxed) as usize
                 == pl
         });
-        let idle = self.own_ready_empty(sh, pl) && !held && self.parked[pl].is_none();
+        // Its own tasks on all of its home share: nothing to lend, and no borrower need look.
+        let lends = (self.home_running[pl] as usize) < self.home[pl].len();
+        let idle = lends && self.own_ready_empty(sh, pl) && !held && self.parked[pl].is_none();
         if idle != self.idle[pl] {
             self.idle[pl] = idle;
             let bit = 1u64 << (self.me % 64);

@@ -7,8 +7,9 @@
 //! compare-and-swap, and the AICPU that issued a task — the one that sees its core finish —
 //! sets the bit again, unless its next task takes the core in the same round (its hand,
 //! `claim.rs`). Each AICPU has a **home** share of each pool, which it claims from first;
-//! beyond it, it claims only in the shares of AICPUs idle in the pool (no task of it ready), so
-//! a busy AICPU uses idle cores without starving the others.
+//! beyond it, it claims only in the shares of AICPUs idle in the pool (no task of it ready, and
+//! not all of its share running its own tasks), so a busy AICPU uses idle cores without
+//! starving the others.
 //!
 //! An AICPU with a ready task that finds no core it may claim announces itself in its pool's
 //! waiter word and looks again; its bit stays until it withdraws it (it got a core, or has no
