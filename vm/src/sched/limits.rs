@@ -47,15 +47,24 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     /// Before issuing the task `task` of pool `pl`: takes a unit of its kernel's core limit,
     /// if it has one. Without a unit free the task waits: the caller parks it, and this AICPU
     /// has announced that it waits (it is woken when a task of a limited kernel completes).
+    #[inline(always)]
     pub(super) fn take_limit<C, L>(
         &mut self,
         sh: &Shared<'_, C, L>,
         task: (u32, u32),
         pl: usize,
     ) -> bool {
-        if self.kernel_limits.is_empty() {
-            return true;
-        }
+        self.kernel_limits.is_empty() || self.take_limit_unit(sh, task, pl)
+    }
+
+    /// [`Self::take_limit`] in a launch whose kernels may have limits.
+    #[inline(never)]
+    fn take_limit_unit<C, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        task: (u32, u32),
+        pl: usize,
+    ) -> bool {
         let kernel = Self::kernel_of(sh, task);
         let limit = self.limit_of(kernel);
         if limit == 0 {
