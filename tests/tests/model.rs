@@ -309,6 +309,42 @@ fn shared_cores_serve_a_skewed_dispatch_with_every_core() {
     }
 }
 
+/// A busy AICPU borrows only for a backlog its own share will not soon start (spec/runtime.md
+/// §4.6): with tasks of the pool running for it, only while more of its tasks are ready than
+/// its share has cores. Two AICPUs, 4 vector cores (2 a share), every task on AICPU 0: 4 tasks
+/// stay on its own 2 cores (the 2 that wait are no more than its share starts as its running
+/// tasks finish: 2 d), 8 go over all 4 (2 d, not 4 d) — and a long backlog on 1 core a share
+/// takes every core.
+#[test]
+fn a_busy_aicpu_borrows_only_for_a_backlog_beyond_its_share() {
+    let skewed = INDEPENDENT.replace("round_robin", "affinity(0)");
+    let d = 1_000;
+    for (n, cube, vector, makespan, used) in [
+        (4, 2, 4, 2 * d, 2),
+        (8, 2, 4, 2 * d, 4),
+        (5, 2, 4, 2 * d, 3),
+        (12, 2, 2, 6 * d, 2),
+    ] {
+        let r = model_with(
+            &skewed,
+            &[("N", n, vec![])],
+            checked(2, sim::CoreAlloc::Shared),
+            &free_machine(cube, vector),
+            &[("k", d)],
+        );
+        let what = format!("n {n}, {vector} vector cores");
+        assert_eq!(r.run.per_aicpu[0], n as u64, "{what}");
+        assert_eq!(r.makespan_ns, makespan, "{what}");
+        let ran: Vec<usize> = (0..r.cores.len())
+            .filter(|&c| r.cores[c].pool == 1 && r.cores[c].tasks > 0)
+            .collect();
+        assert_eq!(ran.len(), used, "{what}: {ran:?}");
+        // Its home share, the first half of the pool, always.
+        let first = cube as usize;
+        assert!(ran.contains(&first), "{what}: {ran:?}");
+    }
+}
+
 /// Fewer cores than AICPUs: most AICPUs have no home share and borrow the idle ones' cores
 /// (spec/runtime.md §4.6), which must wake them when they turn idle. Under a start threshold
 /// the AICPUs that hold the home shares (2 and 5) have no task and finish without ever

@@ -130,6 +130,13 @@ impl<C: AsRef<[Cell]>> Deque<C> {
         (b.wrapping_sub(t) as i64) <= 0
     }
 
+    /// How many values it looks to hold (a hint, as [`Deque::is_empty`]).
+    pub fn len(&self) -> usize {
+        let t = self.top.0.load(Ordering::Acquire);
+        let b = self.bottom.0.load(Ordering::Acquire);
+        (b.wrapping_sub(t) as i64).max(0) as usize
+    }
+
     /// Capacity.
     pub fn capacity(&self) -> usize {
         self.mask as usize + 1

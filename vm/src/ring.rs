@@ -131,6 +131,13 @@ impl<C: AsRef<[Cell]>> Ring<C> {
     pub fn is_empty(&self) -> bool {
         self.head.0.load(Ordering::Acquire) == self.tail.0.load(Ordering::Acquire)
     }
+
+    /// How many values it looked to hold (a hint, as [`Ring::is_empty`]).
+    pub fn len(&self) -> usize {
+        let head = self.head.0.load(Ordering::Acquire);
+        let tail = self.tail.0.load(Ordering::Acquire);
+        tail.saturating_sub(head) as usize
+    }
 }
 
 #[cfg(all(test, not(loom)))]

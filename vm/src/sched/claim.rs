@@ -9,7 +9,7 @@ impl<S: Storage> Aicpu<'_, '_, '_, S> {
     /// Whether a core of pool `pl` looks free to it (under shared cores a hint: another AICPU
     /// may claim it first): under shared cores, one of its home share or of an idle AICPU's
     /// (§4.6).
-    pub(super) fn core_free<C, L>(&self, sh: &Shared<'_, C, L>, pl: usize) -> bool {
+    pub(super) fn core_free<C: AsRef<[Cell]>, L>(&self, sh: &Shared<'_, C, L>, pl: usize) -> bool {
         match self.alloc {
             CoreAlloc::Partition => {
                 if pl == 0 {
@@ -20,9 +20,10 @@ impl<S: Storage> Aicpu<'_, '_, '_, S> {
             }
             CoreAlloc::Shared => {
                 self.home_cores[pl].any_free(sh.free_cores)
-                    || self
-                        .in_idle_homes(sh, pl, |h| h.any_free(sh.free_cores).then_some(()))
-                        .is_some()
+                    || (self.may_borrow(sh, pl)
+                        && self
+                            .in_idle_homes(sh, pl, |h| h.any_free(sh.free_cores).then_some(()))
+                            .is_some())
             }
         }
     }
@@ -33,7 +34,11 @@ impl<S: Storage> Aicpu<'_, '_, '_, S> {
     /// the bitmap's claim out of line (so are the other rare paths of the loop's helpers:
     /// callgrind counted ~4 % fewer instructions in the threaded LLaMA run this way).
     #[inline(always)]
-    pub(super) fn claim_core<C, L>(&mut self, sh: &Shared<'_, C, L>, pl: usize) -> Option<u32> {
+    pub(super) fn claim_core<C: AsRef<[Cell]>, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        pl: usize,
+    ) -> Option<u32> {
         match self.alloc {
             CoreAlloc::Partition if pl == 0 => {
                 self.free_cube = self.free_cube.checked_sub(1)?;
@@ -49,7 +54,11 @@ impl<S: Storage> Aicpu<'_, '_, '_, S> {
 
     /// [`Self::claim_core`] under shared cores.
     #[inline(never)]
-    fn claim_shared<C, L>(&mut self, sh: &Shared<'_, C, L>, pl: usize) -> Option<u32> {
+    fn claim_shared<C: AsRef<[Cell]>, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        pl: usize,
+    ) -> Option<u32> {
         // Its home share unless its own tasks run on all of it (no load of the bitmap's line,
         // which the others write), then idle AICPUs' shares.
         let home_busy = self.home_running[pl] as usize >= self.home[pl].len();
@@ -57,10 +66,23 @@ impl<S: Storage> Aicpu<'_, '_, '_, S> {
             true => None,
             false => self.home_cores[pl].claim(sh.free_cores),
         }
-        .or_else(|| self.in_idle_homes(sh, pl, |h| h.claim(sh.free_cores)))?;
+        .or_else(|| {
+            self.may_borrow(sh, pl)
+                .then(|| self.in_idle_homes(sh, pl, |h| h.claim(sh.free_cores)))
+                .flatten()
+        })?;
         self.counts.core_claims += 1;
         self.stop_waiting(sh, pl);
         Some(core)
+    }
+
+    /// Whether it may borrow a core of pool `pl` now (§4.6): with no task of the pool running
+    /// for it, always; with some, only for a backlog its own share will not soon start — more
+    /// of its tasks ready than its share has cores. (A shorter one its cores take as its
+    /// running tasks finish; a look at the others' shares costs loads of lines they write,
+    /// and a borrowed core goes back and forth around its owner's next busy spell.)
+    fn may_borrow<C: AsRef<[Cell]>, L>(&self, sh: &Shared<'_, C, L>, pl: usize) -> bool {
+        self.running[pl] == 0 || self.own_ready_len(sh, pl) > self.home[pl].len()
     }
 
     /// A task of pool `pl` it issued started on core `core` (`started`), or completed: counts
@@ -195,7 +217,11 @@ impl<S: Storage> Aicpu<'_, '_, '_, S> {
     /// Under shared cores, with a task of pool `pl` ready, no core it may use and none of the
     /// pool running for it: announces that it waits for one (§4.6) and looks again; whether
     /// one is free now.
-    pub(super) fn wait_for_core<C, L>(&mut self, sh: &Shared<'_, C, L>, pl: usize) -> bool {
+    pub(super) fn wait_for_core<C: AsRef<[Cell]>, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        pl: usize,
+    ) -> bool {
         // With a core of the pool busy it needs no wake-up: that core's finish brings it back,
         // and its home share is claimed first.
         if self.alloc == CoreAlloc::Partition || self.running[pl] > 0 {

@@ -371,6 +371,17 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         sh.ready[q].is_empty() && sh.stealable.get(q).is_none_or(|d| d.is_empty())
     }
 
+    /// How many of its own tasks of pool `pl` look ready in its queues (a hint): its ready
+    /// queue (under stealing, its inbox and its deque).
+    pub(super) fn own_ready_len<C: AsRef<[Cell]>, L>(
+        &self,
+        sh: &Shared<'_, C, L>,
+        pl: usize,
+    ) -> usize {
+        let q = self.me as usize * 2 + pl;
+        sh.ready[q].len() + sh.stealable.get(q).map_or(0, |d| d.len())
+    }
+
     /// Its next ready task of pool `pl`: from its ready queue, or under stealing from the bottom
     /// of its deque (the newest).
     fn pop_own<C: AsRef<[Cell]>, L>(
