@@ -7,8 +7,8 @@ use super::*;
 
 impl<S: Storage> Aicpu<'_, '_, '_, S> {
     /// Whether a core of pool `pl` looks free to it (under shared cores a hint: another AICPU
-    /// may claim it first): under shared cores, one of its home share or of an idle AICPU's
-    /// (§4.6).
+    /// may claim it first): under shared cores, one of its home share or, when it may borrow
+    /// ([`Self::may_borrow`]), of an idle AICPU's (§4.6).
     pub(super) fn core_free<C: AsRef<[Cell]>, L>(&self, sh: &Shared<'_, C, L>, pl: usize) -> bool {
         match self.alloc {
             CoreAlloc::Partition => {
