@@ -244,6 +244,22 @@ fn stored_region(ents: &[Entry], regions: &[Io], e: u32, layout: &MapLayout) -> 
         .unwrap_or_default()
 }
 
+/// [`meet`] for entry `x` when it is a point (`T[c0]` or `T[c0, c1]`: `KEYED`, each named
+/// dimension one element wide) and `io` names the same dimensions, in overlap mode: the two share
+/// an element exactly when every range of `io` holds the point's coordinate, and then `io` also
+/// covers the point. What `overlaps` and `covers` give for the rebuilt point, without building
+/// it (a stencil's read of three cells meets its neighbours' point writes this way). `None` for
+/// any other pair.
+#[inline(always)]
+pub(super) fn meet_point(x: &Entry, io: &Io, exact: bool) -> Option<(bool, bool)> {
+    if exact || x.flags & KEYED == 0 || x.ndims != io.ndims || x.ndims == 0 {
+        return None;
+    }
+    let inside = |d: usize, c: i64| io.ranges[d].0 <= c && c < io.ranges[d].1;
+    let met = inside(0, x.c0) && (x.ndims == 1 || inside(1, x.c1));
+    Some((met, met && io.writes()))
+}
+
 /// Whether entry `e`'s stored or rebuilt region and `io` depend on each other, and whether
 /// `io` (if it writes) covers it: equal regions in exact mode, a shared element in overlap
 /// mode.

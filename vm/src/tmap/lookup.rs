@@ -1,7 +1,8 @@
 //! A region's lookup (which lists it visits, spec/runtime.md §3.3) and its insertion.
 
 use super::key::{
-    cells, count, keyed, kind, meet, Entry, Key, ALL, HOME, KEYED, LIVE, ROW, SHAPE, WRITE,
+    cells, count, keyed, kind, meet, meet_point, Entry, Key, ALL, HOME, KEYED, LIVE, ROW, SHAPE,
+    WRITE,
 };
 use super::lists::{
     link_all, link_row, link_shape, row_group, slot_for, unlink, Bases, LISTS_KEPT, MIXED,
@@ -261,12 +262,10 @@ impl<S: Storage> TensorMap<S> {
         }
         let mut visits = 0;
         let mut unlinked = 0;
-        for (list, first) in [(0, w), (1, r)] {
-            if list == 1 && !writes {
-                break;
-            }
-            let kind = kind(list, io);
-            let mut e = first;
+        // The write list, then (for a write) the read list: a read meets writes only.
+        let mut list = 0;
+        let mut e = w;
+        loop {
             while e != NIL {
                 let x = &ents[e as usize];
                 let next = x.next[L];
@@ -285,14 +284,24 @@ impl<S: Storage> TensorMap<S> {
                     {
                         // Both regions are their keys, and the keys are equal.
                         (true, writes)
+                    } else if let Some(met) = meet_point(x, io, exact) {
+                        met
                     } else {
                         meet(ents, regions, e, &layout, io, exact)
                     };
-                    let at = Visit { id, mark, kind };
+                    let at = Visit {
+                        id,
+                        mark,
+                        kind: kind(list, io),
+                    };
                     unlinked += at.met(ents, words, marks, e, met, bases, pred) as u32;
                 }
                 e = next;
             }
+            if list == 1 || !writes {
+                break;
+            }
+            (list, e) = (1, r);
         }
         self.visits += visits;
         self.live -= unlinked;
