@@ -508,6 +508,12 @@ impl InOrderWindow {
         let v = interp.program();
         self.shares = vec![Default::default(); v.tensors().len()];
         ptovm_vm::share::analyze(interp, &mut self.shares)?;
+        for (x, (s, t)) in self.shares.iter().zip(v.tensors()).enumerate() {
+            let b = ptovm_vm::desc::Binding::declared(t, interp.params());
+            if let Some((rank, cols)) = ptovm_vm::share::dense_table(s, &b, interp.aicpus()) {
+                self.map.set_dense(x as u16, rank, cols);
+            }
+        }
         self.uses = Default::default();
         self.chains = (0..v.code().len() as u32)
             .map(|site| ptovm_vm::share::chain(&v, &self.shares, site))

@@ -76,6 +76,21 @@ fn windowed_as(
     compact: bool,
     uses: Uses,
 ) -> BTreeSet<(u64, u64)> {
+    windowed_dense(tasks, mode, w, tensors, compact, uses, None)
+}
+
+/// [`windowed_as`] with dense tables (`TensorMap::set_dense`) from `dense` words: tensor 0
+/// points of rank 2 in 4 columns, tensor 1 of rank 1, tensor 2 of rank 2 in 3 columns, as
+/// many of them as the words hold, each with as many rows as it can take.
+fn windowed_dense(
+    tasks: &[Vec<Io>],
+    mode: DepMode,
+    w: u32,
+    tensors: u32,
+    compact: bool,
+    uses: Uses,
+    dense: Option<u32>,
+) -> BTreeSet<(u64, u64)> {
     // Per tensor, one past the last task that writes it (0: none does).
     let mut writes_end = vec![0u64; tensors as usize];
     for (id, ios) in tasks.iter().enumerate() {
@@ -118,7 +133,17 @@ fn windowed_as(
         layout.max_stored_io = stored;
         layout.regions = w * stored;
     }
+    if let Some(words) = dense {
+        layout.dense = words;
+    }
     let mut map = heap_map(layout, mode).unwrap();
+    if dense.is_some() {
+        for (tensor, rank, cols) in [(0, 2, 4), (1, 1, 1), (2, 2, 3)] {
+            if tensor < tensors as u16 {
+                map.set_dense(tensor, rank, cols);
+            }
+        }
+    }
     let mut got = BTreeSet::new();
     for (id, ios) in tasks.iter().enumerate() {
         let id = id as u64;
@@ -208,6 +233,30 @@ proptest! {
                 .collect();
             let got = windowed_as(&tasks, mode, w, 3, true, Uses::Classes);
             prop_assert_eq!(&got, &want, "{:?} window {}", mode, w);
+        }
+    }
+
+    /// Dense tables change no answer: points filed by their coordinates in as many rows as
+    /// `words` allow (a row's cell shared by rows of the same residue, coordinates outside
+    /// the columns, other shapes on the lists), every window.
+    #[test]
+    fn dense_tables_find_the_same_edges(
+        tasks in arb_wide_tasks(),
+        narrow in arb_tasks(),
+        w in 1u32..40,
+        words in 0u32..48,
+    ) {
+        for (tasks, tensors) in [(&tasks, 2), (&narrow, 3)] {
+            for mode in [DepMode::Overlap, DepMode::Exact] {
+                let want: BTreeSet<(u64, u64)> = reference(tasks, mode)
+                    .into_iter()
+                    .filter(|&(from, to)| from + w as u64 > to)
+                    .collect();
+                for uses in [Uses::All, Uses::Classes] {
+                    let got = windowed_dense(tasks, mode, w, tensors, true, uses, Some(words));
+                    prop_assert_eq!(&got, &want, "{:?} window {} {:?}", mode, w, uses);
+                }
+            }
         }
     }
 
@@ -498,9 +547,10 @@ fn lookups_scan_only_their_keys() {
 fn an_entry_is_one_cache_line() {
     // spec/runtime.md §3.3: the part of an entry a scan reads fits one 64-byte line.
     assert_eq!(std::mem::size_of::<ptovm_vm::tmap::Entry>(), 64);
-    // Window 1024, 3 regions per task, 18 tensors (the LLaMA layer): 765 KB, of which 7,560
-    // bytes are the tensors' shape slots (105 words a tensor).
-    assert_eq!(MapLayout::new(1024, 3, 18).unwrap().bytes(), 765_320);
+    // Window 1024, 3 regions per task, 18 tensors (the LLaMA layer): 778 KB, of which 7,920
+    // bytes are the tensors' heads and shape slots (110 words a tensor) and 12,288 the dense
+    // tables' words (one an entry).
+    assert_eq!(MapLayout::new(1024, 3, 18).unwrap().bytes(), 777_968);
 }
 
 #[test]
@@ -628,6 +678,39 @@ fn lookups_do_not_grow_with_the_live_entries() {
     // empty), and no more at 4,096 than at 1,024.
     assert!(work.iter().all(|&w| w < 12.0), "{work:?}");
     assert!(work[2] < work[1] * 1.05, "{work:?}");
+}
+
+/// The same stencil with a dense table for its tensor (`TensorMap::set_dense`, as the
+/// scheduler gives a stepped tensor): a write's lookup is one cell, a read's the three cells of
+/// its range, and the lists stay empty — fewer than 5 lists probed and entries examined a task
+/// (about 10 on the lists), with exactly the reference edges.
+#[test]
+fn a_dense_table_answers_the_stencil_from_its_cells() {
+    let (points, steps) = (1000i64, 12i64);
+    let mut tasks = Vec::new();
+    for t in 0..steps {
+        for i in 0..points {
+            let mut ios = vec![io(0, Dir::Out as u8, &[(t, t + 1), (i, i + 1)])];
+            if t > 0 {
+                let range = ((i - 1).max(0), (i + 2).min(points));
+                ios.insert(0, io(0, Dir::In as u8, &[(t - 1, t), range]));
+            }
+            tasks.push(ios);
+        }
+    }
+    for window in [1024, 4096] {
+        let mut map = heap_map(MapLayout::new(window, 2, 1).unwrap(), DepMode::Overlap).unwrap();
+        assert!(map.set_dense(0, 2, points as u32), "window {window}");
+        let got = feed(&mut map, &tasks);
+        assert_eq!(got, in_window(&tasks, window), "window {window}");
+        let work = (map.visits() + map.probes()) as f64 / tasks.len() as f64;
+        assert!(work < 5.0, "window {window}: {work}");
+    }
+    // Too few words for two rows of 1,000 columns: no table, and a rank-1 table needs 1 column.
+    let mut map = heap_map(MapLayout::new(512, 2, 1).unwrap(), DepMode::Overlap).unwrap();
+    assert!(!map.set_dense(0, 2, 1000));
+    assert!(!map.set_dense(0, 1, 2));
+    assert!(map.set_dense(0, 1, 1));
 }
 
 /// A whole-row read (`Y[t]`) after the row's tiles (`Y[t, e]`, 16 of them) visits that row's

@@ -10,7 +10,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     pub fn new<C: AsRef<[Cell]>, L: MapLock>(
         me: u32,
         interp: Interpreter<'a, 'p>,
-        local: Local<'m, S>,
+        mut local: Local<'m, S>,
         sh: &Shared<'_, C, L>,
     ) -> Result<Aicpu<'a, 'p, 'm, S>, SchedError> {
         let (n, cap) = (sh.n as usize, sh.cap as usize);
@@ -109,6 +109,28 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             *b = Binding::declared(t, interp.params());
             if let Some(arg) = local.bound.get(x) {
                 *b = b.bind(x as u16, arg)?;
+            }
+        }
+        // Stepped tensors' points in dense tables (§3.3), in the map of their class. Every
+        // AICPU gives the global map's the same, before its first record: the first one to get
+        // there makes them, the others find them made.
+        for (x, (s, b)) in local
+            .shares
+            .iter()
+            .zip(local.tensors.iter())
+            .take(ntensors)
+            .enumerate()
+        {
+            let Some((rank, cols)) = share::dense_table(s, b, sh.n) else {
+                continue;
+            };
+            match s.class {
+                share::Class::Local => {
+                    local.map.set_dense(x as u16, rank, cols);
+                }
+                _ => {
+                    sh.map.with_map(|m| m.set_dense(x as u16, rank, cols));
+                }
             }
         }
         need(

@@ -126,7 +126,7 @@ pub struct Entry {
     pub(super) c1: i64,
     pub(super) handle: u32,
     pub(super) tensor: u16,
-    /// `LIVE`, `WRITE`, `KEYED`, `ON_ROW`, `ON_SHAPE`.
+    /// `LIVE`, `WRITE`, `KEYED`, `ON_ROW`, `ON_SHAPE`, `DENSE`.
     pub(super) flags: u8,
     /// The region's named dimension count.
     pub(super) ndims: u8,
@@ -134,7 +134,7 @@ pub struct Entry {
     pub(super) s1: u8,
     /// The tensor's shape slot the entry counts in (and whose shape list it is on).
     pub(super) slot: u8,
-    /// The home list's head (word index).
+    /// The home list's head (word index); for an entry of a dense table, its cell's word.
     pub(super) head_home: u32,
     pub(super) prev: [u32; LEVELS],
     pub(super) next: [u32; LEVELS],
@@ -155,6 +155,8 @@ pub(super) const KEYED: u8 = 4;
 pub(super) const ON_ROW: u8 = 8;
 /// On its slot's list (the slot keeps it).
 pub(super) const ON_SHAPE: u8 = 16;
+/// In its tensor's dense table (`dense.rs`), on no list: `head_home` is its cell's word.
+pub(super) const DENSE: u8 = 32;
 
 impl Default for Entry {
     fn default() -> Entry {

@@ -8,9 +8,10 @@
 //! slot's live entries and live writes, the heads of its write and read lists (kept once a
 //! lookup scans the slot: an entry links itself onto its slot's list only then, so that a
 //! program whose lookups only visit cells, like the LLaMA layer's, links each entry onto one
-//! list), and its live entries by dimension-0 cell modulo 8.
+//! list), and its live entries by dimension-0 cell modulo 8. After the handles' counts come the
+//! dense tables' cells (`dense.rs`).
 
-use super::key::{Entry, Key, HOME, LIVE, ON_ROW, ON_SHAPE, ROW, SHAPE, WRITE};
+use super::key::{Entry, Key, DENSE, HOME, LIVE, ON_ROW, ON_SHAPE, ROW, SHAPE, WRITE};
 use super::{MapLayout, NIL};
 use crate::interp::GOLDEN_GAMMA as GOLDEN;
 
@@ -34,8 +35,27 @@ pub(super) const SLOT_LISTS: usize = 3;
 pub(super) const SLOT_ROWS: usize = 5;
 /// Groups of dimension-0 cells a slot counts its entries in.
 pub(super) const ROW_GROUPS: usize = 8;
-/// Words before the slots: the mask of the slots in use (those with live entries).
-const TENSOR_HEAD: usize = 1;
+/// Words before the slots: the mask of the slots in use (those with live entries, and
+/// [`DENSE_LIVE`] while the tensor's dense table holds one), then the dense table's live
+/// entries, its first word, its columns (0: the tensor has no table), its row mask and its rank
+/// (`dense.rs`).
+const TENSOR_HEAD: usize = 6;
+/// In a tensor's head: its dense table's live entries.
+pub(super) const DENSE_COUNT: usize = 1;
+/// In a tensor's head: its dense table's first word.
+pub(super) const DENSE_BASE: usize = 2;
+/// In a tensor's head: its dense table's columns, 0 when it has none.
+pub(super) const DENSE_COLS: usize = 3;
+/// In a tensor's head: its dense table's rows minus one (a power of two minus one).
+pub(super) const DENSE_ROWS: usize = 4;
+/// In a tensor's head: the rank of the points its dense table holds (1 or 2).
+pub(super) const DENSE_RANK: usize = 5;
+/// In the mask of a tensor's slots in use: its dense table holds a live entry. Outside the slot
+/// bits, so a tensor with any live entry is not `quiet`; code that walks the slots masks it
+/// off ([`SLOT_MASK`]).
+pub(super) const DENSE_LIVE: u32 = 1 << 31;
+/// The slot bits of a tensor's mask.
+pub(super) const SLOT_MASK: u32 = (1 << SLOTS) - 1;
 /// Words per tensor.
 pub(super) const TENSOR_WORDS: usize = TENSOR_HEAD + SLOTS * SLOT_WORDS;
 
@@ -121,10 +141,10 @@ pub(super) fn reset_rows(words: &mut [u32]) {
 }
 
 /// Empties the tensor words of `words` (from `tensor_base`, `tensors` of them): no live entry,
-/// no slot in use, empty shape lists.
+/// no slot in use, empty shape lists. A tensor's dense table stays where it is (empty).
 pub(super) fn reset_tensors(words: &mut [u32]) {
     for t in words.chunks_exact_mut(TENSOR_WORDS) {
-        t[..TENSOR_HEAD].fill(0);
+        t[..DENSE_BASE].fill(0);
         for s in t[TENSOR_HEAD..].chunks_exact_mut(SLOT_WORDS) {
             s.fill(0);
             s[SLOT_LISTS..SLOT_LISTS + 2].fill(NIL);
@@ -137,7 +157,7 @@ pub(super) fn reset_tensors(words: &mut [u32]) {
 #[inline]
 pub(super) fn slot_for(words: &mut [u32], b: Bases, tensor: u16, shape: u32) -> u8 {
     let at = b.tensor_at(tensor);
-    let used = words[at];
+    let used = words[at] & SLOT_MASK;
     let mut m = used;
     while m != 0 {
         let k = m.trailing_zeros() as u8;
@@ -216,12 +236,16 @@ pub(super) fn link_row(ents: &mut [Entry], words: &mut [u32], e: u32, row: u32, 
 }
 
 /// Takes entry `e` off every list it is on, and out of its slot's counts (a slot left empty
-/// is free).
+/// is free); an entry of a dense table, out of its cell and the table's count.
 #[inline(always)]
 pub(super) fn unlink(ents: &mut [Entry], words: &mut [u32], e: u32, b: Bases) {
     let x = &ents[e as usize];
     let (flags, prev, next, home) = (x.flags, x.prev, x.next, x.head_home);
     let (tensor, slot_no, c0) = (x.tensor, x.slot, x.c0);
+    if flags & DENSE != 0 {
+        super::dense::unlink(ents, words, e, b);
+        return;
+    }
     let kind = (flags & WRITE == 0) as u32;
     let at = b.tensor_at(tensor);
     let slot = b.slot_at(tensor, slot_no);

@@ -1,12 +1,12 @@
 //! A region's lookup (which lists it visits, spec/runtime.md §3.3) and its insertion.
 
 use super::key::{
-    cells, count, keyed, kind, meet, meet_point, Entry, Key, ALL, HOME, KEYED, LIVE, ROW, SHAPE,
-    WRITE,
+    cells, count, keyed, kind, meet, meet_point, Entry, Key, ALL, DENSE, HOME, KEYED, LIVE, ROW,
+    SHAPE, WRITE,
 };
 use super::lists::{
     link_all, link_row, link_shape, row_group, slot_for, unlink, Bases, LISTS_KEPT, MIXED,
-    ROWS_KEPT, ROW_GROUPS, SHAPE_BITS, SLOT_LISTS, SLOT_LIVE, SLOT_ROWS, SLOT_WRITES,
+    ROWS_KEPT, ROW_GROUPS, SHAPE_BITS, SLOT_LISTS, SLOT_LIVE, SLOT_MASK, SLOT_ROWS, SLOT_WRITES,
 };
 use super::{DepKind, Io, MatchMode, Pred, Storage, TensorMap, NIL};
 
@@ -60,6 +60,7 @@ impl<S: Storage> TensorMap<S> {
         let exact = self.mode == MatchMode::Exact;
         let layout = self.layout;
         let (ents, regions, words, marks) = self.mem.parts();
+        // (A tensor with a dense table never comes here: `TensorMap::add_some`.)
         let used = words[b.tensor_at(io.tensor)];
         let slot = used.trailing_zeros() as u8;
         let alone = used == 0
@@ -141,7 +142,7 @@ impl<S: Storage> TensorMap<S> {
             return;
         }
         let writes = io.writes();
-        let mut used = self.mem.parts().2[b.tensor_at(io.tensor)];
+        let mut used = self.mem.parts().2[b.tensor_at(io.tensor)] & SLOT_MASK;
         while used != 0 {
             let k = used.trailing_zeros() as u8;
             used &= used - 1;
@@ -352,7 +353,7 @@ impl<S: Storage> TensorMap<S> {
         words[at] |= lists;
         for e in 0..ents.len() as u32 {
             let x = &ents[e as usize];
-            if x.flags & LIVE == 0 || x.tensor != tensor || x.slot != slot {
+            if x.flags & (LIVE | DENSE) != LIVE || x.tensor != tensor || x.slot != slot {
                 continue;
             }
             let kind = (x.flags & WRITE == 0) as u32;
@@ -366,10 +367,10 @@ impl<S: Storage> TensorMap<S> {
 }
 
 /// A lookup by task `id` (its mark `mark`) on a list of `kind`.
-struct Visit {
-    id: u64,
-    mark: u64,
-    kind: DepKind,
+pub(super) struct Visit {
+    pub id: u64,
+    pub mark: u64,
+    pub kind: DepKind,
 }
 
 impl Visit {
@@ -378,7 +379,7 @@ impl Visit {
     /// whether it was.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn met(
+    pub(super) fn met(
         &self,
         ents: &mut [Entry],
         words: &mut [u32],

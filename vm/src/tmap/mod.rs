@@ -22,8 +22,12 @@
 //! through the entries; a lookup only considers the entries whose key (or slot and row) it
 //! asked for, so hash collisions cost time, never change the answer.
 //!
+//! A tensor may also have a **dense table** ([`TensorMap::set_dense`]): its points filed by
+//! their coordinates, a row at a time, without hashing or lists — Task Bench's rows of points.
+//!
 //! Files: this one (the interface and the layout), `key.rs` (keys, entries, regions),
-//! `lists.rs` (the word array, hashing, linking), `lookup.rs` (lookups and insertion).
+//! `lists.rs` (the word array, hashing, linking), `lookup.rs` (lookups and insertion),
+//! `dense.rs` (dense tables).
 //!
 //! ```
 //! use ptovm_vm::tmap::{Entry, MapLayout, MatchMode, Slices, TensorMap};
@@ -52,11 +56,13 @@
 //! assert_eq!(preds, [1]);
 //! ```
 
+mod dense;
 mod key;
 mod lists;
 mod lookup;
 
 use crate::interp::Io;
+pub use dense::MAX_ROWS as MAX_DENSE_ROWS;
 pub use key::Entry;
 use key::{keyed, point_dims, Key, LIVE, WRITE};
 use lists::{Bases, TENSOR_WORDS};
@@ -207,6 +213,8 @@ pub struct MapLayout {
     /// Region records: `handles × max_stored_io` (record `h × max_stored_io + j` is the `j`-th
     /// stored region of the task held by handle `h`).
     pub regions: u32,
+    /// Words for dense tables ([`TensorMap::set_dense`]): `entries` unless set otherwise.
+    pub dense: u32,
 }
 
 impl MapLayout {
@@ -241,6 +249,7 @@ impl MapLayout {
             handles,
             max_stored_io: io,
             regions: entries,
+            dense: entries,
         })
     }
 
@@ -268,12 +277,16 @@ impl MapLayout {
         self.tensor_base() + TENSOR_WORDS * self.tensors as usize
     }
 
-    /// Length of the `u32` array: list heads (a write and a read list per home bucket; the same
-    /// and their lengths per row bucket), per tensor its live entries and its shape slots (each
-    /// with its shape, its live entries and its write and read list heads), and each handle's
-    /// region count.
-    pub fn words(&self) -> usize {
+    fn dense_base(&self) -> usize {
         self.handle_base() + self.handles as usize
+    }
+
+    /// Length of the `u32` array: list heads (a write and a read list per home bucket; the same
+    /// and their lengths per row bucket), per tensor its live entries, its dense table and its
+    /// shape slots (each with its shape, its live entries and its write and read list heads),
+    /// each handle's region count, and the dense tables' cells.
+    pub fn words(&self) -> usize {
+        self.dense_base() + self.dense as usize
     }
 
     /// Bytes of memory the map needs: entries, their regions, words and one `u64` mark per
@@ -323,6 +336,8 @@ pub struct TensorMap<S> {
     visits: u64,
     probes: u64,
     inserted: u64,
+    /// Dense words given to tables so far.
+    dense_used: u32,
 }
 
 impl<S: Storage> TensorMap<S> {
@@ -359,20 +374,25 @@ impl<S: Storage> TensorMap<S> {
             visits: 0,
             probes: 0,
             inserted: 0,
+            dense_used: 0,
         };
+        // No tables yet, whatever the memory held.
+        map.mem.parts().2.fill(0);
         map.reset();
         Ok(map)
     }
 
-    /// Empties the map.
+    /// Empties the map. Dense tables stay (empty).
     pub fn reset(&mut self) {
         let l = self.layout;
         let (rows, tensors, handles) = (l.row_base(), l.tensor_base(), l.handle_base());
+        let dense = l.dense_base();
         let (e, _, w, m) = self.mem.parts();
         w[..rows].fill(NIL);
         lists::reset_rows(&mut w[rows..tensors]);
         lists::reset_tensors(&mut w[tensors..handles]);
-        w[handles..].fill(0);
+        w[handles..dense].fill(0);
+        w[dense..].fill(NIL);
         m.fill(0);
         e.fill(Entry::default());
         self.used = 0;
@@ -537,6 +557,20 @@ impl<S: Storage> TensorMap<S> {
             // whose writers have all retired, as most reads are).
             let quiet = self.mem.parts().2[self.bases.tensor_at(io.tensor)] == 0;
             if quiet && !record {
+                continue;
+            }
+            if let Some(t) = dense::Table::of(self.mem.parts().2, self.bases, io.tensor) {
+                if lookup && !quiet {
+                    self.lookup_dense(t, io, id, mark, pred);
+                }
+                if record {
+                    let e = first + recorded;
+                    if !self.insert_dense(t, e, id, handle, io) {
+                        self.insert(e, first_region + kept, id, handle, io, Key::of(io));
+                        kept += !keyed(io) as u32;
+                    }
+                    recorded += 1;
+                }
                 continue;
             }
             if point_dims(io) != 0 {
