@@ -1,22 +1,27 @@
-//! Dense tables: the points of a tensor filed by their coordinates, without hashing or lists
+//! Dense tables: the points of a tensor filed by their coordinates, without hashing
 //! (spec/runtime.md §3.3).
 //!
-//! A tensor given a table ([`TensorMap::set_dense`]) of `rows × cols` words files a point
+//! A tensor given a table ([`TensorMap::set_dense`]) of `rows × cols` cells files a point
 //! access — `T[r]` of a table of rank 1 (`cols = 1`), `T[r, c]` of rank 2 — in the word of cell
-//! `(r mod rows, c)` when that word is free: the word holds the entry's index, the entry is on no
-//! list. Everything else of the tensor (other shapes, coordinates outside the table, a point
-//! whose cell holds another live entry) goes to the lists as before, so the table is a cache in
-//! front of them that never changes an answer: a lookup visits the cells of the table its
-//! region can meet (an entry there is checked against the region as on a list: its row may be
-//! another one of the same residue), then the lists, when the tensor has any entry on them.
+//! `(r mod rows, c mod cols)`: the word holds the entry's index. An entry the cell held, still
+//! live (of an older row or column of the same residues, or the same point not covered), moves
+//! to the map's lists, as does everything else of the tensor (other shapes, negative
+//! coordinates), so the table is a cache in front of them that never changes an answer: a
+//! lookup visits the cells (or the rows' lists, for a wide one) of the table its region can meet
+//! — an entry there is checked against the region as on a list, since its coordinates may be
+//! others of the same residues — then the map's lists, unless nothing the tensor ever put there
+//! reaches the region's rows (`LISTED_END`).
 //!
 //! Task Bench's patterns (a stepped tensor, spec/runtime.md §3.5: row `t` written point by
-//! point, rows `t − c` read) keep every entry in the table once its rows cover the window's
-//! rows in flight: a write is one store, a read of `G[t − 1, i − 1 : i + 2]` three loads.
+//! point, rows `t − c` read) read the table alone: a write is one store, a read of
+//! `G[t − 1, i − 1 : i + 2]` three loads.
 
-use super::key::{meet, meet_point, point_dims, Entry, Key, DENSE, KEYED, LIVE, WRITE};
+use super::key::{
+    meet, meet_point, point_dims, Entry, Key, DENSE, KEYED, LEVELS, LIVE, ON_ROW, SHAPE, WRITE,
+};
 use super::lists::{
-    Bases, DENSE_BASE, DENSE_COLS, DENSE_COUNT, DENSE_LIVE, DENSE_RANK, DENSE_ROWS,
+    link, link_all, off, slot_for, Bases, DENSE_BASE, DENSE_COLS, DENSE_COUNT, DENSE_LIVE,
+    DENSE_RANK, DENSE_ROWS, LISTED_END,
 };
 use super::lookup::Visit;
 use super::{DepKind, Io, MatchMode, Pred, Storage, TensorMap, NIL};
@@ -24,13 +29,25 @@ use super::{DepKind, Io, MatchMode, Pred, Storage, TensorMap, NIL};
 /// Rows a table has at most: enough for a pattern's rows in flight in a window.
 pub const MAX_ROWS: u32 = 64;
 
-/// A tensor's table, read from its head words.
+/// A lookup spanning at most this many columns of a row visits its cells; a wider one walks
+/// the row's list (the row's live entries).
+const FEW_COLUMNS: i64 = 16;
+
+/// In a tensor's `DENSE_RANK` word, above the rank: its table keeps its rows' lists.
+const LISTS_KEPT: u32 = 1 << 8;
+
+/// A tensor's table, read from its head words: `rows` list heads from `base`, then the cells,
+/// row by row.
 #[derive(Clone, Copy)]
 pub(super) struct Table {
     base: u32,
     cols: u32,
     rows_mask: u32,
     rank: u8,
+    /// Whether its entries are on their rows' lists: only once a wide lookup needs them (the
+    /// first one links the live entries in), so that tables only ever read by cells pay no
+    /// links.
+    lists: bool,
 }
 
 impl Table {
@@ -44,15 +61,27 @@ impl Table {
             cols,
             rows_mask: words[at + DENSE_ROWS],
             rank: words[at + DENSE_RANK] as u8,
+            lists: words[at + DENSE_RANK] & LISTS_KEPT != 0,
         })
+    }
+
+    /// The table row of row `r`.
+    #[inline(always)]
+    fn row(&self, r: i64) -> u32 {
+        (r as u64 & self.rows_mask as u64) as u32
+    }
+
+    /// The word of the list head of table row `row`.
+    #[inline(always)]
+    fn head(&self, row: u32) -> u32 {
+        self.base + row
     }
 
     /// The word of cell `(r, c)`: row `r` and column `c` modulo the table's.
     #[inline(always)]
     fn word(&self, r: i64, c: i64) -> u32 {
-        let row = (r as u64 & self.rows_mask as u64) as u32;
         let col = (c as u64 & (self.cols - 1) as u64) as u32;
-        self.base + row * self.cols + col
+        self.base + self.rows_mask + 1 + self.row(r) * self.cols + col
     }
 
     /// The word of the cell of point `io` (a point of the table's rank, at coordinates that
@@ -76,14 +105,15 @@ impl Table {
 impl<S: Storage> TensorMap<S> {
     /// Gives `tensor` a dense table for its points of rank `rank` (1 or 2) with `cols`
     /// columns (1 for rank 1; rounded up to a power of two) and as many rows as fit what is
-    /// left of the layout's `dense` words, a power of two from 2 to [`MAX_ROWS`]. A point
-    /// `T[r, c]` takes cell `(r mod rows, c mod cols)`: `cols` need only cover the columns one
-    /// row has in flight at a time, and `rows` the rows. Returns whether the tensor has such a
-    /// table now (a table given before, of the same rank and columns, counts). A table is
-    /// kept for the map's life, [`TensorMap::reset`] included; it is a cache that changes no
-    /// answer, so any tensor may have one, but only one whose accesses are mostly points of
-    /// one row at a time is faster for it. None in exact mode (an equal region is found
-    /// on one home list already), for a tensor that has live entries, or past the layout's.
+    /// left of the layout's `dense` words (a row takes `cols + 1`: its cells and its list's
+    /// head), a power of two from 2 to [`MAX_ROWS`]. A point `T[r, c]` takes cell
+    /// `(r mod rows, c mod cols)`: `cols` need only cover the columns one row has in flight at
+    /// a time, and `rows` the rows. Returns whether the tensor has such a table now (a table
+    /// given before, of the same rank and columns, counts). A table is kept for the map's
+    /// life, [`TensorMap::reset`] included; it is a cache that changes no answer, so any tensor
+    /// may have one, but only one whose accesses are mostly points of one row at a time is
+    /// faster for it. None in exact mode (an equal region is found on one home list already),
+    /// for a tensor that has live entries, or past the layout's.
     pub fn set_dense(&mut self, tensor: u16, rank: u8, cols: u32) -> bool {
         if tensor as u32 >= self.layout.tensors
             || self.mode != MatchMode::Overlap
@@ -99,13 +129,13 @@ impl<S: Storage> TensorMap<S> {
         let at = self.bases.tensor_at(tensor);
         let words = self.mem.parts().2;
         if words[at + DENSE_COLS] != 0 {
-            return words[at + DENSE_COLS] == cols && words[at + DENSE_RANK] == rank as u32;
+            return words[at + DENSE_COLS] == cols && words[at + DENSE_RANK] as u8 == rank;
         }
         if words[at] != 0 {
             return false;
         }
         let left = self.layout.dense - self.dense_used;
-        let fit = left / cols;
+        let fit = left / (cols + 1);
         if fit < 2 {
             return false;
         }
@@ -115,12 +145,13 @@ impl<S: Storage> TensorMap<S> {
         words[at + DENSE_COLS] = cols;
         words[at + DENSE_ROWS] = rows - 1;
         words[at + DENSE_RANK] = rank as u32;
-        self.dense_used += rows * cols;
+        self.dense_used += rows * (cols + 1);
         true
     }
 
     /// [`TensorMap::add_some`]'s lookup of `io` for a tensor with table `t`: the table's
-    /// cells `io` can meet, then (when the tensor has entries there) the lists.
+    /// cells (or row lists) `io` can meet, then, when the tensor has entries on them, the map's
+    /// lists.
     pub(super) fn lookup_dense(
         &mut self,
         t: Table,
@@ -129,21 +160,36 @@ impl<S: Storage> TensorMap<S> {
         mark: u64,
         pred: &mut impl FnMut(Pred),
     ) {
-        let b = self.bases;
-        let at = b.tensor_at(io.tensor);
-        let head = self.mem.parts().2[at];
-        if head & DENSE_LIVE != 0 {
+        let at = self.bases.tensor_at(io.tensor);
+        if self.mem.parts().2[at] & DENSE_LIVE != 0 {
             match t.cell(io) {
                 Some(cell) => self.meet_cell(cell, io, id, mark, pred),
                 None => self.scan_table(t, io, id, mark, pred),
             }
         }
-        if self.mem.parts().2[at] & !DENSE_LIVE != 0 {
+        let words = self.mem.parts().2;
+        // The lists hold nothing of the rows from `LISTED_END` on (a stepped tensor's read of
+        // a recent row, whose older rows' entries the table has moved to the lists).
+        let after = io.ndims > 0 && io.ranges[0].0 >= words[at + LISTED_END] as i64;
+        if words[at] & !DENSE_LIVE != 0 && !after {
             self.lookup(io, Key::of(io), id, mark, pred);
         }
     }
 
-    /// The lookup of point `io` in table `t`, whose cell is `cell`: the entry there, if it has
+    /// Notes that `io`, of a tensor with a table, goes on the lists: the bound of their rows
+    /// takes its end in dimension 0 (no bound if it does not name it).
+    #[inline]
+    pub(super) fn note_listed(&mut self, io: &Io) {
+        let at = self.bases.tensor_at(io.tensor) + LISTED_END;
+        let end = match io.ndims {
+            0 => u32::MAX,
+            _ => io.ranges[0].1.clamp(0, u32::MAX as i64) as u32,
+        };
+        let words = self.mem.parts().2;
+        words[at] = words[at].max(end);
+    }
+
+    /// The lookup of point `io` in the cell `cell` of its table: the entry there, if it has
     /// `io`'s coordinates (not only their residues), is the same point.
     #[inline(always)]
     fn meet_cell(&mut self, cell: u32, io: &Io, id: u64, mark: u64, pred: &mut impl FnMut(Pred)) {
@@ -161,113 +207,117 @@ impl<S: Storage> TensorMap<S> {
             return;
         }
         self.visits += 1;
-        let kind = match (write, io.reads()) {
-            (true, true) => DepKind::Raw,
-            (true, false) => DepKind::Waw,
-            (false, _) => DepKind::War,
+        let at = Visit {
+            id,
+            mark,
+            kind: kind(write, io),
         };
-        let at = Visit { id, mark, kind };
         let covered = at.met(ents, words, marks, e, (true, io.writes()), bases, pred);
         self.live -= covered as u32;
     }
 
-    /// Visits the cells of table `t` that can hold a point sharing an element with `io`: the
-    /// rows and columns `io` names (each of the table's once, when it names more of them).
-    /// An entry found there may be of another row or column of the same residues: it is
-    /// checked against `io` as on a list.
+    /// Visits the entries of table `t` that can share an element with `io`: in the rows `io`
+    /// names (each of the table's once, when it names more), the cells of the columns it names
+    /// when they are few, else the rows' lists (kept from the first such lookup on). Every
+    /// entry met is checked against `io` as on a list: its coordinates may be others of the
+    /// same residues.
     fn scan_table(&mut self, t: Table, io: &Io, id: u64, mark: u64, pred: &mut impl FnMut(Pred)) {
-        let bases = self.bases;
-        let writes = io.writes();
         let rows = t.rows_mask as i64 + 1;
-        // Rows: those `io` names, at most one pass over the table's (then every entry is checked
-        // against `io`, as on a list).
         let (r0, r1) = match io.ndims {
             0 => (0, rows),
-            _ => {
-                let (a, b) = io.ranges[0];
-                (a.max(0), b)
-            }
+            _ => (io.ranges[0].0.max(0), io.ranges[0].1),
         };
-        let (first, rows_visited) = if r1 <= r0 {
-            (0, 0)
+        let (first, nrows) = if r1 <= r0 {
+            return;
         } else if r1 - r0 >= rows {
             (0, rows)
         } else {
             (r0, r1 - r0)
         };
-        // Columns the same way: those `io` names (all of the table's when it names more), or
-        // all when it names none.
-        let cols = t.cols as i64;
-        let (c0, c1) = match (t.rank, io.ndims) {
+        let cols = match (t.rank, io.ndims) {
             (2, 2..) => {
-                let (a, b) = io.ranges[1];
-                let a = a.max(0);
+                let (a, b) = (io.ranges[1].0.max(0), io.ranges[1].1);
                 if b <= a {
-                    (0, 0)
-                } else if b - a >= cols {
-                    (0, cols)
-                } else {
-                    (a, b)
+                    return;
                 }
+                Some((a, b)).filter(|_| b - a <= FEW_COLUMNS.min(t.cols as i64))
             }
-            _ => (0, cols),
+            _ => None,
         };
-        if c1 <= c0 || rows_visited == 0 {
-            return;
+        if cols.is_none() && !t.lists {
+            self.keep_lists(t, io.tensor);
         }
-        let exact = false;
-        let layout = self.layout;
-        self.probes += 1;
-        let (ents, regions, words, marks) = self.mem.parts();
-        let mut visits = 0u64;
-        let mut unlinked = 0u32;
-        for r in first..first + rows_visited {
-            for c in c0..c1 {
-                let e = words[t.word(r, c) as usize];
-                if e == NIL {
-                    continue;
+        self.probes += nrows as u64;
+        for r in first..first + nrows {
+            match cols {
+                Some((a, b)) => {
+                    for c in a..b {
+                        let e = self.mem.parts().2[t.word(r, c) as usize];
+                        if e != NIL {
+                            self.meet_entry(e, io, id, mark, pred);
+                        }
+                    }
                 }
-                let x = &ents[e as usize];
-                let write = x.flags & WRITE != 0;
-                if !write && !writes {
-                    // A read meets writes only.
-                    continue;
+                None => {
+                    let mut e = self.mem.parts().2[t.head(t.row(r)) as usize];
+                    while e != NIL {
+                        let next = self.mem.parts().0[e as usize].next[SHAPE];
+                        self.meet_entry(e, io, id, mark, pred);
+                        e = next;
+                    }
                 }
-                visits += 1;
-                let met = match meet_point(x, io, exact) {
-                    Some(m) => m,
-                    None => meet(ents, regions, e, &layout, io, exact),
-                };
-                let kind = match (write, io.reads()) {
-                    (true, true) => DepKind::Raw,
-                    (true, false) => DepKind::Waw,
-                    (false, _) => DepKind::War,
-                };
-                let at = Visit { id, mark, kind };
-                unlinked += at.met(ents, words, marks, e, met, bases, pred) as u32;
             }
         }
-        self.visits += visits;
-        self.live -= unlinked;
     }
 
-    /// Files point `io` of task `id` (held by `handle`) as entry `e` in table `t` if its cell
-    /// is free; returns false, having done nothing, if not (the lists take it).
+    /// Checks table entry `e` against `io`: reports it, unlinks it if `io` covers it.
+    #[inline(always)]
+    fn meet_entry(&mut self, e: u32, io: &Io, id: u64, mark: u64, pred: &mut impl FnMut(Pred)) {
+        let (bases, layout) = (self.bases, self.layout);
+        let (ents, regions, words, marks) = self.mem.parts();
+        let x = &ents[e as usize];
+        let write = x.flags & WRITE != 0;
+        if !write && !io.writes() {
+            // A read meets writes only.
+            return;
+        }
+        self.visits += 1;
+        let met = match meet_point(x, io, false) {
+            Some(m) => m,
+            None => meet(ents, regions, e, &layout, io, false),
+        };
+        let at = Visit {
+            id,
+            mark,
+            kind: kind(write, io),
+        };
+        self.live -= at.met(ents, words, marks, e, met, bases, pred) as u32;
+    }
+
+    /// Files point `io` of task `id` (held by `handle`) as entry `e` in table `t`, moving the
+    /// entry its cell holds, if any (of an older row or column of the same residues, or the
+    /// same point not covered), to the lists; returns false, having done nothing, for a region
+    /// the table does not take (the map's lists then do).
     #[inline]
     pub(super) fn insert_dense(&mut self, t: Table, e: u32, id: u64, handle: u32, io: &Io) -> bool {
         let Some(cell) = t.cell(io) else {
             return false;
         };
         let at = self.bases.tensor_at(io.tensor);
-        let (ents, _, words, _) = self.mem.parts();
-        if words[cell as usize] != NIL {
-            return false;
+        let held = self.mem.parts().2[cell as usize];
+        if held != NIL {
+            self.move_to_lists(t, held);
         }
+        let (ents, _, words, _) = self.mem.parts();
         let flags = LIVE | KEYED | DENSE | if io.writes() { WRITE } else { 0 };
         let mut x = Entry::new(id, handle, io, Key::of(io), flags, 0);
         x.head_home = cell;
         ents[e as usize] = x;
         words[cell as usize] = e;
+        if t.lists {
+            ents[e as usize].flags |= ON_ROW;
+            link(ents, words, e, SHAPE, t.head(t.row(io.ranges[0].0)));
+        }
         words[at + DENSE_COUNT] += 1;
         words[at] |= DENSE_LIVE;
         self.inserted += 1;
@@ -276,14 +326,87 @@ impl<S: Storage> TensorMap<S> {
     }
 }
 
-/// Takes entry `e` of a dense table out of its cell and the table's count.
+impl<S: Storage> TensorMap<S> {
+    /// Moves live entry `e` of table `t` out of its cell and onto the map's lists, as a
+    /// keyed point of its tensor's shape slot for points.
+    #[cold]
+    fn move_to_lists(&mut self, t: Table, e: u32) {
+        let b = self.bases;
+        let (ents, _, words, _) = self.mem.parts();
+        let x = ents[e as usize];
+        if x.flags & ON_ROW != 0 {
+            off(
+                ents,
+                words,
+                SHAPE,
+                t.head(t.row(x.c0)),
+                x.prev[SHAPE],
+                x.next[SHAPE],
+            );
+        }
+        let at = b.tensor_at(x.tensor);
+        words[x.head_home as usize] = NIL;
+        words[at + DENSE_COUNT] -= 1;
+        if words[at + DENSE_COUNT] == 0 {
+            words[at] &= !DENSE_LIVE;
+        }
+        let key = x.key();
+        let slot = slot_for(words, b, x.tensor, key.shape());
+        let y = &mut ents[e as usize];
+        y.flags &= !(DENSE | ON_ROW);
+        y.slot = slot;
+        y.prev = [NIL; LEVELS];
+        y.next = [NIL; LEVELS];
+        link_all(ents, words, e, b.home_head(x.tensor, key), b);
+        let end = &mut words[at + LISTED_END];
+        *end = (*end).max((x.c0 + 1).clamp(0, u32::MAX as i64) as u32);
+    }
+
+    /// Starts keeping the rows' lists of `tensor`'s table `t`: links its live entries in (one
+    /// pass over its cells); later inserts link themselves.
+    #[cold]
+    fn keep_lists(&mut self, t: Table, tensor: u16) {
+        let at = self.bases.tensor_at(tensor);
+        let (ents, _, words, _) = self.mem.parts();
+        words[at + DENSE_RANK] |= LISTS_KEPT;
+        for row in 0..=t.rows_mask {
+            for col in 0..t.cols {
+                let e = words[(t.base + t.rows_mask + 1 + row * t.cols + col) as usize];
+                if e != NIL {
+                    ents[e as usize].flags |= ON_ROW;
+                    link(ents, words, e, SHAPE, t.head(row));
+                }
+            }
+        }
+    }
+}
+
+/// The kind of dependency on a table entry that writes (`write`) or reads.
+#[inline(always)]
+fn kind(write: bool, io: &Io) -> DepKind {
+    match (write, io.reads()) {
+        (true, true) => DepKind::Raw,
+        (true, false) => DepKind::Waw,
+        (false, _) => DepKind::War,
+    }
+}
+
+/// Takes entry `e` of a dense table out of its cell, its row's list (if on it) and the
+/// table's count.
 #[inline]
 pub(super) fn unlink(ents: &mut [Entry], words: &mut [u32], e: u32, b: Bases) {
     let x = &mut ents[e as usize];
-    x.flags &= !LIVE;
+    let listed = x.flags & ON_ROW != 0;
+    x.flags &= !(LIVE | ON_ROW);
     let (cell, at) = (x.head_home as usize, b.tensor_at(x.tensor));
+    let (prev, next, r) = (x.prev[SHAPE], x.next[SHAPE], x.c0);
     if words[cell] == e {
         words[cell] = NIL;
+    }
+    if listed {
+        // The head of the entry's table row (`Table::head`).
+        let head = words[at + DENSE_BASE] + (r as u64 & words[at + DENSE_ROWS] as u64) as u32;
+        off(ents, words, SHAPE, head, prev, next);
     }
     words[at + DENSE_COUNT] -= 1;
     if words[at + DENSE_COUNT] == 0 {

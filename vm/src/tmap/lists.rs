@@ -37,19 +37,23 @@ pub(super) const SLOT_ROWS: usize = 5;
 pub(super) const ROW_GROUPS: usize = 8;
 /// Words before the slots: the mask of the slots in use (those with live entries, and
 /// [`DENSE_LIVE`] while the tensor's dense table holds one), then the dense table's live
-/// entries, its first word, its columns (0: the tensor has no table), its row mask and its rank
-/// (`dense.rs`).
-const TENSOR_HEAD: usize = 6;
+/// entries, the bound of the rows of the tensor's entries on lists, the table's first word, its
+/// columns (0: the tensor has no table), its row mask and its rank (`dense.rs`).
+const TENSOR_HEAD: usize = 7;
 /// In a tensor's head: its dense table's live entries.
 pub(super) const DENSE_COUNT: usize = 1;
+/// In a tensor with a dense table's head: every entry of the tensor put on the lists since the
+/// last reset ends in dimension 0 at or before this row (`u32::MAX`: no bound), so a lookup
+/// starting at it or after needs only the table.
+pub(super) const LISTED_END: usize = 2;
 /// In a tensor's head: its dense table's first word.
-pub(super) const DENSE_BASE: usize = 2;
+pub(super) const DENSE_BASE: usize = 3;
 /// In a tensor's head: its dense table's columns, 0 when it has none.
-pub(super) const DENSE_COLS: usize = 3;
+pub(super) const DENSE_COLS: usize = 4;
 /// In a tensor's head: its dense table's rows minus one (a power of two minus one).
-pub(super) const DENSE_ROWS: usize = 4;
+pub(super) const DENSE_ROWS: usize = 5;
 /// In a tensor's head: the rank of the points its dense table holds (1 or 2).
-pub(super) const DENSE_RANK: usize = 5;
+pub(super) const DENSE_RANK: usize = 6;
 /// In the mask of a tensor's slots in use: its dense table holds a live entry. Outside the slot
 /// bits, so a tensor with any live entry is not `quiet`; code that walks the slots masks it
 /// off ([`SLOT_MASK`]).
@@ -270,7 +274,7 @@ pub(super) fn unlink(ents: &mut [Entry], words: &mut [u32], e: u32, b: Bases) {
 
 /// Takes the entry between `p` and `n` off the list at word `head` on `level`.
 #[inline]
-fn off(ents: &mut [Entry], words: &mut [u32], level: usize, head: u32, p: u32, n: u32) {
+pub(super) fn off(ents: &mut [Entry], words: &mut [u32], level: usize, head: u32, p: u32, n: u32) {
     if p == NIL {
         words[head as usize] = n;
     } else {

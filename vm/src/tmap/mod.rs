@@ -213,7 +213,8 @@ pub struct MapLayout {
     /// Region records: `handles × max_stored_io` (record `h × max_stored_io + j` is the `j`-th
     /// stored region of the task held by handle `h`).
     pub regions: u32,
-    /// Words for dense tables ([`TensorMap::set_dense`]): `entries` unless set otherwise.
+    /// Words for dense tables ([`TensorMap::set_dense`]): `entries + 128` unless set
+    /// otherwise (a cell per entry, and the list heads of up to 128 rows).
     pub dense: u32,
 }
 
@@ -249,7 +250,8 @@ impl MapLayout {
             handles,
             max_stored_io: io,
             regions: entries,
-            dense: entries,
+            // A word a cell for as many cells as entries, and each row's list head besides.
+            dense: entries + 2 * dense::MAX_ROWS,
         })
     }
 
@@ -567,6 +569,7 @@ impl<S: Storage> TensorMap<S> {
                     let e = first + recorded;
                     if !self.insert_dense(t, e, id, handle, io) {
                         self.insert(e, first_region + kept, id, handle, io, Key::of(io));
+                        self.note_listed(io);
                         kept += !keyed(io) as u32;
                     }
                     recorded += 1;
