@@ -17,7 +17,8 @@
 //! `G[t − 1, i − 1 : i + 2]` three loads.
 
 use super::key::{
-    meet, meet_point, point_dims, Entry, Key, DENSE, KEYED, LEVELS, LIVE, ON_ROW, SHAPE, WRITE,
+    keyed, meet, meet_point, point_dims, Entry, Key, DENSE, KEYED, LEVELS, LIVE, ON_ROW, SHAPE,
+    WRITE,
 };
 use super::lists::{
     link, link_all, off, slot_for, Bases, DENSE_BASE, DENSE_COLS, DENSE_COUNT, DENSE_LIVE,
@@ -147,6 +148,36 @@ impl<S: Storage> TensorMap<S> {
         words[at + DENSE_RANK] = rank as u32;
         self.dense_used += rows * (cols + 1);
         true
+    }
+
+    /// [`TensorMap::add_some`]'s steps for region `io` of a tensor with table `t`: looks it up
+    /// (if `lookup`) and records it (if `record` gives its entry and its region record), in the
+    /// table or on the lists. Returns whether it stored the region in its record.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn add_dense(
+        &mut self,
+        t: Table,
+        io: &Io,
+        id: u64,
+        handle: u32,
+        mark: u64,
+        lookup: bool,
+        record: Option<(u32, u32)>,
+        pred: &mut impl FnMut(Pred),
+    ) -> bool {
+        if lookup {
+            self.lookup_dense(t, io, id, mark, pred);
+        }
+        let Some((e, region)) = record else {
+            return false;
+        };
+        if self.insert_dense(t, e, id, handle, io) {
+            return false;
+        }
+        self.insert(e, region, id, handle, io, Key::of(io));
+        self.note_listed(io);
+        !keyed(io)
     }
 
     /// [`TensorMap::add_some`]'s lookup of `io` for a tensor with table `t`: the table's

@@ -562,18 +562,11 @@ impl<S: Storage> TensorMap<S> {
                 continue;
             }
             if let Some(t) = dense::Table::of(self.mem.parts().2, self.bases, io.tensor) {
-                if lookup && !quiet {
-                    self.lookup_dense(t, io, id, mark, pred);
-                }
-                if record {
-                    let e = first + recorded;
-                    if !self.insert_dense(t, e, id, handle, io) {
-                        self.insert(e, first_region + kept, id, handle, io, Key::of(io));
-                        self.note_listed(io);
-                        kept += !keyed(io) as u32;
-                    }
-                    recorded += 1;
-                }
+                let at = (first + recorded, first_region + kept);
+                let e = record.then_some(at);
+                let stored = self.add_dense(t, io, id, handle, mark, lookup && !quiet, e, pred);
+                recorded += record as u32;
+                kept += stored as u32;
                 continue;
             }
             if point_dims(io) != 0 {
