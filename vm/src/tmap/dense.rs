@@ -27,8 +27,9 @@ use super::lists::{
 use super::lookup::Visit;
 use super::{DepKind, Io, MatchMode, Pred, Storage, TensorMap, NIL};
 
-/// Rows a table has at most: enough for a pattern's rows in flight in a window.
-pub const MAX_ROWS: u32 = 64;
+/// Words a layout gives dense tables beyond a cell per entry: the list heads of 128 rows, so
+/// that a table as large as the entries still has its rows' heads.
+pub const SPARE_WORDS: u32 = 128;
 
 /// A lookup spanning at most this many columns of a row visits its cells; a wider one walks
 /// the row's list (the row's live entries).
@@ -78,11 +79,22 @@ impl Table {
         self.base + row
     }
 
+    /// The list heads before the cells: one a row for a table of rank 2, none for one of rank
+    /// 1 (whose rows are single cells: a lookup visits them).
+    #[inline(always)]
+    fn heads(&self) -> u32 {
+        if self.rank == 2 {
+            self.rows_mask + 1
+        } else {
+            0
+        }
+    }
+
     /// The word of cell `(r, c)`: row `r` and column `c` modulo the table's.
     #[inline(always)]
     fn word(&self, r: i64, c: i64) -> u32 {
         let col = (c as u64 & (self.cols - 1) as u64) as u32;
-        self.base + self.rows_mask + 1 + self.row(r) * self.cols + col
+        self.base + self.heads() + self.row(r) * self.cols + col
     }
 
     /// The word of the cell of point `io` (a point of the table's rank, at coordinates that
@@ -107,7 +119,7 @@ impl<S: Storage> TensorMap<S> {
     /// Gives `tensor` a dense table for its points of rank `rank` (1 or 2) with `cols`
     /// columns (1 for rank 1; rounded up to a power of two) and as many rows as fit what is
     /// left of the layout's `dense` words (a row takes `cols + 1`: its cells and its list's
-    /// head), a power of two from 2 to [`MAX_ROWS`]. A point `T[r, c]` takes cell
+    /// head; a row of rank 1 its one cell), a power of two of at least 2. A point `T[r, c]` takes cell
     /// `(r mod rows, c mod cols)`: `cols` need only cover the columns one row has in flight at
     /// a time, and `rows` the rows. Returns whether the tensor has such a table now (a table
     /// given before, of the same rank and columns, counts). A table is kept for the map's
@@ -136,17 +148,18 @@ impl<S: Storage> TensorMap<S> {
             return false;
         }
         let left = self.layout.dense - self.dense_used;
-        let fit = left / (cols + 1);
+        let per_row = cols + (rank == 2) as u32;
+        let fit = left / per_row;
         if fit < 2 {
             return false;
         }
-        let rows = (1u32 << (31 - fit.leading_zeros())).min(MAX_ROWS);
+        let rows = 1u32 << (31 - fit.leading_zeros());
         let base = self.layout.dense_base() as u32 + self.dense_used;
         words[at + DENSE_BASE] = base;
         words[at + DENSE_COLS] = cols;
         words[at + DENSE_ROWS] = rows - 1;
         words[at + DENSE_RANK] = rank as u32;
-        self.dense_used += rows * (cols + 1);
+        self.dense_used += rows * per_row;
         true
     }
 
@@ -273,7 +286,8 @@ impl<S: Storage> TensorMap<S> {
                 }
                 Some((a, b)).filter(|_| b - a <= FEW_COLUMNS.min(t.cols as i64))
             }
-            _ => None,
+            (2, _) => None,
+            _ => Some((0, 1)),
         };
         if cols.is_none() && !t.lists {
             self.keep_lists(t, io.tensor);
@@ -402,7 +416,7 @@ impl<S: Storage> TensorMap<S> {
         words[at + DENSE_RANK] |= LISTS_KEPT;
         for row in 0..=t.rows_mask {
             for col in 0..t.cols {
-                let e = words[(t.base + t.rows_mask + 1 + row * t.cols + col) as usize];
+                let e = words[(t.base + t.heads() + row * t.cols + col) as usize];
                 if e != NIL {
                     ents[e as usize].flags |= ON_ROW;
                     link(ents, words, e, SHAPE, t.head(row));

@@ -62,7 +62,6 @@ mod lists;
 mod lookup;
 
 use crate::interp::Io;
-pub use dense::MAX_ROWS as MAX_DENSE_ROWS;
 pub use key::Entry;
 use key::{keyed, point_dims, Key, LIVE, WRITE};
 use lists::{Bases, TENSOR_WORDS};
@@ -250,8 +249,8 @@ impl MapLayout {
             handles,
             max_stored_io: io,
             regions: entries,
-            // A word a cell for as many cells as entries, and each row's list head besides.
-            dense: entries + 2 * dense::MAX_ROWS,
+            // A word a cell for as many cells as entries, and rows' list heads besides.
+            dense: entries + dense::SPARE_WORDS,
         })
     }
 
