@@ -17,8 +17,7 @@
 //! `G[t − 1, i − 1 : i + 2]` three loads.
 
 use super::key::{
-    keyed, meet, meet_point, point_dims, Entry, Key, DENSE, KEYED, LEVELS, LIVE, ON_ROW, SHAPE,
-    WRITE,
+    meet, meet_point, point_dims, Entry, Key, DENSE, KEYED, LEVELS, LIVE, ON_ROW, SHAPE, WRITE,
 };
 use super::lists::{
     link, link_all, off, slot_for, Bases, DENSE_BASE, DENSE_COLS, DENSE_COUNT, DENSE_LIVE,
@@ -163,9 +162,11 @@ impl<S: Storage> TensorMap<S> {
         true
     }
 
-    /// [`TensorMap::add_some`]'s steps for region `io` of a tensor with table `t`: looks it up
-    /// (if `lookup`) and records it (if `record` gives its entry and its region record), in the
-    /// table or on the lists. Returns whether it stored the region in its record.
+    /// [`TensorMap::add_some`]'s steps in table `t` for region `io` of its tensor: looks it up
+    /// in the table (if `lookup`) and files it there (if `record` gives its entry and the table
+    /// takes it). Returns whether the lists need a lookup too (`lookup`, the tensor has entries
+    /// there, and they can reach `io`'s rows), and whether the table took the region; the
+    /// caller does the rest on the lists.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(super) fn add_dense(
@@ -176,48 +177,26 @@ impl<S: Storage> TensorMap<S> {
         handle: u32,
         mark: u64,
         lookup: bool,
-        record: Option<(u32, u32)>,
+        record: Option<u32>,
         pred: &mut impl FnMut(Pred),
-    ) -> bool {
-        if lookup {
-            self.lookup_dense(t, io, id, mark, pred);
-        }
-        let Some((e, region)) = record else {
-            return false;
-        };
-        if self.insert_dense(t, e, id, handle, io) {
-            return false;
-        }
-        self.insert(e, region, id, handle, io, Key::of(io));
-        self.note_listed(io);
-        !keyed(io)
-    }
-
-    /// [`TensorMap::add_some`]'s lookup of `io` for a tensor with table `t`: the table's
-    /// cells (or row lists) `io` can meet, then, when the tensor has entries on them, the map's
-    /// lists.
-    pub(super) fn lookup_dense(
-        &mut self,
-        t: Table,
-        io: &Io,
-        id: u64,
-        mark: u64,
-        pred: &mut impl FnMut(Pred),
-    ) {
+    ) -> (bool, bool) {
         let at = self.bases.tensor_at(io.tensor);
-        if self.mem.parts().2[at] & DENSE_LIVE != 0 {
-            match t.cell(io) {
-                Some(cell) => self.meet_cell(cell, io, id, mark, pred),
-                None => self.scan_table(t, io, id, mark, pred),
+        let mut lists = false;
+        if lookup {
+            if self.mem.parts().2[at] & DENSE_LIVE != 0 {
+                match t.cell(io) {
+                    Some(cell) => self.meet_cell(cell, io, id, mark, pred),
+                    None => self.scan_table(t, io, id, mark, pred),
+                }
             }
+            let words = self.mem.parts().2;
+            // The lists hold nothing of the rows from `LISTED_END` on (a stepped tensor's read
+            // of a recent row, whose older rows' entries the table has moved to the lists).
+            let after = io.ndims > 0 && io.ranges[0].0 >= words[at + LISTED_END] as i64;
+            lists = words[at] & !DENSE_LIVE != 0 && !after;
         }
-        let words = self.mem.parts().2;
-        // The lists hold nothing of the rows from `LISTED_END` on (a stepped tensor's read of
-        // a recent row, whose older rows' entries the table has moved to the lists).
-        let after = io.ndims > 0 && io.ranges[0].0 >= words[at + LISTED_END] as i64;
-        if words[at] & !DENSE_LIVE != 0 && !after {
-            self.lookup(io, Key::of(io), id, mark, pred);
-        }
+        let filed = record.is_some_and(|e| self.insert_dense(t, e, id, handle, io));
+        (lists, filed)
     }
 
     /// Notes that `io`, of a tensor with a table, goes on the lists: the bound of their rows

@@ -37,7 +37,7 @@ impl<S: Storage> TensorMap<S> {
     /// Returns false, having done nothing, for a point of a tensor with entries of other
     /// shapes ([`TensorMap::lookup`] and [`TensorMap::insert`] then do the same steps the
     /// general way).
-    #[inline(always)]
+    #[inline]
     #[allow(clippy::too_many_arguments)]
     pub(super) fn add_point(
         &mut self,
@@ -127,7 +127,6 @@ impl<S: Storage> TensorMap<S> {
     /// plus their lengths: weighed only for a lookup of many cells in few rows, and kept from
     /// the first such lookup on); the slot's list (its entries). (A point of a tensor whose
     /// live entries all have its shape does not come here: [`TensorMap::add_point`].)
-    #[inline(always)]
     pub(super) fn lookup(
         &mut self,
         io: &Io,

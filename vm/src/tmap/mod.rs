@@ -560,27 +560,38 @@ impl<S: Storage> TensorMap<S> {
             if quiet && !record {
                 continue;
             }
-            if let Some(t) = dense::Table::of(self.mem.parts().2, self.bases, io.tensor) {
-                let at = (first + recorded, first_region + kept);
-                let e = record.then_some(at);
-                let stored = self.add_dense(t, io, id, handle, mark, lookup && !quiet, e, pred);
-                recorded += record as u32;
-                kept += stored as u32;
-                continue;
-            }
-            if point_dims(io) != 0 {
+            let (mut lookup, mut record) = (lookup && !quiet, record);
+            let table = dense::Table::of(self.mem.parts().2, self.bases, io.tensor);
+            if let Some(t) = table {
+                // The table's part; what it leaves to the lists comes below, where the lists'
+                // lookup and insertion are called from one place (and inlined there).
                 let e = record.then_some(first + recorded);
-                if self.add_point(io, id, handle, mark, lookup && !quiet, e, pred) {
+                let (lists_lookup, filed) =
+                    self.add_dense(t, io, id, handle, mark, lookup, e, pred);
+                if filed {
+                    recorded += 1;
+                    record = false;
+                }
+                lookup = lists_lookup;
+                if !lookup && !record {
+                    continue;
+                }
+            } else if point_dims(io) != 0 {
+                let e = record.then_some(first + recorded);
+                if self.add_point(io, id, handle, mark, lookup, e, pred) {
                     recorded += record as u32;
                     continue;
                 }
             }
             let key = Key::of(io);
-            if lookup && !quiet {
+            if lookup {
                 self.lookup(io, key, id, mark, pred);
             }
             if record {
                 self.insert(first + recorded, first_region + kept, id, handle, io, key);
+                if table.is_some() {
+                    self.note_listed(io);
+                }
                 recorded += 1;
                 kept += !keyed(io) as u32;
             }
