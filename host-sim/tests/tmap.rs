@@ -665,14 +665,9 @@ fn in_window(tasks: &[Vec<Io>], window: u32) -> BTreeSet<(u64, u64)> {
         .collect()
 }
 
-/// Task Bench's 1-D stencil (`G[t - 1, i - 1 : i + 2]` read, `G[t, i]` written), 1,000 points
-/// by 12 steps: whatever the window (64 to 4,096 tasks, so up to four timesteps live), a task's
-/// lookups probe and examine the same handful of lists and entries — the cells of its range,
-/// not the live entries of its row (the scan this map replaced examined up to 1,000) — and
-/// find exactly the reference edges.
-#[test]
-fn lookups_do_not_grow_with_the_live_entries() {
-    let (points, steps) = (1000i64, 12i64);
+/// Task Bench's 1-D stencil (`G[t - 1, i - 1 : i + 2]` read, `G[t, i]` written) over `points`
+/// points and `steps` steps, one task a point and step.
+fn stencil_tasks(points: i64, steps: i64) -> Vec<Vec<Io>> {
     let mut tasks = Vec::new();
     for t in 0..steps {
         for i in 0..points {
@@ -684,6 +679,16 @@ fn lookups_do_not_grow_with_the_live_entries() {
             tasks.push(ios);
         }
     }
+    tasks
+}
+
+/// The stencil, 1,000 points by 12 steps: whatever the window (64 to 4,096 tasks, so up to four timesteps live), a task's
+/// lookups probe and examine the same handful of lists and entries — the cells of its range,
+/// not the live entries of its row (the scan this map replaced examined up to 1,000) — and
+/// find exactly the reference edges.
+#[test]
+fn lookups_do_not_grow_with_the_live_entries() {
+    let tasks = stencil_tasks(1000, 12);
     let mut work = Vec::new();
     for window in [64, 1024, 4096] {
         let (got, w) = run_window(&tasks, window, 1);
@@ -702,18 +707,8 @@ fn lookups_do_not_grow_with_the_live_entries() {
 /// (about 10 on the lists), with exactly the reference edges.
 #[test]
 fn a_dense_table_answers_the_stencil_from_its_cells() {
-    let (points, steps) = (1000i64, 12i64);
-    let mut tasks = Vec::new();
-    for t in 0..steps {
-        for i in 0..points {
-            let mut ios = vec![io(0, Dir::Out as u8, &[(t, t + 1), (i, i + 1)])];
-            if t > 0 {
-                let range = ((i - 1).max(0), (i + 2).min(points));
-                ios.insert(0, io(0, Dir::In as u8, &[(t - 1, t), range]));
-            }
-            tasks.push(ios);
-        }
-    }
+    let points = 1000i64;
+    let tasks = stencil_tasks(points, 12);
     for window in [1024, 4096] {
         let mut map = heap_map(MapLayout::new(window, 2, 1).unwrap(), DepMode::Overlap).unwrap();
         assert!(map.set_dense(0, 2, points as u32), "window {window}");
@@ -727,6 +722,26 @@ fn a_dense_table_answers_the_stencil_from_its_cells() {
     assert!(!map.set_dense(0, 2, 1000));
     assert!(!map.set_dense(0, 1, 2));
     assert!(map.set_dense(0, 1, 1));
+}
+
+/// Rows past 2³²: a table's entry moved to the lists there leaves them unbounded (its row does
+/// not fit the bound's word), so a later read of its row still finds it.
+#[test]
+fn a_dense_table_beyond_u32_rows() {
+    let far = 5_000_000_000i64;
+    let mut tasks = Vec::new();
+    // Rows `far + k · 2048` share a cell of a 2,048-row table (window 1,024, 2 regions a task).
+    for k in 0..4 {
+        let r = far + k * 2048;
+        tasks.push(vec![io(0, Dir::Out as u8, &[(r, r + 1)])]);
+    }
+    for k in 0..4 {
+        let r = far + k * 2048;
+        tasks.push(vec![io(0, Dir::In as u8, &[(r, r + 1)])]);
+    }
+    let mut map = heap_map(MapLayout::new(1024, 2, 1).unwrap(), DepMode::Overlap).unwrap();
+    assert!(map.set_dense(0, 1, 1));
+    assert_eq!(feed(&mut map, &tasks), in_window(&tasks, 1024));
 }
 
 /// A whole-row read (`Y[t]`) after the row's tiles (`Y[t, e]`, 16 of them) visits that row's

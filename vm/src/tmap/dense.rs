@@ -118,9 +118,9 @@ impl<S: Storage> TensorMap<S> {
     /// Gives `tensor` a dense table for its points of rank `rank` (1 or 2) with `cols`
     /// columns (1 for rank 1; rounded up to a power of two) and as many rows as fit what is
     /// left of the layout's `dense` words (a row takes `cols + 1`: its cells and its list's
-    /// head; a row of rank 1 its one cell), a power of two of at least 2. A point `T[r, c]` takes cell
-    /// `(r mod rows, c mod cols)`: `cols` need only cover the columns one row has in flight at
-    /// a time, and `rows` the rows. Returns whether the tensor has such a table now (a table
+    /// head; a row of rank 1 its one cell), a power of two of at least 2. A point `T[r, c]`
+    /// takes cell `(r mod rows, c mod cols)`: `cols` need only cover the columns one row has in
+    /// flight at a time, and `rows` the rows. Returns whether the tensor has such a table now (a table
     /// given before, of the same rank and columns, counts). A table is kept for the map's
     /// life, [`TensorMap::reset`] included; it is a cache that changes no answer, so any tensor
     /// may have one, but only one whose accesses are mostly points of one row at a time is
@@ -192,7 +192,8 @@ impl<S: Storage> TensorMap<S> {
             let words = self.mem.parts().2;
             // The lists hold nothing of the rows from `LISTED_END` on (a stepped tensor's read
             // of a recent row, whose older rows' entries the table has moved to the lists).
-            let after = io.ndims > 0 && io.ranges[0].0 >= words[at + LISTED_END] as i64;
+            let end = words[at + LISTED_END];
+            let after = io.ndims > 0 && end != u32::MAX && io.ranges[0].0 >= end as i64;
             lists = words[at] & !DENSE_LIVE != 0 && !after;
         }
         let filed = record.is_some_and(|e| self.insert_dense(t, e, id, handle, io));
@@ -200,7 +201,8 @@ impl<S: Storage> TensorMap<S> {
     }
 
     /// Notes that `io`, of a tensor with a table, goes on the lists: the bound of their rows
-    /// takes its end in dimension 0 (no bound if it does not name it).
+    /// takes its end in dimension 0 (no bound, `u32::MAX`, if it does not name it or ends
+    /// there or beyond).
     #[inline]
     pub(super) fn note_listed(&mut self, io: &Io) {
         let at = self.bases.tensor_at(io.tensor) + LISTED_END;
@@ -383,7 +385,7 @@ impl<S: Storage> TensorMap<S> {
         y.next = [NIL; LEVELS];
         link_all(ents, words, e, b.home_head(x.tensor, key), b);
         let end = &mut words[at + LISTED_END];
-        *end = (*end).max((x.c0 + 1).clamp(0, u32::MAX as i64) as u32);
+        *end = (*end).max(x.c0.saturating_add(1).clamp(0, u32::MAX as i64) as u32);
     }
 
     /// Starts keeping the rows' lists of `tensor`'s table `t`: links its live entries in (one

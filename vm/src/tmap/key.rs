@@ -151,11 +151,12 @@ pub(super) const WRITE: u8 = 2;
 /// The key is the whole region ([`keyed`]): the region is not stored, and two such entries
 /// with equal keys and dimension counts have equal regions.
 pub(super) const KEYED: u8 = 4;
-/// On a row list (its slot keeps them).
+/// On a row list (its slot keeps them); for a `DENSE` entry, on its table row's list.
 pub(super) const ON_ROW: u8 = 8;
 /// On its slot's list (the slot keeps it).
 pub(super) const ON_SHAPE: u8 = 16;
-/// In its tensor's dense table (`dense.rs`), on no list: `head_home` is its cell's word.
+/// In its tensor's dense table (`dense.rs`): `head_home` is its cell's word, and the entry is on
+/// no list but, with `ON_ROW`, its table row's (through the `SHAPE` links).
 pub(super) const DENSE: u8 = 32;
 
 impl Default for Entry {

@@ -9,7 +9,7 @@
 //! lookup scans the slot: an entry links itself onto its slot's list only then, so that a
 //! program whose lookups only visit cells, like the LLaMA layer's, links each entry onto one
 //! list), and its live entries by dimension-0 cell modulo 8. After the handles' counts come the
-//! dense tables' cells (`dense.rs`).
+//! dense tables' row list heads and cells (`dense.rs`).
 
 use super::key::{Entry, Key, DENSE, HOME, LIVE, ON_ROW, ON_SHAPE, ROW, SHAPE, WRITE};
 use super::{MapLayout, NIL};

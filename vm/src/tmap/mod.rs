@@ -23,7 +23,7 @@
 //! asked for, so hash collisions cost time, never change the answer.
 //!
 //! A tensor may also have a **dense table** ([`TensorMap::set_dense`]): its points filed by
-//! their coordinates, a row at a time, without hashing or lists — Task Bench's rows of points.
+//! their coordinates, a row at a time, without hashing — Task Bench's rows of points.
 //!
 //! Files: this one (the interface and the layout), `key.rs` (keys, entries, regions),
 //! `lists.rs` (the word array, hashing, linking), `lookup.rs` (lookups and insertion),
