@@ -17,14 +17,15 @@
 //! `G[t − 1, i − 1 : i + 2]` three loads.
 
 use super::key::{
-    meet, meet_point, point_dims, Entry, Key, DENSE, KEYED, LEVELS, LIVE, ON_ROW, SHAPE, WRITE,
+    kind, meet, meet_point, point_dims, Entry, Key, DENSE, KEYED, LEVELS, LIVE, ON_ROW, SHAPE,
+    WRITE,
 };
 use super::lists::{
     link, link_all, off, slot_for, Bases, DENSE_BASE, DENSE_COLS, DENSE_COUNT, DENSE_LIVE,
     DENSE_RANK, DENSE_ROWS, LISTED_END,
 };
 use super::lookup::Visit;
-use super::{DepKind, Io, MatchMode, Pred, Storage, TensorMap, NIL};
+use super::{Io, MatchMode, Pred, Storage, TensorMap, NIL};
 
 /// Words a layout gives dense tables beyond a cell per entry: the list heads of 128 rows, so
 /// that a table as large as the entries still has its rows' heads.
@@ -235,7 +236,8 @@ impl<S: Storage> TensorMap<S> {
         let at = Visit {
             id,
             mark,
-            kind: kind(write, io),
+            // `key::kind` by the list the entry would be on: 0 writes, 1 reads.
+            kind: kind(!write as usize, io),
         };
         let covered = at.met(ents, words, marks, e, (true, io.writes()), bases, pred);
         self.live -= covered as u32;
@@ -315,7 +317,8 @@ impl<S: Storage> TensorMap<S> {
         let at = Visit {
             id,
             mark,
-            kind: kind(write, io),
+            // `key::kind` by the list the entry would be on: 0 writes, 1 reads.
+            kind: kind(!write as usize, io),
         };
         self.live -= at.met(ents, words, marks, e, met, bases, pred) as u32;
     }
@@ -404,16 +407,6 @@ impl<S: Storage> TensorMap<S> {
                 }
             }
         }
-    }
-}
-
-/// The kind of dependency on a table entry that writes (`write`) or reads.
-#[inline(always)]
-fn kind(write: bool, io: &Io) -> DepKind {
-    match (write, io.reads()) {
-        (true, true) => DepKind::Raw,
-        (true, false) => DepKind::Waw,
-        (false, _) => DepKind::War,
     }
 }
 
