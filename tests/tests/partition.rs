@@ -233,6 +233,13 @@ fn leaf_loops_fail_where_the_iteration_would() {
         // A bound of an interval guard (also evaluated by the AICPUs that count the
         // positions they do not own from it).
         "cond j < (i == 2) * 2147483647 * 2147483647 * 2147483647 { task @k(i, j) resources(A[i, j]) }",
+        // Fields of a kept record recomputed from their expressions folded for the loop (the
+        // parts that read only `i` computed once a run), failing past the first point: a
+        // parameter and a region that divide by zero, and a region whose folded form reads
+        // the variable twice that leaves the tensor.
+        "task @k(i, 6 / (j - 3 + i)) resources(A[i, j])",
+        "task @k(i, j) resources(A[i, 5 / (5 - j + i * 0)])",
+        "task @k(i, j) resources(A[i, j * j / (4 + i)])",
     ]
     .into_iter()
     .flat_map(|body| ["", "static(j)", "affinity(j)"].map(|policy| (body, policy)))

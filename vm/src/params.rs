@@ -132,6 +132,15 @@ impl<'p> RuntimeParams<'p> {
         }
     }
 
+    /// `slots` unchecked, with no planned values (for tests of expressions that read them).
+    #[cfg(test)]
+    pub(crate) fn unchecked(slots: &'p [Value<'p>]) -> RuntimeParams<'p> {
+        RuntimeParams {
+            slots,
+            ..RuntimeParams::empty()
+        }
+    }
+
     /// Checks `slots` against the program: one value per slot, of the slot's kind; every sparse
     /// axis' indptr non-empty, non-decreasing and within its indices array; every flattened
     /// axis' `outer` count within its array when runtime parameters alone decide it. Then

@@ -12,7 +12,7 @@
 //! with an error instead of stalling the launch.
 
 use crate::format::limits;
-use crate::interp::{binary, divide_as_eval, eval_leaf, unary, RunError};
+use crate::interp::{binary, divide, eval_leaf, unary, RunError};
 use crate::opcodes::{ExprKind, ExprOp};
 use crate::{Record, RuntimeParams, Verified};
 
@@ -177,11 +177,11 @@ impl Evaluation<'_, '_> {
     fn apply(&self, r: &Record, operands: &[i64]) -> R<i64> {
         Ok(match *operands {
             [] => eval_leaf(r, self.p, &self.vars),
-            [a] => unary(r, a, self.p, 0)?,
+            [a] => unary(r.opcode, r.op1(), a, self.p, 0)?,
             [a, b, ..] => match binary(r.opcode, a, b, 0) {
                 Some(x) => x?,
                 // Division, remainder, `ceil_div`.
-                None => divide_as_eval(r.opcode, a, b, self.p, 0)?,
+                None => divide(r.opcode, a, b, 0)?,
             },
         })
     }

@@ -179,12 +179,7 @@ pub(crate) fn eval_postfix_with(
             PARAM => p.scalar(r.op1() as usize) as i64,
             NEG | NOT | ELEM => {
                 let Some(top) = sp.checked_sub(1) else { break };
-                let a = st[top];
-                st[top] = match r.opcode {
-                    NEG => a.checked_neg().ok_or(RunError::Overflow { pc })?,
-                    NOT => (a == 0) as i64,
-                    _ => elem(r.op1(), a, p, pc)?,
-                };
+                st[top] = unary(r.opcode, r.op1(), st[top], p, pc)?;
                 continue;
             }
             op => {
@@ -194,20 +189,7 @@ pub(crate) fn eval_postfix_with(
                 let (a, b) = (st[sp - 2], st[sp - 1]);
                 let x = match binary(op, a, b, pc) {
                     Some(x) => x?,
-                    None if matches!(op, DIV | MOD | CEILDIV) => {
-                        if b == 0 {
-                            return Err(RunError::DivByZero { pc });
-                        }
-                        let ovf = RunError::Overflow { pc };
-                        let q = a.checked_div(b).ok_or(ovf)?;
-                        let m = a.checked_rem(b).ok_or(ovf)?;
-                        match op {
-                            DIV => q,
-                            MOD => m,
-                            _ if m != 0 && ((m > 0) == (b > 0)) => q + 1,
-                            _ => q,
-                        }
-                    }
+                    None if matches!(op, DIV | MOD | CEILDIV) => divide(op, a, b, pc)?,
                     // Not an operator.
                     None => break,
                 };
@@ -224,12 +206,32 @@ pub(crate) fn eval_postfix_with(
     Ok(if sp > 0 { st[sp - 1] } else { 0 })
 }
 
-/// `NEG`, `NOT` or `ELEM` (node `r`) of `a`, as [`eval_postfix`] computes them.
-pub(crate) fn unary(r: &Record, a: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
-    Ok(match r.opcode {
+/// `NEG`, `NOT` or `ELEM` (operator `op`; `slot`: an `ELEM`'s array) of `a`, as
+/// [`eval_postfix`] computes them.
+#[inline(always)]
+pub(crate) fn unary(op: u8, slot: u16, a: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
+    Ok(match op {
         x if x == ExprOp::NEG as u8 => a.checked_neg().ok_or(RunError::Overflow { pc })?,
         x if x == ExprOp::NOT as u8 => (a == 0) as i64,
-        _ => elem(r.op1(), a, p, pc)?,
+        _ => elem(slot, a, p, pc)?,
+    })
+}
+
+/// `a op b` for division (`DIV`), remainder (`MOD`) and `ceil_div` (any other `op`), the
+/// operators [`binary`] leaves: spec/bytecode.md §6 says what they compute and raise.
+#[inline]
+pub(crate) fn divide(op: u8, a: i64, b: i64, pc: u32) -> R<i64> {
+    if b == 0 {
+        return Err(RunError::DivByZero { pc });
+    }
+    let ovf = RunError::Overflow { pc };
+    let q = a.checked_div(b).ok_or(ovf)?;
+    let m = a.checked_rem(b).ok_or(ovf)?;
+    Ok(match op {
+        x if x == ExprOp::DIV as u8 => q,
+        x if x == ExprOp::MOD as u8 => m,
+        _ if m != 0 && ((m > 0) == (b > 0)) => q + 1,
+        _ => q,
     })
 }
 
@@ -297,7 +299,7 @@ pub(crate) fn eval_interval(
                 let V::Known(a) = st[top] else {
                     return Ok(None);
                 };
-                st[top] = V::Known(unary(r, a, p, pc)?);
+                st[top] = V::Known(unary(r.opcode, r.op1(), a, p, pc)?);
                 continue;
             }
             Some(ExprKind::Binary) => {
@@ -310,7 +312,7 @@ pub(crate) fn eval_interval(
                     (V::Known(a), V::Known(b)) => V::Known(match binary(op, a, b, pc) {
                         Some(x) => x?,
                         // Division, remainder, `ceil_div`: as the general evaluator divides.
-                        None => divide_as_eval(op, a, b, p, pc)?,
+                        None => divide(op, a, b, pc)?,
                     }),
                     // `v + c`, `c + v`, `v - c`.
                     (V::Var(o), V::Known(c)) | (V::Known(c), V::Var(o))
@@ -382,25 +384,6 @@ pub(crate) fn eval_interval(
     })
 }
 
-/// `a op b` for division, remainder and `ceil_div`, by the general evaluator itself (on two
-/// leaves holding the operands), so there is one definition of what they compute and raise.
-#[cold]
-pub(crate) fn divide_as_eval(op: u8, a: i64, b: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
-    let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
-    (vars[0], vars[1]) = (a, b);
-    eval_postfix(&vars_op(op), p, &vars, 0, pc)
-}
-
-/// The expression `op` applied to the loop variables at depths 0 and 1 (`v0 op v1`).
-fn vars_op(op: u8) -> [Record; 4] {
-    [
-        Record::new(ExprOp::VAR as u8, 0, 0, 0),
-        Record::new(ExprOp::VAR as u8, 0, 1, 0),
-        Record::new(op, 0, 0, 0),
-        Record::new(ExprOp::END as u8, 0, 0, 0),
-    ]
-}
-
 /// The value of a leaf node (`CONST`, `VAR`, `PARAM`).
 #[inline(always)]
 pub(crate) fn eval_leaf(
@@ -449,6 +432,16 @@ pub(super) fn region_error(
 mod tests {
     use super::*;
     use crate::opcodes::ExprKind;
+
+    /// The expression `op` applied to the loop variables at depths 0 and 1 (`v0 op v1`).
+    fn vars_op(op: u8) -> [Record; 4] {
+        [
+            Record::new(ExprOp::VAR as u8, 0, 0, 0),
+            Record::new(ExprOp::VAR as u8, 0, 1, 0),
+            Record::new(op, 0, 0, 0),
+            Record::new(ExprOp::END as u8, 0, 0, 0),
+        ]
+    }
 
     /// Where `eval_interval` gives an interval, the predicate holds exactly on it (the general
     /// evaluator says so at every value of the variable around it), it raises the error the

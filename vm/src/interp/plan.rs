@@ -1,6 +1,9 @@
 //! Task sites decoded once into plans, and the task records an innermost loop keeps from one
 //! iteration to the next (spec/bytecode.md §5.8, "Emission").
 
+use super::fold::{
+    eval_chain, eval_folded, fold, is_chain, FoldedNode, EMPTY_FOLDED, FOLDED_NODES,
+};
 use super::*;
 
 /// How a task operand or region bound is computed, decoded once per task site.
@@ -21,6 +24,12 @@ pub(super) const OPERAND_NEXT: u8 = 3;
 /// dense or dynamic axis no longer than the dimension: its values `0 .. extent` are always in
 /// bounds, so the range `(v, v + 1)` needs no check.
 pub(super) const OPERAND_INDEX: u8 = 4;
+/// In a kept record's [`Template`] only: an expression folded for its loop, nodes `a .. a +
+/// c` of the template's `folded`.
+const OPERAND_FOLDED: u8 = 5;
+/// Likewise, a folded expression that is a chain: its operations (after the variable) are
+/// nodes `a .. a + c`.
+const OPERAND_CHAIN: u8 = 6;
 
 /// One named region dimension of a task site: its bounds and the extent it is checked against
 /// (`i64::MAX` for an implicit tensor).
@@ -138,10 +147,19 @@ fn reads_loop(exprs: &[Record], o: &Operand, depth: u8) -> bool {
 }
 
 /// What changes in `plan`'s record (site `pc`) from one iteration of its innermost loop (at
-/// `depth`) to the next (`Interpreter::keep_template`): the loop's variable as a parameter and
-/// its index as a region dimension, written directly; up to [`SLOW_FIELDS`] parameters and
-/// as many dimensions that read it otherwise, recomputed. `None` for a site with more.
-fn template_of(exprs: &[Record], plan: &Plan, pc: u32, depth: u8) -> Option<Template> {
+/// `depth`; `vars` holds the values of the loops around it) to the next
+/// (`Interpreter::keep_template`): the loop's variable as a parameter and its index as a
+/// region dimension, written directly; up to [`SLOW_FIELDS`] parameters and as many
+/// dimensions that read it otherwise, recomputed, from their expressions folded for the
+/// loop where they fold (`fold`). `None` for a site with more.
+fn template_of(
+    exprs: &[Record],
+    p: &RuntimeParams<'_>,
+    vars: &[i64; limits::MAX_LOOP_DEPTH],
+    plan: &Plan,
+    pc: u32,
+    depth: u8,
+) -> Option<Template> {
     let mut t = EMPTY_TEMPLATE;
     t.depth = depth;
     t.site = pc;
@@ -153,7 +171,8 @@ fn template_of(exprs: &[Record], plan: &Plan, pc: u32, depth: u8) -> Option<Temp
         if o.kind == OPERAND_VAR && o.a == depth as u32 {
             t.params |= 1 << i;
         } else {
-            *t.slow_params.get_mut(t.nslow_params as usize)? = (i as u8, *o);
+            let o = t.folded_operand(exprs, p, vars, *o);
+            *t.slow_params.get_mut(t.nslow_params as usize)? = (i as u8, o);
             t.nslow_params += 1;
         }
     }
@@ -165,7 +184,10 @@ fn template_of(exprs: &[Record], plan: &Plan, pc: u32, depth: u8) -> Option<Temp
             t.dims[t.ndims as usize] = [d.io, d.dim];
             t.ndims += 1;
         } else {
-            *t.slow_dims.get_mut(t.nslow_dims as usize)? = *d;
+            let mut d = *d;
+            d.start = t.folded_operand(exprs, p, vars, d.start);
+            d.end = t.folded_operand(exprs, p, vars, d.end);
+            *t.slow_dims.get_mut(t.nslow_dims as usize)? = d;
             t.nslow_dims += 1;
         }
     }
@@ -183,13 +205,19 @@ fn recompute(
     p: &RuntimeParams<'_>,
     vars: &[i64; limits::MAX_LOOP_DEPTH],
 ) -> R<()> {
+    let v = vars[t.depth as usize % limits::MAX_LOOP_DEPTH];
+    let value = |o: &Operand, pc: u32| slow_value(t, o, v, exprs, p, vars, pc);
     for &(i, o) in &t.slow_params[..t.nslow_params as usize % (SLOW_FIELDS + 1)] {
-        task.params[i as usize % limits::MAX_TASK_PARAMS] =
-            operand(&o, exprs, p, vars, t.site + 1 + i as u32)?;
+        task.params[i as usize % limits::MAX_TASK_PARAMS] = value(&o, t.site + 1 + i as u32)?;
     }
     for pd in &t.slow_dims[..t.nslow_dims as usize % (SLOW_FIELDS + 1)] {
         let opc = t.site + 1 + t.nparams as u32 + pd.io as u32;
-        let (start, end) = dim_range(pd, exprs, p, vars, opc)?;
+        let start = value(&pd.start, opc)?;
+        let end = if pd.end.kind == OPERAND_NEXT {
+            start.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
+        } else {
+            value(&pd.end, opc)?
+        };
         let io = &mut task.io[pd.io as usize % limits::MAX_TASK_IO];
         if start < 0 || end < start || end > pd.extent {
             return Err(region_error(opc, io.tensor, pd.dim, start, end, pd.extent));
@@ -197,6 +225,42 @@ fn recompute(
         io.ranges[pd.dim as usize % limits::MAX_RANK] = (start, end);
     }
     Ok(())
+}
+
+/// The value of operand `o` of a kept record's slow field (its template `t`; the loop's
+/// variable at `v`): from its folded form where it has one.
+#[inline(always)]
+fn slow_value(
+    t: &Template,
+    o: &Operand,
+    v: i64,
+    exprs: &[Record],
+    p: &RuntimeParams<'_>,
+    vars: &[i64; limits::MAX_LOOP_DEPTH],
+    pc: u32,
+) -> R<i64> {
+    let nodes = || {
+        t.folded
+            .get(o.a as usize..o.a as usize + o.c as usize)
+            .unwrap_or(&[])
+    };
+    match o.kind {
+        OPERAND_CHAIN => eval_chain(nodes(), v, p, pc),
+        OPERAND_FOLDED => eval_folded(nodes(), v, p, pc),
+        _ => operand_in_full(o, exprs, p, vars, pc),
+    }
+}
+
+/// [`operand`], kept out of `recompute`'s folded paths.
+#[inline(never)]
+fn operand_in_full(
+    o: &Operand,
+    exprs: &[Record],
+    p: &RuntimeParams<'_>,
+    vars: &[i64; limits::MAX_LOOP_DEPTH],
+    pc: u32,
+) -> R<i64> {
+    operand(o, exprs, p, vars, pc)
 }
 
 /// The range of a region dimension that is not an unchecked index, before its checks (`opc`:
@@ -248,6 +312,46 @@ pub(super) struct Template {
     slow_params: [(u8, Operand); SLOW_FIELDS],
     nslow_dims: u8,
     slow_dims: [PlanDim; SLOW_FIELDS],
+    /// The nodes of the slow fields' folded expressions (`OPERAND_FOLDED`), `nfolded` of them.
+    folded: [FoldedNode; FOLDED_NODES],
+    nfolded: u8,
+}
+
+impl Template {
+    /// Operand `o` of a slow field, folded for the template's loop into `folded` when it is an expression that folds and there is room;
+    /// else `o` itself.
+    fn folded_operand(
+        &mut self,
+        exprs: &[Record],
+        p: &RuntimeParams<'_>,
+        vars: &[i64; limits::MAX_LOOP_DEPTH],
+        o: Operand,
+    ) -> Operand {
+        if o.kind != OPERAND_EXPR {
+            return o;
+        }
+        let at = self.nfolded as usize;
+        let Some(room) = self.folded.get_mut(at..) else {
+            return o;
+        };
+        let Some(n) = fold(exprs, p, vars, (o.a, self.depth), room) else {
+            return o;
+        };
+        self.nfolded += n as u8;
+        if is_chain(&room[..n]) {
+            Operand {
+                kind: OPERAND_CHAIN,
+                a: at as u32 + 1,
+                c: n as i64 - 1,
+            }
+        } else {
+            Operand {
+                kind: OPERAND_FOLDED,
+                a: at as u32,
+                c: n as i64,
+            }
+        }
+    }
 }
 
 /// The most fields of each kind a kept record recomputes (a site with more is filled in full).
@@ -266,6 +370,8 @@ pub(super) const EMPTY_TEMPLATE: Template = Template {
     slow_params: [(0, EMPTY_OPERAND); SLOW_FIELDS],
     nslow_dims: 0,
     slow_dims: [EMPTY_DIM; SLOW_FIELDS],
+    folded: [EMPTY_FOLDED; FOLDED_NODES],
+    nfolded: 0,
 };
 
 impl<'a, 'p> Interpreter<'a, 'p> {
@@ -447,7 +553,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         if k >= TEMPLATES || plan.site != pc || plan.no_template == depth + 1 {
             return false;
         }
-        let Some(mut t) = template_of(self.v.exprs(), plan, pc, depth) else {
+        let Some(mut t) = template_of(self.v.exprs(), &self.p, &self.vars, plan, pc, depth) else {
             self.plans[slot].no_template = depth + 1;
             return false;
         };

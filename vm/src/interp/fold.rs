@@ -1,0 +1,392 @@
+//! Expressions folded for one run of a loop (spec/bytecode.md §5.8, "Emission"): what a kept
+//! task record recomputes at each iteration, with every part that does not read the loop's
+//! variable already computed.
+//!
+//! A kept record's fields that read the loop's variable otherwise than as itself (`(i + W / 3
+//! + t % P) % W`, `i - pow2[(t + S - 1) % S]`, `max(0, i - 1)`) are evaluated again at every
+//! iteration. Most of such an expression reads only runtime parameters and the variables of
+//! the loops around (`W / 3 + t % P`), whose values do not change during the run. Folding
+//! evaluates those parts once, when the record is kept, and leaves a short program of the
+//! operations on the variable, each with its other operand inlined where that is a computed
+//! value: `(i + W / 3 + t % P) % W` is `push i; + 333; + 1; % 1000`.
+//!
+//! The folded program computes what the expression does, errors included, at every value of
+//! the variable: the parts it folded do not read the variable, so they give the same value at
+//! every iteration, and they are folded only when they evaluate without error (then they
+//! cannot fail at any iteration); the operations left are the expression's own on the
+//! variable, applied in its order, by the evaluator's own operators. An expression that
+//! folding cannot take (a node of a kind a task field does not hold, a part that fails, a
+//! program longer than the room left) is evaluated in full, as before.
+
+use super::*;
+
+/// One operation of a folded expression: a stack machine whose top lives in a register.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct FoldedNode {
+    /// A computed value: the pushed constant, or the other operand of `RIGHT` / `LEFT`.
+    k: i64,
+    /// One of the forms below.
+    form: u8,
+    /// The expression operator (`ExprOp`) of a unary or binary node.
+    op: u8,
+    /// The runtime array of an `ELEM`.
+    slot: u16,
+}
+
+/// A node that is none (a template's unused room).
+pub(super) const EMPTY_FOLDED: FoldedNode = FoldedNode {
+    k: 0,
+    form: PUSH,
+    op: 0,
+    slot: 0,
+};
+
+/// Push the loop's variable.
+const PUSH_VAR: u8 = 0;
+/// Push `k`.
+const PUSH: u8 = 1;
+/// `top = op(top)`: `NEG`, `NOT`, `ELEM`.
+const UNARY: u8 = 2;
+/// `top = op(second, top)`, popping the second.
+const BINARY: u8 = 3;
+/// `top = op(top, k)`.
+const RIGHT: u8 = 4;
+/// `top = op(k, top)`.
+const LEFT: u8 = 5;
+
+/// The nodes of folded expressions one kept record holds, for all its fields.
+pub(super) const FOLDED_NODES: usize = 32;
+
+/// Folds the expression at node `start` for the loop at `depth` (its variable stays; the
+/// variables of the loops around have their values in `vars`) into `out`: gives the number of
+/// nodes written, or `None` where the expression is evaluated in full (see the module's
+/// comment) — `out` may then hold anything.
+pub(super) fn fold(
+    exprs: &[Record],
+    p: &RuntimeParams<'_>,
+    vars: &[i64; limits::MAX_LOOP_DEPTH],
+    (start, depth): (u32, u8),
+    out: &mut [FoldedNode],
+) -> Option<usize> {
+    // A part that fails is not folded, so where it fails does not matter.
+    let pc = 0;
+    /// What the abstract stack holds: a value computed now, or one the folded program
+    /// computes (on its own stack, in the same order).
+    #[derive(Clone, Copy)]
+    enum V {
+        Known(i64),
+        Runs,
+    }
+    let mut st = [V::Known(0); limits::MAX_EXPR_STACK];
+    let mut sp = 0usize;
+    let mut n = 0usize;
+    let mut emit = |node: FoldedNode| {
+        *out.get_mut(n)? = node;
+        n += 1;
+        Some(())
+    };
+    let nodes = exprs.get(start as usize..).unwrap_or(&[]);
+    for r in nodes.iter().take(limits::MAX_EXPR_LEN) {
+        let op = r.opcode;
+        let node = |form, k| FoldedNode {
+            k,
+            form,
+            op,
+            slot: r.op1(),
+        };
+        let v = match ExprOp::from_u8(op)?.kind() {
+            ExprKind::End => break,
+            ExprKind::Leaf if op == ExprOp::VAR as u8 && r.op1() == depth as u16 => {
+                emit(node(PUSH_VAR, 0))?;
+                V::Runs
+            }
+            // A variable of a loop inside this one has no value here.
+            ExprKind::Leaf if op == ExprOp::VAR as u8 && r.op1() > depth as u16 => return None,
+            ExprKind::Leaf if matches!(ExprOp::from_u8(op)?, ExprOp::ARG | ExprOp::SIZE) => {
+                return None
+            }
+            ExprKind::Leaf => V::Known(eval_leaf(r, p, vars)),
+            ExprKind::Unary => {
+                let top = st.get_mut(sp.checked_sub(1)?)?;
+                match *top {
+                    V::Known(a) => *top = V::Known(unary(op, r.op1(), a, p, pc).ok()?),
+                    V::Runs => emit(node(UNARY, 0))?,
+                }
+                continue;
+            }
+            ExprKind::Binary => {
+                if sp < 2 {
+                    return None;
+                }
+                let x = match (st[sp - 2], st[sp - 1]) {
+                    (V::Known(a), V::Known(b)) => V::Known(apply(op, a, b, pc).ok()?),
+                    (V::Runs, V::Known(b)) => {
+                        emit(node(RIGHT, b))?;
+                        V::Runs
+                    }
+                    (V::Known(a), V::Runs) => {
+                        emit(node(LEFT, a))?;
+                        V::Runs
+                    }
+                    (V::Runs, V::Runs) => {
+                        emit(node(BINARY, 0))?;
+                        V::Runs
+                    }
+                };
+                sp -= 1;
+                st[sp - 1] = x;
+                continue;
+            }
+            // Reductions and searches: planned values only, never in a task's field.
+            ExprKind::Binder => return None,
+        };
+        *st.get_mut(sp)? = v;
+        sp += 1;
+    }
+    match (sp, st[0]) {
+        (1, V::Runs) => Some(n),
+        (1, V::Known(k)) => {
+            emit(FoldedNode {
+                k,
+                form: PUSH,
+                ..FoldedNode::default()
+            })?;
+            Some(n)
+        }
+        _ => None,
+    }
+}
+
+/// Evaluates the folded expression `nodes` with the loop's variable at `v`; `pc` locates
+/// errors, as for the expression it was folded from.
+#[inline(always)]
+pub(super) fn eval_folded(nodes: &[FoldedNode], v: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
+    const DEPTH: usize = limits::MAX_EXPR_STACK;
+    // The values under the top (the first push saves a meaningless one, never read).
+    let mut below = [0i64; DEPTH];
+    let mut sp = 0usize;
+    let mut top = 0i64;
+    for n in nodes {
+        top = match n.form {
+            PUSH_VAR | PUSH => {
+                below[sp % DEPTH] = top;
+                sp = sp.wrapping_add(1);
+                if n.form == PUSH_VAR {
+                    v
+                } else {
+                    n.k
+                }
+            }
+            UNARY => unary(n.op, n.slot, top, p, pc)?,
+            BINARY => {
+                sp = sp.wrapping_sub(1);
+                apply(n.op, below[sp % DEPTH], top, pc)?
+            }
+            RIGHT => apply(n.op, top, n.k, pc)?,
+            _ => apply(n.op, n.k, top, pc)?,
+        };
+    }
+    Ok(top)
+}
+
+/// Whether the folded expression `nodes` is a chain: the loop's variable, then operations on
+/// the one value (`(i + 333 + 1) % 1000`, `max(0, i - 1)`), which [`eval_chain`] evaluates
+/// without a stack from `nodes[1..]`.
+pub(super) fn is_chain(nodes: &[FoldedNode]) -> bool {
+    match nodes {
+        [first, rest @ ..] => {
+            first.form == PUSH_VAR && rest.iter().all(|n| matches!(n.form, UNARY | RIGHT | LEFT))
+        }
+        [] => false,
+    }
+}
+
+/// Evaluates the operations `ops` of a chain ([`is_chain`]: its nodes after the first) on the
+/// loop's variable at `v`; `pc` locates errors.
+#[inline(always)]
+pub(super) fn eval_chain(ops: &[FoldedNode], v: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
+    let mut x = v;
+    for n in ops {
+        x = match n.form {
+            RIGHT => apply(n.op, x, n.k, pc)?,
+            LEFT => apply(n.op, n.k, x, pc)?,
+            _ => unary(n.op, n.slot, x, p, pc)?,
+        };
+    }
+    Ok(x)
+}
+
+/// `a op b` for any binary operator, as [`eval_postfix`] computes it.
+#[inline(always)]
+fn apply(op: u8, a: i64, b: i64, pc: u32) -> R<i64> {
+    match binary(op, a, b, pc) {
+        Some(x) => x,
+        None => divide(op, a, b, pc),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use crate::params::Value;
+    use proptest::prelude::*;
+    use std::{vec, vec::Vec};
+
+    fn node(op: ExprOp, op1: u16, op2: u32) -> Record {
+        Record::new(op as u8, 0, op1, op2)
+    }
+
+    /// A random well-formed postfix expression over the variables at depths 0 and 1, small
+    /// constants, a runtime scalar and array, and every unary and binary operator.
+    fn arb_expr() -> impl Strategy<Value = Vec<Record>> {
+        let leaf = prop_oneof![
+            (0u16..2).prop_map(|d| vec![node(ExprOp::VAR, d, 0)]),
+            (-9i32..10).prop_map(|c| vec![node(ExprOp::CONST, 0, c as u32)]),
+            Just(vec![node(ExprOp::CONST, 0, i32::MAX as u32)]),
+            Just(vec![node(ExprOp::PARAM, 0, 0)]),
+        ];
+        let binary: Vec<ExprOp> = ExprOp::ALL
+            .iter()
+            .copied()
+            .filter(|o| o.kind() == ExprKind::Binary)
+            .collect();
+        leaf.prop_recursive(4, 24, 2, move |inner| {
+            prop_oneof![
+                (
+                    inner.clone(),
+                    prop::sample::select(vec![ExprOp::NEG, ExprOp::NOT, ExprOp::ELEM])
+                )
+                    .prop_map(|(mut a, op)| {
+                        a.push(node(op, 0, 0));
+                        a
+                    }),
+                (inner.clone(), inner, prop::sample::select(binary.clone())).prop_map(
+                    |(mut a, b, op)| {
+                        a.extend(b);
+                        a.push(node(op, 0, 0));
+                        a
+                    }
+                ),
+            ]
+        })
+        .prop_filter("the stack holds it", |e| {
+            depth_of(e) <= limits::MAX_EXPR_STACK
+        })
+        .prop_map(|mut e| {
+            e.push(node(ExprOp::END, 0, 0));
+            e
+        })
+    }
+
+    fn depth_of(e: &[Record]) -> usize {
+        let (mut sp, mut most) = (0usize, 0usize);
+        for r in e {
+            match ExprOp::from_u8(r.opcode).map(|o| o.kind()) {
+                Some(ExprKind::Leaf) => sp += 1,
+                Some(ExprKind::Binary) => sp -= 1,
+                _ => {}
+            }
+            most = most.max(sp);
+        }
+        most
+    }
+
+    const VALUES: [i64; 12] = [
+        0,
+        1,
+        -1,
+        2,
+        3,
+        -7,
+        100,
+        1 << 33,
+        i64::MAX,
+        i64::MIN,
+        i64::MAX - 1,
+        i64::MIN + 1,
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 8 } else { 2000 }, ..ProptestConfig::default() })]
+
+        /// Folded for the loop at depth 1 (the variable at depth 0 fixed), an expression gives
+        /// what the general evaluator gives, errors included, at every value of the variable;
+        /// and folding takes it whenever its parts that do not read the variable evaluate.
+        #[test]
+        fn a_folded_expression_evaluates_as_the_expression(
+            e in arb_expr(),
+            outer in prop::sample::select(VALUES.to_vec()),
+            scalar in prop::sample::select(vec![0u32, 1, 3, 1000, u32::MAX]),
+        ) {
+            let array = [5u32, 0, 7, u32::MAX];
+            let slots = [Value::Scalar(scalar), Value::Array(&array)];
+            let p = RuntimeParams::unchecked(&slots);
+            let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
+            vars[0] = outer;
+            let mut out = [FoldedNode::default(); FOLDED_NODES];
+            let Some(n) = fold(&e, &p, &vars, (0, 1), &mut out) else {
+                // Only where a part that does not read the variable fails, or the program
+                // is too long.
+                let invariant = e.iter().all(|r| r.opcode != ExprOp::VAR as u8 || r.op1() == 0);
+                if invariant {
+                    prop_assert!(eval_postfix(&e, &p, &vars, 0, 9).is_err() || e.len() > FOLDED_NODES);
+                }
+                return Ok(());
+            };
+            let chain = is_chain(&out[..n]);
+            for v in VALUES.iter().copied().chain(-3..40) {
+                vars[1] = v;
+                let want = eval_postfix(&e, &p, &vars, 0, 9);
+                prop_assert_eq!(
+                    eval_folded(&out[..n], v, &p, 9),
+                    want,
+                    "at {}: {:?} folded {:?}", v, e, &out[..n]
+                );
+                if chain {
+                    prop_assert_eq!(eval_chain(&out[1..n], v, &p, 9), want);
+                }
+            }
+        }
+    }
+
+    /// Task Bench's `spread` offset: the parts without the variable are computed once, and
+    /// each remaining operation takes its computed operand inline.
+    #[test]
+    fn spread_folds_to_three_operations() {
+        // (i + W / 3 + t % P) % W with W = 1000, P = 3, t = 4, i at depth 1.
+        let e = [
+            node(ExprOp::VAR, 1, 0),
+            node(ExprOp::PARAM, 0, 0),
+            node(ExprOp::CONST, 0, 3),
+            node(ExprOp::DIV, 0, 0),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::VAR, 0, 0),
+            node(ExprOp::PARAM, 1, 0),
+            node(ExprOp::MOD, 0, 0),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::PARAM, 0, 0),
+            node(ExprOp::MOD, 0, 0),
+            node(ExprOp::END, 0, 0),
+        ];
+        let slots = [Value::Scalar(1000), Value::Scalar(3)];
+        let p = RuntimeParams::unchecked(&slots);
+        let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
+        vars[0] = 4;
+        let mut out = [FoldedNode::default(); FOLDED_NODES];
+        let n = fold(&e, &p, &vars, (0, 1), &mut out).unwrap();
+        let forms: Vec<(u8, i64)> = out[..n].iter().map(|x| (x.form, x.k)).collect();
+        assert_eq!(
+            forms,
+            [(PUSH_VAR, 0), (RIGHT, 333), (RIGHT, 1), (RIGHT, 1000)]
+        );
+        assert_eq!(eval_folded(&out[..n], 999, &p, 0), Ok(333));
+        assert!(is_chain(&out[..n]));
+        assert_eq!(eval_chain(&out[1..n], 999, &p, 0), Ok(333));
+        // A variable of a loop inside the one folded for has no value: not folded.
+        assert_eq!(fold(&e, &p, &vars, (0, 0), &mut out), None);
+        // Too little room: not folded.
+        assert_eq!(fold(&e, &p, &vars, (0, 1), &mut out[..3]), None);
+    }
+}
