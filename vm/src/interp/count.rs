@@ -159,11 +159,13 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         if f.interval != 1 || f.indices != NONE16 {
             return Ok(None);
         }
-        let n = self.interval_count((f.at, f.depth, f.ext), f.branch_counts, from, to)?;
-        if n.is_none() {
+        let pred = self.rec(f.at + 1).op1() as u32;
+        let Some((lo, hi)) = self.cond_interval(f.at + 1, pred)? else {
             self.frames[self.sp].interval = 0;
-        }
-        Ok(n)
+            return Ok(None);
+        };
+        let n = interval_tasks(f.branch_counts, (lo as i128, hi as i128), from, to)?;
+        Ok(Some(n))
     }
 
     /// The task counts (then, else) of the body of the loop at `at` (ending at `end`) when it
@@ -204,16 +206,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             (pred, depth as u16, ext),
             at + 1,
         )?;
-        let Some((lo, hi)) = holds else {
+        let Some(interval) = holds else {
             return Ok(None);
         };
-        let inside = (hi.min(to as i128) - lo.max(from as i128)).max(0) as u64;
-        let n = (then as u64)
-            .checked_mul(inside)
-            .zip((other as u64).checked_mul(to - from - inside))
-            .and_then(|(a, b)| a.checked_add(b))
-            .ok_or(RunError::TooManyTasks)?;
-        Ok(Some(n))
+        interval_tasks((then, other), interval, from, to).map(Some)
     }
 
     /// The number of tasks the statements `[start, end)` generate if it is the same whatever
@@ -397,4 +393,15 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         self.loops = saved;
         n
     }
+}
+
+/// The tasks of positions `[from, to)` of a loop whose body is a COND of branch counts
+/// `(then, other)` holding on the values `lo .. hi` of its variable.
+fn interval_tasks((then, other): (u16, u16), (lo, hi): (i128, i128), from: u64, to: u64) -> R<u64> {
+    let inside = (hi.min(to as i128) - lo.max(from as i128)).max(0) as u64;
+    (then as u64)
+        .checked_mul(inside)
+        .zip((other as u64).checked_mul(to - from - inside))
+        .and_then(|(a, b)| a.checked_add(b))
+        .ok_or(RunError::TooManyTasks)
 }

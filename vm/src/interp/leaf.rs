@@ -103,8 +103,6 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 },
                 LeafBody::Neither => (NOT_SIMPLE, (0, 0), false),
             };
-            // A new run: the conditions of its chain are decided again.
-            self.nconds = 0;
             let f = &mut self.frames[self.sp];
             (f.simple, f.leaf, f.varying) = leaf;
             (f.step, f.stop) = stride.unwrap_or((1, 0));
@@ -481,43 +479,58 @@ impl<'a, 'p> Interpreter<'a, 'p> {
 
     /// Whether the COND at `pc` (predicate `pred`) of the chain of the varying leaf loop in
     /// frame `sp` holds in the current iteration. The first time in a run of the loop its
-    /// predicate is looked at as an interval of the loop's values (`eval_interval`: `i == 0`,
-    /// `i + d < W`), kept (`conds`), and every later iteration compares the variable with it;
-    /// a predicate of another form is evaluated at every iteration. The interval's bounds are
-    /// evaluated where the walk would first evaluate the predicate, and no operation on the
-    /// variable can fail, so an error is the walk's.
+    /// predicate is looked at as an interval of the loop's values (`cond_interval`: `i ==
+    /// 0`, `i + d < W`), and every later iteration compares the variable with it; a predicate
+    /// of another form is evaluated at every iteration. The interval's bounds are evaluated
+    /// where the walk would first evaluate the predicate, and no operation on the variable
+    /// can fail, so an error is the walk's.
     #[inline]
     fn cond_holds(&mut self, pc: u32, pred: u32) -> R<bool> {
-        let f = &self.frames[self.sp];
-        let (depth, ext, sparse) = (f.depth as usize, f.ext, f.indices != NONE16);
-        let v = self.vars[depth % limits::MAX_LOOP_DEPTH];
+        let v = self.vars[self.frames[self.sp].depth as usize % limits::MAX_LOOP_DEPTH];
+        Ok(match self.cond_interval(pc, pred)? {
+            Some((lo, hi)) => lo <= v && v < hi,
+            None => self.eval(pred, pc)? != 0,
+        })
+    }
+
+    /// The values of the variable of the loop in frame `sp` (not a sparse axis's: `None`
+    /// there) on which the predicate `pred` of the COND at `pc` in its body holds, as
+    /// `eval_interval` gives them (`None` for a predicate of another form). Found once per
+    /// run of the loop and kept (`conds`, emptied when a loop is entered): the predicate reads
+    /// only runtime parameters and the variables of the loops around, which keep their values
+    /// for the run. `cond_holds` and the counting of the positions this AICPU does not own
+    /// (`count_by_interval`) share it.
+    #[inline(always)]
+    pub(super) fn cond_interval(&mut self, pc: u32, pred: u32) -> R<Option<(i64, i64)>> {
         let n = self.nconds as usize % (COND_MEMO + 1);
-        if let Some(&(_, lo, hi)) = self.conds[..n].iter().find(|c| c.0 == pc) {
-            return Ok(if lo <= hi {
-                lo <= v && v < hi
-            } else {
-                self.eval(pred, pc)? != 0
-            });
+        match self.conds[..n].iter().find(|c| c.0 == pc) {
+            Some(&(_, lo, hi)) => Ok((lo <= hi).then_some((lo, hi))),
+            None => self.find_cond_interval(pc, pred),
         }
-        let holds = if sparse {
+    }
+
+    /// [`Interpreter::cond_interval`] the first time in a run: evaluates and keeps it.
+    #[inline(never)]
+    fn find_cond_interval(&mut self, pc: u32, pred: u32) -> R<Option<(i64, i64)>> {
+        let n = self.nconds as usize % (COND_MEMO + 1);
+        let f = &self.frames[self.sp];
+        let holds = if f.indices != NONE16 {
             None
         } else {
-            let at = (pred, depth as u16, ext);
+            let at = (pred, f.depth as u16, f.ext);
             eval_interval(self.v.exprs(), &self.p, &self.vars, at, pc)?
         };
+        // (The loop's values are below i64::MAX: an interval up to it is unbounded.)
         let clamp = |x: i128| x.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+        let holds = holds.map(|(lo, hi)| (clamp(lo), clamp(hi).max(clamp(lo))));
         if n < COND_MEMO {
             self.conds[n] = match holds {
-                // (The loop's values are below i64::MAX: an interval up to it is unbounded.)
-                Some((lo, hi)) => (pc, clamp(lo), clamp(hi).max(clamp(lo))),
+                Some((lo, hi)) => (pc, lo, hi),
                 None => (pc, 1, 0),
             };
             self.nconds += 1;
         }
-        Ok(match holds {
-            Some((lo, hi)) => lo <= v as i128 && (v as i128) < hi,
-            None => self.eval(pred, pc)? != 0,
-        })
+        Ok(holds)
     }
 
     /// The number of statements of `start .. end` if they are all TASK statements.

@@ -311,8 +311,9 @@ impl<'a, 'p> Interpreter<'a, 'p> {
 
     pub(super) fn enter_loop(&mut self, pc: u32, r: Record) -> R<()> {
         // The variables of the loops around this one may have changed since its last run:
-        // no record kept for an innermost loop stays valid.
+        // no record kept for an innermost loop, nor interval of a condition, stays valid.
         self.kept = 0;
+        self.nconds = 0;
         let (ext, base, indices) = self.axis(r.op1(), pc)?;
         let end = r.op2();
         if ext == 0 {
