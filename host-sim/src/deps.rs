@@ -516,7 +516,7 @@ impl InOrderWindow {
         }
         self.uses = Default::default();
         self.chains = (0..v.code().len() as u32)
-            .map(|site| ptovm_vm::share::chain(&v, &self.shares, site))
+            .map(|site| ptovm_vm::share::chain(v, &self.shares, site))
             .collect();
         Ok(())
     }

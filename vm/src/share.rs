@@ -241,7 +241,7 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
         }
         if pc >= top_end {
             // A top-level statement: its tasks are the next contiguous range of ids.
-            top_end = statement_end(&v, pc).min(last);
+            top_end = statement_end(v, pc).min(last);
             let n = counter.count_top(pc, top_end)?;
             ids_end = ids_end.checked_add(n).ok_or(RunError::TooManyTasks)?;
         }
@@ -281,7 +281,7 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
         } else if policy.kind == Policy::StaticPartition as u8 {
             loops[..nl]
                 .get(policy.depth as usize)
-                .and_then(|&(_, axis, _)| dense_axis(&v, axis))
+                .and_then(|&(_, axis, _)| dense_axis(v, axis))
                 .map(|a| {
                     (
                         policy.kind as u32 | (a as u32 + 1) << 8,
@@ -328,13 +328,13 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
             let dim0 = regions.get(io.op2() as usize).filter(|_| io.flags >= 1);
             s.unstepped |= nl == 0
                 || outermost != s.step_loop
-                || dense_axis(&v, loops[0].1).is_none()
+                || dense_axis(v, loops[0].1).is_none()
                 || !dim0.is_some_and(|d| {
                     d.end.get() == NONE16
                         && if dir == Dir::In {
-                            is_var_before(&v, d.start.get(), 0)
+                            is_var_before(v, d.start.get(), 0)
                         } else {
-                            is_var(&v, d.start.get(), 0)
+                            is_var(v, d.start.get(), 0)
                         }
                 });
             s.scattered |= body != s.body || body == u32::MAX;
@@ -342,11 +342,11 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
             s.unindexed |= io.flags as usize != nl
                 || !loops[..nl]
                     .iter()
-                    .all(|&(_, axis, _)| indexed_axis(&v, axis))
+                    .all(|&(_, axis, _)| indexed_axis(v, axis))
                 || !(0..nl).all(|d| {
-                    regions.get(io.op2() as usize + d).is_some_and(|r| {
-                        r.end.get() == NONE16 && is_var(&v, r.start.get(), d as u8)
-                    })
+                    regions
+                        .get(io.op2() as usize + d)
+                        .is_some_and(|r| r.end.get() == NONE16 && is_var(v, r.start.get(), d as u8))
                 });
             // The first dimension the site names by a single index that is its key: the
             // owner follows from it. Every site must use the same dimension (and the same kind
@@ -356,8 +356,8 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
                     regions.get((io.op2() + dim) as usize).and_then(|d| {
                         let keyed = d.end.get() == NONE16
                             && match depth {
-                                None => same_expr(&v, d.start.get(), expr),
-                                Some(depth) => is_var(&v, d.start.get(), depth),
+                                None => same_expr(v, d.start.get(), expr),
+                                Some(depth) => is_var(v, d.start.get(), depth),
                             };
                         keyed.then_some(k | dim << KEY_DIM_SHIFT)
                     })
@@ -386,14 +386,14 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
         s.chained = s.class == Class::Local
             && s.loop_indexed
             && !s.scattered
-            && simple_body(&v, s.body).is_some_and(|n| n <= CHAIN_SPAN);
+            && simple_body(v, s.body).is_some_and(|n| n <= CHAIN_SPAN);
     }
     for (x, s) in out.iter_mut().enumerate() {
         s.carried = s.class == Class::Local
             && !s.loop_indexed
             && s.carry != u32::MAX
-            && simple_body(&v, s.carry).is_some_and(|n| n < CHAIN_SPAN)
-            && carried_by(&v, x as u16, s.carry);
+            && simple_body(v, s.carry).is_some_and(|n| n < CHAIN_SPAN)
+            && carried_by(v, x as u16, s.carry);
         if s.carried {
             s.body = s.carry;
         }

@@ -339,9 +339,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         self.done
     }
 
-    /// The program it runs.
-    pub fn program(&self) -> Verified<'a> {
-        self.v
+    /// The program it runs (a reference: a `Verified` is some 500 bytes, and the scheduler
+    /// reads it for every task it records).
+    pub fn program(&self) -> &Verified<'a> {
+        &self.v
     }
 
     /// The runtime parameters of the launch (after a `READBACK`, with the values read back).

@@ -111,7 +111,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             .unwrap_or_default();
         let me = self.me;
         let p = crate::readback::read(
-            &v,
+            v,
             &old,
             &rb,
             &mut self.readback_values,

@@ -34,7 +34,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             ..
         } = self;
         let t = interp.current_task();
-        let u = uses.of(&interp.program(), shares, t);
+        let u = uses.of(interp.program(), shares, t);
         let (uses, chain, global) = (u.regions, u.chain, u.global);
         // Local tensors first: only this AICPU's own tasks can be found there. A task that
         // only looks up tensors with no live entry there has nothing to do in it.

@@ -35,7 +35,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         need(sh.slots.len() >= n * cap, "slots")?;
         // No descriptor memory (0 words a slot): descriptors are not kept.
         need(
-            sh.desc_words == 0 || sh.desc_words as usize >= desc::slot_words(&interp.program()),
+            sh.desc_words == 0 || sh.desc_words as usize >= desc::slot_words(interp.program()),
             "descriptor words per slot",
         )?;
         need(
@@ -96,7 +96,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             ShareError::Run(e) => SchedError::Run(e),
             other => SchedError::Share(other),
         })?;
-        let program = interp.program();
+        let program = *interp.program();
         let ntensors = program.tensors().len();
         if !local.bound.is_empty() && local.bound.len() != ntensors {
             return Err(BindError::Count {
