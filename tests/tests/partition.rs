@@ -211,6 +211,26 @@ fn leaf_loops_over_a_cond_chain_partition_the_reference() {
             }
         }
     }
+    // Two points loops in each step, one after the other: their frames take the same place
+    // and the chains they look at alternate, and each loop keeps only what its own code
+    // decides (its count's dependence on its variable, its interval guard, its chain).
+    for pair in bodies.windows(2) {
+        for policy in ["affinity(i)", "static(j)", "affinity(j)"] {
+            let src = format!(
+                "@param P = 2\n@tensor A: f16[4, 6]\n@tensor B: f16[6, 4]\n\
+                 @kernel k(a, b): vector(inout x)\n@kernel m(a, b, c): vector(in x, out y)\n\
+                 @workload w() {{ for_each i in dense[4] {{\n\
+                 parallel_for j in dense[6] {{\n{}\n}}\nparallel_for j in dense[6] {{\n{}\n}} }} }}\n\
+                 @schedule s for w {{ dispatch = {policy} }}",
+                pair[0], pair[1]
+            );
+            for aicpus in [1, 3] {
+                for step in [NEXT_TASK, 2, u64::MAX] {
+                    assert!(check(&src, 0, aicpus, step), "{src}");
+                }
+            }
+        }
+    }
 }
 
 /// What a leaf loop evaluates fails as the iteration would, with the same error on every path

@@ -97,7 +97,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             };
             let leaf = match body {
                 LeafBody::Tasks(start, end, n) => (n, (start, end), false),
-                LeafBody::Chain(start, end) => match self.varying_body(start, end) {
+                LeafBody::Chain(start, end) => match self.varying_body_kept(start, end) {
                     Some(n) => (n, (start, end), true),
                     None => (NOT_SIMPLE, (0, 0), false),
                 },
@@ -388,6 +388,19 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             // The else block: a SEQUENTIAL whose body is the rest of the chain.
             (start, end) = (then_end + 1, after);
         }
+    }
+
+    /// [`Interpreter::varying_body`] of `start .. end`, kept from the last time it was looked
+    /// at (it reads the code alone): a loop entered at every iteration of the one around it
+    /// looks at its chain once.
+    fn varying_body_kept(&mut self, start: u32, end: u32) -> Option<u32> {
+        let (s, e, found) = self.varying_kept;
+        if (s, e) == (start, end) {
+            return found;
+        }
+        let found = self.varying_body(start, end);
+        self.varying_kept = (start, end, found);
+        found
     }
 
     /// A leaf body (`start .. end`, the innermost loop's, or the block `leaf_body` decided it

@@ -238,6 +238,9 @@ pub struct Interpreter<'a, 'p> {
     /// values `lo .. hi`; `lo > hi` for one that is evaluated at every iteration.
     conds: [(u32, i64, i64); COND_MEMO],
     nconds: u8,
+    /// The leaf body `varying_body` last looked at and what it found (`(u32::MAX, u32::MAX,
+    /// None)` before it looked at any).
+    varying_kept: (u32, u32, Option<u32>),
     /// The `READBACK` the walk last stopped at ([`Status::Readback`]), and how many it has
     /// passed.
     readback: Option<crate::readback::Readback>,
@@ -291,6 +294,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             resume: (u32::MAX, 0),
             conds: [(0, 0, 0); COND_MEMO],
             nconds: 0,
+            varying_kept: (u32::MAX, u32::MAX, None),
             readback: None,
             readbacks: 0,
             stats: Stats::default(),

@@ -305,6 +305,19 @@ impl<'a, 'p> Interpreter<'a, 'p> {
                 f.own = parent.own;
             }
             self.sp += 1;
+            // What the code alone decides about a loop (`count_depends`, `has_filter`,
+            // `interval_shape`) was found in an earlier run of it if its frame is still in
+            // this place: a loop entered at every iteration of the one around it (Task
+            // Bench's points loop) looks at its body once. (An interval the predicate's values
+            // did not give, `interval = 0`, is looked for again.)
+            let old = &self.frames[self.sp];
+            if old.at == f.at && old.op == f.op && f.op != Opcode::HALT as u8 {
+                f.depends = old.depends;
+                f.filter = old.filter;
+                if old.interval == 1 {
+                    (f.interval, f.branch_counts) = (1, old.branch_counts);
+                }
+            }
             self.frames[self.sp] = f;
         }
     }
