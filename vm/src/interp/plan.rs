@@ -251,7 +251,9 @@ fn slow_value(
     }
 }
 
-/// [`operand`], kept out of `recompute`'s folded paths.
+/// [`operand`] for a slow field that did not fold (rare: a part of it fails, or its folded
+/// form has no room), by the general evaluator alone: `eval_expr`'s fast paths give what it
+/// gives, and inlining them here would only make `recompute` larger.
 #[inline(never)]
 fn operand_in_full(
     o: &Operand,
@@ -260,7 +262,11 @@ fn operand_in_full(
     vars: &[i64; limits::MAX_LOOP_DEPTH],
     pc: u32,
 ) -> R<i64> {
-    operand(o, exprs, p, vars, pc)
+    match o.kind {
+        OPERAND_CONST => Ok(o.c),
+        OPERAND_VAR => Ok(vars[o.a as usize % limits::MAX_LOOP_DEPTH]),
+        _ => eval_postfix(exprs, p, vars, o.a, pc),
+    }
 }
 
 /// The range of a region dimension that is not an unchecked index, before its checks (`opc`:
