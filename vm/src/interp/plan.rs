@@ -318,14 +318,15 @@ pub(super) struct Template {
     slow_params: [(u8, Operand); SLOW_FIELDS],
     nslow_dims: u8,
     slow_dims: [PlanDim; SLOW_FIELDS],
-    /// The nodes of the slow fields' folded expressions (`OPERAND_FOLDED`), `nfolded` of them.
+    /// The nodes of the slow fields' folded expressions (`OPERAND_FOLDED`, `OPERAND_CHAIN`),
+    /// `nfolded` of them.
     folded: [FoldedNode; FOLDED_NODES],
     nfolded: u8,
 }
 
 impl Template {
-    /// Operand `o` of a slow field, folded for the template's loop into `folded` when it is an expression that folds and there is room;
-    /// else `o` itself.
+    /// Operand `o` of a slow field, folded for the template's loop into `folded` when it is
+    /// an expression that folds and there is room; else `o` itself.
     fn folded_operand(
         &mut self,
         exprs: &[Record],
