@@ -130,10 +130,20 @@ pub(super) fn operand(
     vars: &[i64; limits::MAX_LOOP_DEPTH],
     pc: u32,
 ) -> R<i64> {
+    operand_by(o, vars, |start| eval_expr(exprs, p, vars, start, pc))
+}
+
+/// The value of operand `o`, an expression's (at its start node) given by `eval`.
+#[inline(always)]
+fn operand_by(
+    o: &Operand,
+    vars: &[i64; limits::MAX_LOOP_DEPTH],
+    eval: impl FnOnce(u32) -> R<i64>,
+) -> R<i64> {
     match o.kind {
         OPERAND_CONST => Ok(o.c),
         OPERAND_VAR => Ok(vars[o.a as usize % limits::MAX_LOOP_DEPTH]),
-        _ => eval_expr(exprs, p, vars, o.a, pc),
+        _ => eval(o.a),
     }
 }
 
@@ -212,6 +222,8 @@ fn recompute(
     }
     for pd in &t.slow_dims[..t.nslow_dims as usize % (SLOW_FIELDS + 1)] {
         let opc = t.site + 1 + t.nparams as u32 + pd.io as u32;
+        // `dim_range`'s steps written out: given this loop's values through a closure, the
+        // compiler kept them out of line (75 instructions a task more on the stencil).
         let start = value(&pd.start, opc)?;
         let end = if pd.end.kind == OPERAND_NEXT {
             start.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
@@ -262,11 +274,7 @@ fn operand_in_full(
     vars: &[i64; limits::MAX_LOOP_DEPTH],
     pc: u32,
 ) -> R<i64> {
-    match o.kind {
-        OPERAND_CONST => Ok(o.c),
-        OPERAND_VAR => Ok(vars[o.a as usize % limits::MAX_LOOP_DEPTH]),
-        _ => eval_postfix(exprs, p, vars, o.a, pc),
-    }
+    operand_by(o, vars, |start| eval_postfix(exprs, p, vars, start, pc))
 }
 
 /// The range of a region dimension that is not an unchecked index, before its checks (`opc`:
