@@ -309,7 +309,13 @@ mod tests {
     ];
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 8 } else { 2000 }, ..ProptestConfig::default() })]
+        // Under Miri (`scripts/miri.sh`): a few cases, and no failure file (its isolation has
+        // no current directory).
+        #![proptest_config(ProptestConfig {
+            cases: if cfg!(miri) { 8 } else { 2000 },
+            failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
+            ..ProptestConfig::default()
+        })]
 
         /// Folded for the loop at depth 1 (the variable at depth 0 fixed), an expression gives
         /// what the general evaluator gives, errors included, at every value of the variable;
