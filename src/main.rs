@@ -190,6 +190,12 @@ enum Cmd {
         /// Write a Chrome trace-event file (open it in Perfetto): a track per AICPU and per core.
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
+        /// Measure the dependency latency: for every task that waited for a predecessor, the
+        /// time from the end of its last predecessor (the reference graph's) to its own start,
+        /// within one AICPU and across AICPUs (median, 90th and 99th percentile, largest). The
+        /// cores time every task, which costs two clock reads a task.
+        #[arg(long)]
+        latency: bool,
         /// When AICPUs start dispatching: `immediate`, `after_orchestration` or `threshold:N`
         /// (default: the program's schedule).
         #[arg(long, value_parser = parse_start)]
@@ -645,6 +651,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             check,
             json,
             trace,
+            latency,
             start,
             deps,
             max_tasks,
@@ -663,6 +670,12 @@ fn run(cli: Cli) -> Result<(), Fail> {
                     "error: --data computes on the threaded run; it cannot be combined with --model (simulated time)".into(),
                 ));
             }
+            if modelled && latency {
+                return Err(Fail(
+                    Exit::Usage,
+                    "error: --latency times the threaded run; with --model (simulated time) the critical path and idle time are in the report".into(),
+                ));
+            }
             let args = run::RunArgs {
                 aicpus,
                 cube,
@@ -677,6 +690,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 check,
                 json,
                 trace,
+                latency,
                 start,
                 deps: deps.mode(),
                 max_tasks,

@@ -5,6 +5,7 @@ use std::sync::atomic::AtomicU64;
 
 use ptovm_assembler::Module;
 use ptovm_host_sim::compute::{self, Computed, DataError};
+use ptovm_host_sim::latency::{Hops, Latency};
 use ptovm_host_sim::sim::{self, SimError};
 use ptovm_host_sim::DepMode;
 use ptovm_vm::{RuntimeParams, Value, Verified, WindowMode};
@@ -31,6 +32,8 @@ pub struct RunArgs {
     pub json: bool,
     /// Where to write a Perfetto trace.
     pub trace: Option<PathBuf>,
+    /// Measure the dependency latency.
+    pub latency: bool,
     /// Start policy (default: the program's schedule).
     pub start: Option<sim::Start>,
     /// The TensorMap's match mode.
@@ -60,6 +63,7 @@ impl RunArgs {
         o.mode = self.mode.unwrap_or(o.mode);
         o.check = self.check;
         o.trace = self.trace.is_some();
+        o.latency = self.latency;
         o.start = self.start.unwrap_or(o.start);
         o.workspace = self.workspace;
         o
@@ -149,6 +153,7 @@ pub fn run(v: &Verified<'_>, m: &Module, vals: &[Value<'_>], a: &RunArgs) -> Res
                 DepMode::Overlap => "overlap",
             },
             "data": computed.as_ref().map(|(c, d)| data_json(c, d, &r)),
+            "latency": r.latency.as_ref().map(latency_json),
         });
         return Ok(serde_json::to_string_pretty(&out).unwrap_or_default() + "\n");
     }
@@ -193,10 +198,43 @@ pub fn run(v: &Verified<'_>, m: &Module, vals: &[Value<'_>], a: &RunArgs) -> Res
             ""
         }
     );
+    if let Some(l) = &r.latency {
+        s += &latency_text(l);
+    }
     if let Some((c, d)) = &computed {
         s += &data_text(c, d, &r);
     }
     Ok(s)
+}
+
+/// `--latency` in the summary: a line per kind of hop.
+fn latency_text(l: &Latency) -> String {
+    let mut s = String::from("dependency latency, a predecessor's end to its successor's start:\n");
+    for (what, h) in [("within an AICPU", &l.within), ("across AICPUs", &l.across)] {
+        s += &if h.count == 0 {
+            format!("  {what}: no hops\n")
+        } else {
+            format!(
+                "  {what}: median {} ns, p90 {} ns, p99 {} ns, largest {} ns, mean {:.0} ns ({} hops)\n",
+                h.median_ns, h.p90_ns, h.p99_ns, h.max_ns, h.mean_ns, h.count
+            )
+        };
+    }
+    s
+}
+
+fn latency_json(l: &Latency) -> serde_json::Value {
+    let hops = |h: &Hops| {
+        json!({
+            "hops": h.count,
+            "median_ns": h.median_ns,
+            "p90_ns": h.p90_ns,
+            "p99_ns": h.p99_ns,
+            "max_ns": h.max_ns,
+            "mean_ns": h.mean_ns,
+        })
+    };
+    json!({ "within_aicpu": hops(&l.within), "across_aicpus": hops(&l.across) })
 }
 
 /// `run --data`: the seed, and where to save the written tensors.

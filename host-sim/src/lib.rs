@@ -17,6 +17,7 @@ pub mod expand;
 mod hash;
 #[cfg(not(loom))]
 pub mod kernel;
+pub mod latency;
 pub mod measure;
 #[cfg(not(loom))]
 pub mod metg;

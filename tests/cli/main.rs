@@ -935,6 +935,58 @@ fn run_writes_a_chrome_trace() {
         .all(|e| e["ph"] == "i" && e["pid"] == 1 && e["tid"].as_u64().unwrap() < 2));
 }
 
+/// `run --latency` reports the dependency latency: in `--json`, hops within an AICPU and across
+/// AICPUs with their distribution, and a line each in the summary; `--model` refuses it.
+#[test]
+fn run_measures_the_dependency_latency() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let chain = examples().join("taskbench/chain.pto");
+    let chain = chain.to_str().unwrap();
+    let o = ptovm(
+        &[
+            "run",
+            chain,
+            "--param",
+            "T=500",
+            "--aicpus",
+            "1",
+            "--latency",
+            "--json",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (within, across) = (
+        &j["latency"]["within_aicpu"],
+        &j["latency"]["across_aicpus"],
+    );
+    assert_eq!(within["hops"], 499, "{j}");
+    assert_eq!(across["hops"], 0, "{j}");
+    for k in ["median_ns", "p90_ns", "p99_ns", "max_ns", "mean_ns"] {
+        assert!(within[k].is_number(), "{k}: {j}");
+    }
+    assert!(within["median_ns"].as_u64() <= within["max_ns"].as_u64());
+    // Without the flag there is none.
+    let o = ptovm(&["run", chain, "--param", "T=5", "--json"], d);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(j["latency"].is_null(), "{j}");
+    let o = ptovm(&["run", chain, "--param", "T=500", "--latency"], d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains("across AICPUs: median ") && text.contains("(499 hops)"),
+        "{text}"
+    );
+    fails(
+        d,
+        &["run", chain, "--latency", "--model"],
+        2,
+        "--latency times the threaded run",
+    );
+}
+
 /// A module's `timing` is applied by `ptovm run`, which reports what it did: `control.pto`
 /// issues in batches of 16 (its counters in `--json`, a summary line, the batch of each issue
 /// in the trace).

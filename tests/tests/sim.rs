@@ -45,6 +45,7 @@ fn opts(aicpus: u32, window: usize, jitter: Option<u64>) -> sim::Options {
         jitter,
         naive: false,
         trace: false,
+        latency: false,
         start: sim::Start::Immediate,
         pipeline_depth: 0,
         work_steal: false,

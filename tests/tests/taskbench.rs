@@ -230,3 +230,78 @@ fn every_pattern_runs_checked_on_any_aicpus_and_window() {
         }
     }
 }
+
+/// `run --latency` measures one hop for every task that waited: each pattern's tasks with a
+/// predecessor in Task Bench's graph, split by whether the last predecessor's AICPU generated
+/// it too, with every hop non-negative (the measurement fails on a start before its
+/// predecessor's end).
+#[test]
+fn latency_measures_a_hop_for_every_task_with_a_predecessor() {
+    for pattern in PATTERNS {
+        let (code, params) = example(
+            &format!("taskbench/{pattern}.pto"),
+            &[
+                ("W", 8, vec![]),
+                ("T", 6, vec![]),
+                ("S", 3, vec![]),
+                ("keep", 0, random_nearest_keep(8, 3)),
+            ],
+        );
+        let v = verify(&code).unwrap();
+        let vals = values(&params);
+        let p = RuntimeParams::new(&v, &vals).unwrap();
+        let (_, graph) = task_bench(pattern, 8, 6, 3, 3);
+        let waiting = graph
+            .iter()
+            .map(|&(_, to)| to)
+            .collect::<BTreeSet<_>>()
+            .len() as u64;
+        for aicpus in [1, 2, 6] {
+            let o = sim::Options {
+                aicpus,
+                cube: 2 * aicpus,
+                vector: 2 * aicpus,
+                latency: true,
+                jitter: Some(u64::from(aicpus)),
+                ..sim::Options::default()
+            };
+            let r = sim::run(v, p, o).unwrap_or_else(|e| panic!("{pattern}, {aicpus}: {e}"));
+            let l = r.latency.expect("a latency");
+            let at = format!("{pattern} on {aicpus} AICPUs");
+            assert_eq!(l.within.count + l.across.count, waiting, "{at}");
+            if aicpus == 1 {
+                assert_eq!(l.across.count, 0, "{at}");
+            }
+            for h in [l.within, l.across].iter().filter(|h| h.count > 0) {
+                assert!(
+                    h.median_ns <= h.p90_ns && h.p90_ns <= h.p99_ns && h.p99_ns <= h.max_ns,
+                    "{at}: {h:?}"
+                );
+            }
+            // Only the trace keeps the runs' events.
+            assert!(r.events.is_empty(), "{at}");
+        }
+    }
+}
+
+/// The chain of `chain.pto` dealt round robin: every hop stays on its AICPU with one, and
+/// crosses to another with six.
+#[test]
+fn the_chains_hops_are_within_one_aicpu_or_all_across() {
+    let (code, params) = example("taskbench/chain.pto", &[("T", 300, vec![])]);
+    let v = verify(&code).unwrap();
+    let vals = values(&params);
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    for (aicpus, within, across) in [(1, 299, 0), (6, 0, 299)] {
+        let o = sim::Options {
+            aicpus,
+            latency: true,
+            trace: true,
+            ..sim::Options::default()
+        };
+        let r = sim::run(v, p, o).unwrap();
+        let l = r.latency.unwrap();
+        assert_eq!((l.within.count, l.across.count), (within, across));
+        assert!(r.events.iter().any(|e| e.kind == sim::EventKind::Run));
+    }
+}

@@ -23,6 +23,7 @@ use ptovm_vm::{LaunchError, RunError, RuntimeParams, Verified};
 use crate::compute::Memory;
 use crate::deps::{check_run, DepMode, Ran};
 use crate::kernel::Registry;
+use crate::latency::{Latency, Span};
 
 pub(crate) mod launch;
 mod threaded;
@@ -52,6 +53,8 @@ pub struct Options {
     pub naive: bool,
     /// Record trace events (`Report::events`).
     pub trace: bool,
+    /// Time every task's run and measure the dependency latency (`Report::latency`).
+    pub latency: bool,
     /// When an AICPU starts handing tasks to its cores (seed 003 §7).
     pub start: Start,
     /// Most tasks of one pool an AICPU keeps running at once (0: as many as it has cores).
@@ -157,6 +160,7 @@ impl Options {
             jitter: None,
             naive: false,
             trace: false,
+            latency: false,
             start: own.start,
             pipeline_depth: own.pipeline_depth,
             work_steal: own.work_steal,
@@ -183,6 +187,7 @@ impl Default for Options {
             jitter: None,
             naive: false,
             trace: false,
+            latency: false,
             start: Start::Immediate,
             pipeline_depth: 0,
             work_steal: false,
@@ -256,6 +261,8 @@ pub struct Report {
     pub threads: usize,
     /// Trace events, in no particular order (with `Options::trace`).
     pub events: Vec<Event>,
+    /// The dependency latency (with `Options::latency`).
+    pub latency: Option<Latency>,
 }
 
 /// Why a run failed.
@@ -384,6 +391,45 @@ pub fn run_on_memory(
 /// every overlap-mode predecessor ended. Checks the run's trace against the reference expansion, whose `READBACK`s read what the
 /// run's AICPUs read (`read`, one list per `READBACK` in order; the run's values themselves are
 /// checked by a computing run's in-order comparison).
+/// The dependency latency of a run whose tasks' `Run` events are among `events`, against the
+/// reference expansion (which reads `read` at its `READBACK`s, as the run did).
+pub(crate) fn measure_latency(
+    v: &Verified<'_>,
+    p: &RuntimeParams<'_>,
+    n: u32,
+    events: &[Event],
+    read: &[Vec<u32>],
+) -> Result<Latency, SimError> {
+    let mut on_readback = |rb: &ptovm_vm::readback::Readback, _: &[crate::RefTask]| {
+        read.get(rb.index as usize).cloned()
+    };
+    let reference = crate::reference::expand_with(v, p, n, u64::MAX, &mut on_readback)
+        .map_err(|e: RunError| SimError::Launch(LaunchError::Run(e)))?;
+    let mut ran = vec![Span::default(); reference.len()];
+    let mut runs = 0;
+    for e in events.iter().filter(|e| e.kind == EventKind::Run) {
+        let at = ran.get_mut(e.task as usize).ok_or_else(|| {
+            SimError::Check(format!(
+                "task {} ran, the reference has {} tasks",
+                e.task,
+                reference.len()
+            ))
+        })?;
+        *at = Span {
+            start_ns: e.start_ns,
+            end_ns: e.end_ns,
+        };
+        runs += 1;
+    }
+    if runs != reference.len() {
+        return Err(SimError::Check(format!(
+            "{runs} tasks ran, the reference has {}",
+            reference.len()
+        )));
+    }
+    crate::latency::measure(&reference, &ran).map_err(|e| SimError::Check(e.to_string()))
+}
+
 pub(crate) fn check(
     v: &Verified<'_>,
     p: &RuntimeParams<'_>,

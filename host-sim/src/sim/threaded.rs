@@ -32,6 +32,9 @@ struct Drivers<'r> {
     check: bool,
     trace: Mutex<Trace>,
     tracing: bool,
+    /// Whether cores time their tasks' runs (`Run` events): tracing, or measuring the
+    /// dependency latency.
+    timing_runs: bool,
     start: Instant,
     progress: Option<&'r AtomicU64>,
     /// Each kernel index's name and kernel (`kernel::Registry::resolve`).
@@ -226,7 +229,7 @@ fn execute(
     let (aicpu, slot) = ((word >> 32) as u32, word as u32);
     let task_slot = &sh.slots[(aicpu * sh.cap + slot) as usize];
     let id = task_slot.task.load(Ordering::Acquire);
-    let start_ns = if dr.tracing {
+    let start_ns = if dr.timing_runs {
         dr.start.elapsed().as_nanos() as u64
     } else {
         0
@@ -283,7 +286,7 @@ fn execute(
         }
         tr[id as usize] = (t0, t1, pool, aicpu);
     }
-    if dr.tracing {
+    if dr.timing_runs {
         let end_ns = dr.start.elapsed().as_nanos() as u64;
         events.push(Event {
             kind: EventKind::Run,
@@ -354,6 +357,7 @@ pub(super) fn launch(
         check: o.check,
         trace: Mutex::new(Vec::new()),
         tracing: o.trace,
+        timing_runs: o.trace || o.latency,
         start: Instant::now(),
         progress,
         kernels: kernels.resolve(&v),
@@ -426,6 +430,19 @@ pub(super) fn launch(
         .map(|m| std::mem::take(&mut *m.lock().unwrap_or_else(|e| e.into_inner())))
         .collect();
     rep.read_back = super::same_reads(lists)?;
+    if o.latency {
+        rep.latency = Some(super::measure_latency(
+            &v,
+            &p,
+            n,
+            &rep.events,
+            &rep.read_back,
+        )?);
+        if !o.trace {
+            // The runs were timed for the latency only.
+            rep.events = Vec::new();
+        }
+    }
     if o.check {
         if dr.failed.load(Ordering::SeqCst) {
             return Err(SimError::Check("a task ran twice".into()));
