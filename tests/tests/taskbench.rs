@@ -195,18 +195,23 @@ fn every_pattern_has_task_benchs_points_and_edges() {
     }
 }
 
+/// `pattern`'s module assembled with W = 8, T = 6 (and random_nearest's draws for period 3).
+fn small(pattern: &str) -> (Vec<u8>, ptovm_tests::Params) {
+    example(
+        &format!("taskbench/{pattern}.pto"),
+        &[
+            ("W", 8, vec![]),
+            ("T", 6, vec![]),
+            ("S", 3, vec![]),
+            ("keep", 0, random_nearest_keep(8, 3)),
+        ],
+    )
+}
+
 #[test]
 fn every_pattern_runs_checked_on_any_aicpus_and_window() {
     for pattern in PATTERNS {
-        let (code, params) = example(
-            &format!("taskbench/{pattern}.pto"),
-            &[
-                ("W", 8, vec![]),
-                ("T", 6, vec![]),
-                ("S", 3, vec![]),
-                ("keep", 0, random_nearest_keep(8, 3)),
-            ],
-        );
+        let (code, params) = small(pattern);
         let v = verify(&code).unwrap();
         let vals = values(&params);
         let p = RuntimeParams::new(&v, &vals).unwrap();
@@ -238,15 +243,7 @@ fn every_pattern_runs_checked_on_any_aicpus_and_window() {
 #[test]
 fn latency_measures_a_hop_for_every_task_with_a_predecessor() {
     for pattern in PATTERNS {
-        let (code, params) = example(
-            &format!("taskbench/{pattern}.pto"),
-            &[
-                ("W", 8, vec![]),
-                ("T", 6, vec![]),
-                ("S", 3, vec![]),
-                ("keep", 0, random_nearest_keep(8, 3)),
-            ],
-        );
+        let (code, params) = small(pattern);
         let v = verify(&code).unwrap();
         let vals = values(&params);
         let p = RuntimeParams::new(&v, &vals).unwrap();
