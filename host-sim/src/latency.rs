@@ -1,6 +1,6 @@
 //! Dependency latency (issue 22): how long a task that had to wait for a predecessor started
-//! after that wait was over — from the end of its *last* predecessor to end, on the run's one
-//! clock, to its own start. That is the path a completion takes through the scheduler: the
+//! after that wait was over — from the end of its *last* predecessor to its own start, on the
+//! run's one clock. That is the path a completion takes through the scheduler: the
 //! issuing AICPU sees its core go idle, releases the successors, the successor's AICPU (the
 //! same one, or another through the completion rings) issues it to a core, and the core starts.
 //!

@@ -387,10 +387,21 @@ pub fn run_on_memory(
     threaded::launch(v, p, o, progress, kernels, &memory.bindings(), Some(memory))
 }
 
-/// Verifies a run: every reference task ran exactly once, on its pool and AICPU, and started after
-/// every overlap-mode predecessor ended. Checks the run's trace against the reference expansion, whose `READBACK`s read what the
-/// run's AICPUs read (`read`, one list per `READBACK` in order; the run's values themselves are
-/// checked by a computing run's in-order comparison).
+/// The reference expansion of a run on `n` AICPUs whose `READBACK`s read `read` (one list per
+/// `READBACK` in order), as the run's AICPUs did.
+fn reference_of(
+    v: &Verified<'_>,
+    p: &RuntimeParams<'_>,
+    n: u32,
+    read: &[Vec<u32>],
+) -> Result<Vec<crate::RefTask>, SimError> {
+    let mut on_readback = |rb: &ptovm_vm::readback::Readback, _: &[crate::RefTask]| {
+        read.get(rb.index as usize).cloned()
+    };
+    crate::reference::expand_with(v, p, n, u64::MAX, &mut on_readback)
+        .map_err(|e: RunError| SimError::Launch(LaunchError::Run(e)))
+}
+
 /// The dependency latency of a run whose tasks' `Run` events are among `events`, against the
 /// reference expansion (which reads `read` at its `READBACK`s, as the run did).
 pub(crate) fn measure_latency(
@@ -400,11 +411,7 @@ pub(crate) fn measure_latency(
     events: &[Event],
     read: &[Vec<u32>],
 ) -> Result<Latency, SimError> {
-    let mut on_readback = |rb: &ptovm_vm::readback::Readback, _: &[crate::RefTask]| {
-        read.get(rb.index as usize).cloned()
-    };
-    let reference = crate::reference::expand_with(v, p, n, u64::MAX, &mut on_readback)
-        .map_err(|e: RunError| SimError::Launch(LaunchError::Run(e)))?;
+    let reference = reference_of(v, p, n, read)?;
     let mut ran = vec![Span::default(); reference.len()];
     let mut runs = 0;
     for e in events.iter().filter(|e| e.kind == EventKind::Run) {
@@ -430,6 +437,10 @@ pub(crate) fn measure_latency(
     crate::latency::measure(&reference, &ran).map_err(|e| SimError::Check(e.to_string()))
 }
 
+/// Verifies a run: every reference task ran exactly once, on its pool and AICPU, and started after
+/// every overlap-mode predecessor ended. Checks the run's trace against the reference expansion, whose `READBACK`s read what the
+/// run's AICPUs read (`read`, one list per `READBACK` in order; the run's values themselves are
+/// checked by a computing run's in-order comparison).
 pub(crate) fn check(
     v: &Verified<'_>,
     p: &RuntimeParams<'_>,
@@ -437,11 +448,7 @@ pub(crate) fn check(
     tr: &Trace,
     read: &[Vec<u32>],
 ) -> Result<(), SimError> {
-    let mut on_readback = |rb: &ptovm_vm::readback::Readback, _: &[crate::RefTask]| {
-        read.get(rb.index as usize).cloned()
-    };
-    let reference = crate::reference::expand_with(v, p, n, u64::MAX, &mut on_readback)
-        .map_err(|e: RunError| SimError::Launch(LaunchError::Run(e)))?;
+    let reference = reference_of(v, p, n, read)?;
     check_run(&reference, tr).map_err(SimError::Check)?;
     crate::deps::check_core_limits(&reference, tr, &crate::deps::core_limits(v))
         .map_err(SimError::Check)
