@@ -125,6 +125,7 @@ fn threaded_runs_keep_each_streams_order() {
                     jitter,
                     naive: false,
                     trace: true,
+                    latency: false,
                     start: sim::Start::Immediate,
                     pipeline_depth: 0,
                     work_steal: aicpus == 2,
