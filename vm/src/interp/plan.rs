@@ -161,19 +161,26 @@ fn reads_loop(exprs: &[Record], o: &Operand, depth: u8) -> bool {
 /// (`Interpreter::keep_template`): the loop's variable as a parameter and its index as a
 /// region dimension, written directly; up to [`SLOW_FIELDS`] parameters and as many
 /// dimensions that read it otherwise, recomputed, from their expressions folded for the
-/// loop where they fold (`fold`). `None` for a site with more.
+/// loop where they fold (`fold`). Written into `t` in place (a template is ~1 KiB, and a
+/// loop of one iteration keeps one at every entry): its counts are reset, and the arrays are
+/// read only up to them. `None` for a site with more (`t` is then left half written).
 fn template_of(
+    t: &mut Template,
     exprs: &[Record],
     p: &RuntimeParams<'_>,
     vars: &[i64; limits::MAX_LOOP_DEPTH],
     plan: &Plan,
     pc: u32,
     depth: u8,
-) -> Option<Template> {
-    let mut t = EMPTY_TEMPLATE;
+) -> Option<()> {
     t.depth = depth;
     t.site = pc;
     t.nparams = plan.nparams;
+    t.params = 0;
+    t.ndims = 0;
+    t.nslow_params = 0;
+    t.nslow_dims = 0;
+    t.nfolded = 0;
     for (i, o) in plan.params[..plan.nparams as usize].iter().enumerate() {
         if !reads_loop(exprs, o, depth) {
             continue;
@@ -202,7 +209,7 @@ fn template_of(
         }
     }
     t.slow = t.nslow_params + t.nslow_dims > 0;
-    Some(t)
+    Some(())
 }
 
 /// The fields of a kept record (`t`) that read its loop's variable otherwise than as itself
@@ -568,13 +575,14 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         if k >= TEMPLATES || plan.site != pc || plan.no_template == depth + 1 {
             return false;
         }
-        let Some(mut t) = template_of(self.v.exprs(), &self.p, &self.vars, plan, pc, depth) else {
+        // Slot `k` is free (`kept_slot`): a template left half written is never read.
+        let t = &mut self.template_of[k];
+        if template_of(t, self.v.exprs(), &self.p, &self.vars, plan, pc, depth).is_none() {
             self.plans[slot].no_template = depth + 1;
             return false;
-        };
+        }
         t.next = next;
-        self.template_of[k] = t;
-        self.templates[k] = self.task.clone();
+        self.templates[k].copy_used(&self.task);
         true
     }
 
@@ -793,5 +801,60 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::Value;
+
+    fn node(op: ExprOp, op1: u16, op2: u32) -> Record {
+        Record::new(op as u8, 0, op1, op2)
+    }
+
+    /// A kept record's template is written in place at every entry of its loop (`Template`
+    /// is reused, not rebuilt): what the previous entry folded is dropped, so a field folds
+    /// again however often the loop is entered — a loop of one point enters at every task.
+    #[test]
+    fn a_template_rewritten_at_every_entry_folds_every_time() {
+        // spread's offset, (i + W / 3 + t % P) % W, as task parameter 0: i at depth 1.
+        let e = [
+            node(ExprOp::VAR, 1, 0),
+            node(ExprOp::PARAM, 0, 0),
+            node(ExprOp::CONST, 0, 3),
+            node(ExprOp::DIV, 0, 0),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::VAR, 0, 0),
+            node(ExprOp::PARAM, 1, 0),
+            node(ExprOp::MOD, 0, 0),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::PARAM, 0, 0),
+            node(ExprOp::MOD, 0, 0),
+            node(ExprOp::END, 0, 0),
+        ];
+        let slots = [Value::Scalar(1000), Value::Scalar(3)];
+        let p = RuntimeParams::unchecked(&slots);
+        let mut plan = EMPTY_PLAN;
+        plan.nparams = 1;
+        plan.params[0] = Operand {
+            kind: OPERAND_EXPR,
+            a: 0,
+            c: 0,
+        };
+        let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
+        let mut t = EMPTY_TEMPLATE;
+        for entry in 0..2 * FOLDED_NODES as i64 {
+            vars[0] = entry;
+            assert_eq!(template_of(&mut t, &e, &p, &vars, &plan, 7, 1), Some(()));
+            assert_eq!((t.nslow_params, t.nfolded, t.slow), (1, 4, true), "{entry}");
+            assert_eq!(t.slow_params[0].1.kind, OPERAND_CHAIN, "{entry}");
+            let o = t.slow_params[0].1;
+            assert_eq!(
+                slow_value(&t, &o, 999, &e, &p, &vars, 7),
+                Ok((999 + 333 + entry % 3) % 1000),
+                "{entry}"
+            );
+        }
     }
 }

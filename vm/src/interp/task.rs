@@ -177,8 +177,10 @@ impl Io {
     }
 }
 
-/// A generated task. The interpreter reuses one record; a sink copies what it keeps.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A generated task. The interpreter reuses one record; a sink copies what it keeps. Only the
+/// first `nparams` parameters and `nio` regions are the task's: the rest of the arrays hold
+/// whatever an earlier task left there, and equality ignores them.
+#[derive(Clone, Debug)]
 pub struct Task {
     /// Program-order task id (spec/bytecode.md §5.4).
     pub id: u64,
@@ -204,6 +206,21 @@ pub struct Task {
     pub io: [Io; limits::MAX_TASK_IO],
 }
 
+impl PartialEq for Task {
+    fn eq(&self, o: &Task) -> bool {
+        self.id == o.id
+            && self.kernel == o.kernel
+            && self.pool == o.pool
+            && self.tier == o.tier
+            && self.iter == o.iter
+            && self.site == o.site
+            && self.params() == o.params()
+            && self.ios() == o.ios()
+    }
+}
+
+impl Eq for Task {}
+
 impl Default for Task {
     fn default() -> Task {
         Task {
@@ -225,6 +242,20 @@ impl Task {
     /// The parameters.
     pub fn params(&self) -> &[i64] {
         &self.params[..self.nparams as usize]
+    }
+    /// Makes this record task `o`: its fields, parameters and regions, without copying the
+    /// unused rest of the arrays (a record is ~2.3 KiB; most tasks use a few regions).
+    pub fn copy_used(&mut self, o: &Task) {
+        self.id = o.id;
+        self.kernel = o.kernel;
+        self.pool = o.pool;
+        self.tier = o.tier;
+        self.iter = o.iter;
+        self.site = o.site;
+        self.nparams = o.nparams;
+        self.params[..o.params().len()].copy_from_slice(o.params());
+        self.nio = o.nio;
+        self.io[..o.ios().len()].copy_from_slice(o.ios());
     }
     /// The IO regions.
     pub fn ios(&self) -> &[Io] {
