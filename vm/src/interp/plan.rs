@@ -385,7 +385,8 @@ pub(super) const EMPTY_TEMPLATE: Template = Template {
     ndims: 0,
     dims: [[0; 2]; PLAN_DIMS],
     next: 0,
-    site: 0,
+    // No site's: `keep_template` reuses a template whose site is the one it keeps.
+    site: u32::MAX,
     nparams: 0,
     slow: false,
     nslow_params: 0,
@@ -575,9 +576,18 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         if k >= TEMPLATES || plan.site != pc || plan.no_template == depth + 1 {
             return false;
         }
-        // Slot `k` is free (`kept_slot`): a template left half written is never read.
+        // Slot `k` is free (`kept_slot`), but it may still hold the template this site had
+        // in its loop's previous run: one without slow fields depends only on the site and
+        // the loop (which fields are the loop's variable), not on the values of the loops
+        // around it, and is reused as it is — a loop of one point keeps its record at every
+        // task. A template with slow fields is written again: what they fold to depends on
+        // those values.
         let t = &mut self.template_of[k];
-        if template_of(t, self.v.exprs(), &self.p, &self.vars, plan, pc, depth).is_none() {
+        let still = t.site == pc && t.depth == depth && !t.slow;
+        if !still && template_of(t, self.v.exprs(), &self.p, &self.vars, plan, pc, depth).is_none()
+        {
+            // Left half written: never reused.
+            t.site = EMPTY_TEMPLATE.site;
             self.plans[slot].no_template = depth + 1;
             return false;
         }
