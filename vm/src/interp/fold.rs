@@ -226,7 +226,7 @@ fn apply(op: u8, a: i64, b: i64, pc: u32) -> R<i64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     extern crate std;
 
     use super::*;
@@ -234,8 +234,27 @@ mod tests {
     use proptest::prelude::*;
     use std::{vec, vec::Vec};
 
-    fn node(op: ExprOp, op1: u16, op2: u32) -> Record {
+    pub(in crate::interp) fn node(op: ExprOp, op1: u16, op2: u32) -> Record {
         Record::new(op as u8, 0, op1, op2)
+    }
+
+    /// Task Bench's `spread` offset, `(i + W / 3 + t % P) % W`: `i` the variable at depth 1,
+    /// `t` at depth 0, `W` and `P` runtime scalars 0 and 1.
+    pub(in crate::interp) fn spread_offset() -> [Record; 12] {
+        [
+            node(ExprOp::VAR, 1, 0),
+            node(ExprOp::PARAM, 0, 0),
+            node(ExprOp::CONST, 0, 3),
+            node(ExprOp::DIV, 0, 0),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::VAR, 0, 0),
+            node(ExprOp::PARAM, 1, 0),
+            node(ExprOp::MOD, 0, 0),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::PARAM, 0, 0),
+            node(ExprOp::MOD, 0, 0),
+            node(ExprOp::END, 0, 0),
+        ]
     }
 
     /// A random well-formed postfix expression over the variables at depths 0 and 1, small
@@ -362,20 +381,7 @@ mod tests {
     #[test]
     fn spread_folds_to_three_operations() {
         // (i + W / 3 + t % P) % W with W = 1000, P = 3, t = 4, i at depth 1.
-        let e = [
-            node(ExprOp::VAR, 1, 0),
-            node(ExprOp::PARAM, 0, 0),
-            node(ExprOp::CONST, 0, 3),
-            node(ExprOp::DIV, 0, 0),
-            node(ExprOp::ADD, 0, 0),
-            node(ExprOp::VAR, 0, 0),
-            node(ExprOp::PARAM, 1, 0),
-            node(ExprOp::MOD, 0, 0),
-            node(ExprOp::ADD, 0, 0),
-            node(ExprOp::PARAM, 0, 0),
-            node(ExprOp::MOD, 0, 0),
-            node(ExprOp::END, 0, 0),
-        ];
+        let e = spread_offset();
         let slots = [Value::Scalar(1000), Value::Scalar(3)];
         let p = RuntimeParams::unchecked(&slots);
         let mut vars = [0i64; limits::MAX_LOOP_DEPTH];

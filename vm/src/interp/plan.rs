@@ -817,32 +817,16 @@ impl<'a, 'p> Interpreter<'a, 'p> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interp::fold::tests::spread_offset;
     use crate::params::Value;
 
-    fn node(op: ExprOp, op1: u16, op2: u32) -> Record {
-        Record::new(op as u8, 0, op1, op2)
-    }
-
-    /// A kept record's template is written in place at every entry of its loop (`Template`
-    /// is reused, not rebuilt): what the previous entry folded is dropped, so a field folds
-    /// again however often the loop is entered — a loop of one point enters at every task.
+    /// `template_of` writes into the slot's template, which still holds what the loop's
+    /// previous entry put there: it drops what that entry folded, so a field folds again
+    /// however often the loop is entered — a loop of one point enters at every task.
     #[test]
     fn a_template_rewritten_at_every_entry_folds_every_time() {
-        // spread's offset, (i + W / 3 + t % P) % W, as task parameter 0: i at depth 1.
-        let e = [
-            node(ExprOp::VAR, 1, 0),
-            node(ExprOp::PARAM, 0, 0),
-            node(ExprOp::CONST, 0, 3),
-            node(ExprOp::DIV, 0, 0),
-            node(ExprOp::ADD, 0, 0),
-            node(ExprOp::VAR, 0, 0),
-            node(ExprOp::PARAM, 1, 0),
-            node(ExprOp::MOD, 0, 0),
-            node(ExprOp::ADD, 0, 0),
-            node(ExprOp::PARAM, 0, 0),
-            node(ExprOp::MOD, 0, 0),
-            node(ExprOp::END, 0, 0),
-        ];
+        // spread's offset as task parameter 0, folded for its loop at depth 1.
+        let e = spread_offset();
         let slots = [Value::Scalar(1000), Value::Scalar(3)];
         let p = RuntimeParams::unchecked(&slots);
         let mut plan = EMPTY_PLAN;
