@@ -768,11 +768,12 @@ pub fn core_limits(v: &ptovm_vm::Verified<'_>) -> Vec<u32> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use ptovm_vm::Pool;
 
-    fn io(tensor: u16, dir: u8, r: &[(i64, i64)]) -> Io {
+    /// A region of `tensor` with the ranges `r`, accessed in direction `dir` (`Dir` as u8).
+    pub(crate) fn io(tensor: u16, dir: u8, r: &[(i64, i64)]) -> Io {
         let mut x = Io {
             tensor,
             dir,
@@ -783,7 +784,8 @@ mod tests {
         x
     }
 
-    fn t(id: u64, io: Vec<Io>) -> RefTask {
+    /// Task `id` of AICPU 0 accessing `io`.
+    pub(crate) fn t(id: u64, io: Vec<Io>) -> RefTask {
         RefTask {
             id,
             kernel: 0,

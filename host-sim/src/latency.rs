@@ -122,34 +122,17 @@ pub fn measure(reference: &[RefTask], ran: &[Span]) -> Result<Latency, LatencyEr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ptovm_vm::{Dir, Io, Pool};
-
-    /// Element `e` of tensor 0, accessed in direction `dir`.
-    fn elem(e: i64, dir: Dir) -> Io {
-        let mut x = Io {
-            tensor: 0,
-            dir: dir as u8,
-            ndims: 1,
-            ..Io::default()
-        };
-        x.ranges[0] = (e, e + 1);
-        x
-    }
+    use crate::deps::tests::{io, t};
+    use ptovm_vm::Dir;
 
     /// Task `id` on `owner`, writing element `w` of tensor 0 and reading the elements `r`.
     fn task(id: u64, owner: u32, w: i64, r: &[i64]) -> RefTask {
-        let mut io = vec![elem(w, Dir::Out)];
-        io.extend(r.iter().map(|&e| elem(e, Dir::In)));
+        let elem = |e: i64, dir: Dir| io(0, dir as u8, &[(e, e + 1)]);
+        let mut ios = vec![elem(w, Dir::Out)];
+        ios.extend(r.iter().map(|&e| elem(e, Dir::In)));
         RefTask {
-            id,
-            kernel: 0,
-            pool: Pool::Vector,
-            tier: 0,
-            site: 0,
-            iter: 0,
-            params: vec![],
-            io,
             owner,
+            ..t(id, ios)
         }
     }
 
