@@ -17,7 +17,7 @@
 //! `G[t − 1, i − 1 : i + 2]` three loads.
 
 use super::key::{
-    kind, meet, meet_point, point_dims, Entry, Key, DENSE, KEYED, LEVELS, LIVE, ON_ROW, SHAPE,
+    kind, meet, meet_point, point_dims, Entry, ALL, DENSE, KEYED, LEVELS, LIVE, ON_ROW, SHAPE,
     WRITE,
 };
 use super::lists::{
@@ -182,10 +182,11 @@ impl<S: Storage> TensorMap<S> {
         pred: &mut impl FnMut(Pred),
     ) -> (bool, bool) {
         let at = self.bases.tensor_at(io.tensor);
+        let cell = t.cell(io);
         let mut lists = false;
         if lookup {
             if self.mem.parts().2[at] & DENSE_LIVE != 0 {
-                match t.cell(io) {
+                match cell {
                     Some(cell) => self.meet_cell(cell, io, id, mark, pred),
                     None => self.scan_table(t, io, id, mark, pred),
                 }
@@ -193,11 +194,18 @@ impl<S: Storage> TensorMap<S> {
             let words = self.mem.parts().2;
             // The lists hold nothing of the rows from `LISTED_END` on (a stepped tensor's read
             // of a recent row, whose older rows' entries the table has moved to the lists).
-            let end = words[at + LISTED_END];
-            let after = io.ndims > 0 && end != u32::MAX && io.ranges[0].0 >= end as i64;
-            lists = words[at] & !DENSE_LIVE != 0 && !after;
+            lists = words[at] & !DENSE_LIVE != 0 && {
+                let end = words[at + LISTED_END];
+                io.ndims == 0 || end == u32::MAX || io.ranges[0].0 < end as i64
+            };
         }
-        let filed = record.is_some_and(|e| self.insert_dense(t, e, id, handle, io));
+        let filed = match (record, cell) {
+            (Some(e), Some(cell)) => {
+                self.file(t, cell, e, id, handle, io);
+                true
+            }
+            _ => false,
+        };
         (lists, filed)
     }
 
@@ -323,15 +331,11 @@ impl<S: Storage> TensorMap<S> {
         self.live -= at.met(ents, words, marks, e, met, bases, pred) as u32;
     }
 
-    /// Files point `io` of task `id` (held by `handle`) as entry `e` in table `t`, moving the
-    /// entry its cell holds, if any (of an older row or column of the same residues, or the
-    /// same point not covered), to the lists; returns false, having done nothing, for a region
-    /// the table does not take (the map's lists then do).
-    #[inline]
-    pub(super) fn insert_dense(&mut self, t: Table, e: u32, id: u64, handle: u32, io: &Io) -> bool {
-        let Some(cell) = t.cell(io) else {
-            return false;
-        };
+    /// Files point `io` of task `id` (held by `handle`) as entry `e` in cell `cell` of table
+    /// `t` (`Table::cell`), moving the entry the cell holds, if any (of an older row or column
+    /// of the same residues, or the same point not covered), to the lists.
+    #[inline(always)]
+    fn file(&mut self, t: Table, cell: u32, e: u32, id: u64, handle: u32, io: &Io) {
         let at = self.bases.tensor_at(io.tensor);
         let held = self.mem.parts().2[cell as usize];
         if held != NIL {
@@ -339,19 +343,32 @@ impl<S: Storage> TensorMap<S> {
         }
         let (ents, _, words, _) = self.mem.parts();
         let flags = LIVE | KEYED | DENSE | if io.writes() { WRITE } else { 0 };
-        let mut x = Entry::new(id, handle, io, Key::of(io), flags, 0);
-        x.head_home = cell;
-        ents[e as usize] = x;
+        // The point's key (`Key::of`): level 0 in the dimensions it names, its coordinates
+        // the cells; a dimension 1 it does not name (rank 1) is whole.
+        let tile = t.rank == 2;
+        ents[e as usize] = Entry {
+            id,
+            c0: io.ranges[0].0,
+            c1: if tile { io.ranges[1].0 } else { 0 },
+            handle,
+            tensor: io.tensor,
+            flags: if t.lists { flags | ON_ROW } else { flags },
+            ndims: io.ndims,
+            s0: 0,
+            s1: if tile { 0 } else { ALL },
+            slot: 0,
+            head_home: cell,
+            prev: [NIL; LEVELS],
+            next: [NIL; LEVELS],
+        };
         words[cell as usize] = e;
         if t.lists {
-            ents[e as usize].flags |= ON_ROW;
             link(ents, words, e, SHAPE, t.head(t.row(io.ranges[0].0)));
         }
         words[at + DENSE_COUNT] += 1;
         words[at] |= DENSE_LIVE;
         self.inserted += 1;
         self.live += 1;
-        true
     }
 }
 

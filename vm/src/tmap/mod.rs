@@ -499,22 +499,26 @@ impl<S: Storage> TensorMap<S> {
         // What `how` does with each region, asked once. Only the regions it uses are
         // checked, and those to store (their key does not describe them, and they are
         // recorded) must fit.
-        let mut uses = [Use::Skip; crate::limits::MAX_TASK_IO];
+        // `(lookup, record)` per region: neither for one `how` skips.
+        let mut plan = [(false, false); crate::limits::MAX_TASK_IO];
         let max_stored = self.layout.max_stored_io as usize;
         let mut stored = 0;
         let mut any = false;
         for (k, io) in ios.iter().enumerate() {
-            let u = how(k, io);
-            let Some(slot) = uses.get_mut(k) else {
+            let (lookup, record) = match how(k, io) {
+                Use::Skip => continue,
+                Use::Lookup => (true, io.writes()),
+                Use::Find => (true, false),
+                Use::Insert => (false, true),
+                Use::Record => (true, true),
+            };
+            let Some(slot) = plan.get_mut(k) else {
                 return Err(MapError::Regions {
                     regions: ios.len(),
                     max: crate::limits::MAX_TASK_IO as u32,
                 });
             };
-            *slot = u;
-            if u == Use::Skip {
-                continue;
-            }
+            *slot = (lookup, record);
             if io.tensor as u32 >= self.layout.tensors {
                 return Err(MapError::Tensor {
                     tensor: io.tensor,
@@ -525,12 +529,7 @@ impl<S: Storage> TensorMap<S> {
                 return Err(MapError::Rank { ndims: io.ndims });
             }
             any = true;
-            let records = match u {
-                Use::Lookup => io.writes(),
-                Use::Find | Use::Skip => false,
-                Use::Record | Use::Insert => true,
-            };
-            stored += (records && !keyed(io)) as usize;
+            stored += (record && !keyed(io)) as usize;
         }
         if stored > max_stored {
             return Err(MapError::Stored {
@@ -546,14 +545,10 @@ impl<S: Storage> TensorMap<S> {
         let first_region = handle * self.layout.max_stored_io;
         let mut recorded = 0u32;
         let mut kept = 0u32;
-        for (io, &how) in ios.iter().zip(&uses) {
-            let (lookup, record) = match how {
-                Use::Skip => continue,
-                Use::Lookup if !io.writes() => (true, false),
-                Use::Find => (true, false),
-                Use::Insert => (false, true),
-                _ => (true, true),
-            };
+        for (io, &(lookup, record)) in ios.iter().zip(&plan) {
+            if !lookup && !record {
+                continue;
+            }
             // A tensor with no live entry has nothing to find or cover (a read of a tensor
             // whose writers have all retired, as most reads are).
             let quiet = self.mem.parts().2[self.bases.tensor_at(io.tensor)] == 0;
