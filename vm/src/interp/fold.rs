@@ -216,6 +216,91 @@ pub(super) fn eval_chain(ops: &[FoldedNode], v: i64, p: &RuntimeParams<'_>, pc: 
     Ok(x)
 }
 
+/// A chain ([`is_chain`]) that only adds constants and takes minimums and maximums with
+/// them, as the region bounds of neighbour patterns do (`i - 1`, `max(0, i - 1)`, `min(i + 2,
+/// W)`, `max(i, 1) - 1`): `min(max(v + before, lo), hi) + after`, each addition checked as the
+/// chain checks it. Any run of minimums and maximums with constants is one `min(max(x, lo),
+/// hi)` with `lo <= hi`: `max(c)` after it is the same with `lo`, `hi` raised to `c`, `min(c)`
+/// with them lowered to `c`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Clamp {
+    before: i64,
+    lo: i64,
+    hi: i64,
+    after: i64,
+}
+
+/// The nodes a [`Clamp`] takes in a template's `folded` (its four values, as their `k`).
+pub(super) const CLAMP_NODES: usize = 4;
+
+impl Clamp {
+    /// The clamp the chain operations `ops` (a chain's nodes after the variable) compute: at
+    /// most one addition or subtraction of a constant, then minimums and maximums with
+    /// constants, then at most one addition or subtraction; `None` for any other chain.
+    pub(super) fn of(ops: &[FoldedNode]) -> Option<Clamp> {
+        // `x + k` as an addition of a constant (`x - k` is `x + (-k)`, overflowing exactly
+        // when it does, but for `k = i64::MIN`, which has no negation).
+        let addend = |n: &FoldedNode| match (n.form, ExprOp::from_u8(n.op)) {
+            (RIGHT | LEFT, Some(ExprOp::ADD)) => Some(n.k),
+            (RIGHT, Some(ExprOp::SUB)) => n.k.checked_neg(),
+            _ => None,
+        };
+        let mut c = Clamp {
+            before: 0,
+            lo: i64::MIN,
+            hi: i64::MAX,
+            after: 0,
+        };
+        let mut rest = ops;
+        if let Some((first, tail)) = rest.split_first() {
+            if let Some(k) = addend(first) {
+                c.before = k;
+                rest = tail;
+            }
+        }
+        while let Some((n, tail)) = rest.split_first() {
+            match (n.form, ExprOp::from_u8(n.op)) {
+                (RIGHT | LEFT, Some(ExprOp::MIN)) => (c.lo, c.hi) = (c.lo.min(n.k), c.hi.min(n.k)),
+                (RIGHT | LEFT, Some(ExprOp::MAX)) => (c.lo, c.hi) = (c.lo.max(n.k), c.hi.max(n.k)),
+                _ => break,
+            }
+            rest = tail;
+        }
+        match rest {
+            [] => {}
+            [last] => c.after = addend(last)?,
+            _ => return None,
+        }
+        (!ops.is_empty()).then_some(c)
+    }
+
+    /// Writes the clamp into `out`'s first [`CLAMP_NODES`] nodes; `None` (nothing written)
+    /// without the room.
+    pub(super) fn write(self, out: &mut [FoldedNode]) -> Option<()> {
+        let out = out.get_mut(..CLAMP_NODES)?;
+        for (n, k) in out
+            .iter_mut()
+            .zip([self.before, self.lo, self.hi, self.after])
+        {
+            *n = FoldedNode { k, ..EMPTY_FOLDED };
+        }
+        Some(())
+    }
+}
+
+/// Evaluates the clamp [`Clamp::write`] wrote into `nodes` on the loop's variable at `v`, as
+/// the chain it came from evaluates (`pc` locates an overflow). A node missing (never: the
+/// template holds them) leaves its value out.
+#[inline(always)]
+pub(super) fn eval_clamp(nodes: &[FoldedNode], v: i64, pc: u32) -> R<i64> {
+    let k = |j: usize, none: i64| nodes.get(j).map_or(none, |n| n.k);
+    let x = v.checked_add(k(0, 0)).ok_or(RunError::Overflow { pc })?;
+    x.max(k(1, i64::MIN))
+        .min(k(2, i64::MAX))
+        .checked_add(k(3, 0))
+        .ok_or(RunError::Overflow { pc })
+}
+
 /// `a op b` for any binary operator, as [`eval_postfix`] computes it.
 #[inline(always)]
 fn apply(op: u8, a: i64, b: i64, pc: u32) -> R<i64> {
@@ -372,8 +457,110 @@ pub(super) mod tests {
                 if chain {
                     prop_assert_eq!(eval_chain(&out[1..n], v, &p, 9), want);
                 }
+                if let Some(c) = chain.then(|| Clamp::of(&out[1..n])).flatten() {
+                    let mut nodes = [FoldedNode::default(); CLAMP_NODES];
+                    c.write(&mut nodes).unwrap();
+                    prop_assert_eq!(eval_clamp(&nodes, v, 9), want);
+                }
             }
         }
+
+        /// A chain of additions, subtractions, minimums and maximums with constants (either
+        /// side) that [`Clamp::of`] takes evaluates as the chain does, overflows included; and
+        /// it takes every such chain of at most one addition before and after the minimums and
+        /// maximums.
+        #[test]
+        fn a_clamp_evaluates_as_its_chain(
+            ops in prop::collection::vec(
+                (
+                    prop::sample::select(vec![ExprOp::ADD, ExprOp::SUB, ExprOp::MIN, ExprOp::MAX]),
+                    prop::sample::select(vec![RIGHT, LEFT]),
+                    prop::sample::select(VALUES.to_vec()),
+                ),
+                1..6,
+            ),
+        ) {
+            let ops: Vec<FoldedNode> = ops
+                .iter()
+                .map(|&(op, form, k)| FoldedNode { k, form, op: op as u8, slot: 0 })
+                .collect();
+            let adds = |n: &FoldedNode| matches!(ExprOp::from_u8(n.op), Some(ExprOp::ADD | ExprOp::SUB));
+            // Takes: at most one addition (of a constant, `x - k` but for `k = i64::MIN`, not
+            // `k - x`) first and last, only minimums and maximums between.
+            let addend = |n: &FoldedNode| {
+                n.op == ExprOp::ADD as u8 || (n.op == ExprOp::SUB as u8 && n.form == RIGHT && n.k != i64::MIN)
+            };
+            let first = usize::from(addend(&ops[0]));
+            let last = ops.len() - usize::from(ops.len() > first && addend(&ops[ops.len() - 1]));
+            let takes = ops[first..last.max(first)].iter().all(|n| !adds(n));
+            let p = RuntimeParams::unchecked(&[]);
+            match Clamp::of(&ops) {
+                Some(c) => {
+                    prop_assert!(takes, "{:?}", ops);
+                    let mut nodes = [FoldedNode::default(); CLAMP_NODES];
+                    c.write(&mut nodes).unwrap();
+                    for v in VALUES.iter().copied().chain(-3..5) {
+                        prop_assert_eq!(eval_clamp(&nodes, v, 9), eval_chain(&ops, v, &p, 9), "{:?} at {}", c, v);
+                    }
+                }
+                None => prop_assert!(!takes, "{:?}", ops),
+            }
+        }
+    }
+
+    /// The 1-D stencil's bounds (`max(0, i - 1)`, `min(i + 2, W)` with W = 1,000) fold to
+    /// clamps, each four nodes; the room for fewer leaves them chains.
+    #[test]
+    fn stencil_bounds_are_clamps() {
+        let slots = [Value::Scalar(1000)];
+        let p = RuntimeParams::unchecked(&slots);
+        let vars = [0i64; limits::MAX_LOOP_DEPTH];
+        // max(0, i - 1) and min(i + 2, W), i at depth 1.
+        let start = [
+            node(ExprOp::CONST, 0, 0),
+            node(ExprOp::VAR, 1, 0),
+            node(ExprOp::CONST, 0, 1),
+            node(ExprOp::SUB, 0, 0),
+            node(ExprOp::MAX, 0, 0),
+            node(ExprOp::END, 0, 0),
+        ];
+        let end = [
+            node(ExprOp::VAR, 1, 0),
+            node(ExprOp::CONST, 0, 2),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::PARAM, 0, 0),
+            node(ExprOp::MIN, 0, 0),
+            node(ExprOp::END, 0, 0),
+        ];
+        for (e, want, at) in [
+            (&start, (-1, 0, i64::MAX, 0), [0, 0, 1, 998, 999]),
+            (&end, (2, i64::MIN, 1000, 0), [2, 3, 4, 1000, 1000]),
+        ] {
+            let mut out = [FoldedNode::default(); FOLDED_NODES];
+            let n = fold(e, &p, &vars, (0, 1), &mut out).unwrap();
+            assert!(is_chain(&out[..n]));
+            let c = Clamp::of(&out[1..n]).unwrap();
+            assert_eq!((c.before, c.lo, c.hi, c.after), want);
+            c.write(&mut out).unwrap();
+            for (v, x) in [0, 1, 2, 999, 1000].into_iter().zip(at) {
+                assert_eq!(eval_clamp(&out, v, 0), Ok(x));
+            }
+            assert_eq!(c.write(&mut out[..CLAMP_NODES - 1]), None);
+        }
+        // An overflow is the chain's: `i - 1` at i64::MIN.
+        let c = Clamp::of(&[FoldedNode {
+            k: 1,
+            form: RIGHT,
+            op: ExprOp::SUB as u8,
+            slot: 0,
+        }])
+        .unwrap();
+        let mut nodes = [FoldedNode::default(); CLAMP_NODES];
+        c.write(&mut nodes).unwrap();
+        assert_eq!(
+            eval_clamp(&nodes, i64::MIN, 5),
+            Err(RunError::Overflow { pc: 5 })
+        );
     }
 
     /// Task Bench's `spread` offset: the parts without the variable are computed once, and

@@ -2,7 +2,8 @@
 //! iteration to the next (spec/bytecode.md §5.8, "Emission").
 
 use super::fold::{
-    eval_chain, eval_folded, fold, is_chain, FoldedNode, EMPTY_FOLDED, FOLDED_NODES,
+    eval_chain, eval_clamp, eval_folded, fold, is_chain, Clamp, FoldedNode, CLAMP_NODES,
+    EMPTY_FOLDED, FOLDED_NODES,
 };
 use super::*;
 
@@ -30,6 +31,8 @@ const OPERAND_FOLDED: u8 = 5;
 /// Likewise, a folded expression that is a chain: its operations (after the variable) are
 /// nodes `a .. a + c`.
 const OPERAND_CHAIN: u8 = 6;
+/// Likewise, a chain that is a [`Clamp`] (`max(0, i - 1)`), written in nodes `a .. a + c`.
+const OPERAND_CLAMP: u8 = 7;
 
 /// One named region dimension of a task site: its bounds and the extent it is checked against
 /// (`i64::MAX` for an implicit tensor).
@@ -264,6 +267,7 @@ fn slow_value(
             .unwrap_or(&[])
     };
     match o.kind {
+        OPERAND_CLAMP => eval_clamp(nodes(), v, pc),
         OPERAND_CHAIN => eval_chain(nodes(), v, p, pc),
         OPERAND_FOLDED => eval_folded(nodes(), v, p, pc),
         _ => operand_in_full(o, exprs, p, vars, pc),
@@ -333,7 +337,8 @@ pub(super) struct Template {
     slow_params: [(u8, Operand); SLOW_FIELDS],
     nslow_dims: u8,
     slow_dims: [PlanDim; SLOW_FIELDS],
-    /// The nodes of the slow fields' folded expressions (`OPERAND_FOLDED`, `OPERAND_CHAIN`),
+    /// The nodes of the slow fields' folded expressions (`OPERAND_FOLDED`, `OPERAND_CHAIN`,
+    /// `OPERAND_CLAMP`),
     /// `nfolded` of them.
     folded: [FoldedNode; FOLDED_NODES],
     nfolded: u8,
@@ -359,14 +364,25 @@ impl Template {
         let Some(n) = fold(exprs, p, vars, (o.a, self.depth), room) else {
             return o;
         };
-        self.nfolded += n as u8;
         if is_chain(&room[..n]) {
+            if let Some(c) = Clamp::of(&room[1..n]) {
+                if c.write(room).is_some() {
+                    self.nfolded += CLAMP_NODES as u8;
+                    return Operand {
+                        kind: OPERAND_CLAMP,
+                        a: at as u32,
+                        c: CLAMP_NODES as i64,
+                    };
+                }
+            }
+            self.nfolded += n as u8;
             Operand {
                 kind: OPERAND_CHAIN,
                 a: at as u32 + 1,
                 c: n as i64 - 1,
             }
         } else {
+            self.nfolded += n as u8;
             Operand {
                 kind: OPERAND_FOLDED,
                 a: at as u32,
