@@ -234,30 +234,18 @@ pub(super) struct Clamp {
 pub(super) const CLAMP_NODES: usize = 4;
 
 impl Clamp {
-    /// The clamp the chain operations `ops` (a chain's nodes after the variable) compute: at
-    /// most one addition or subtraction of a constant, then minimums and maximums with
-    /// constants, then at most one addition or subtraction; `None` for any other chain.
+    /// The clamp the chain operations `ops` (a chain's nodes after the variable) compute:
+    /// additions or subtractions of constants, then minimums and maximums with constants, then
+    /// additions or subtractions again; `None` for any other chain.
     pub(super) fn of(ops: &[FoldedNode]) -> Option<Clamp> {
-        // `x + k` as an addition of a constant (`x - k` is `x + (-k)`, overflowing exactly
-        // when it does, but for `k = i64::MIN`, which has no negation).
-        let addend = |n: &FoldedNode| match (n.form, ExprOp::from_u8(n.op)) {
-            (RIGHT | LEFT, Some(ExprOp::ADD)) => Some(n.k),
-            (RIGHT, Some(ExprOp::SUB)) => n.k.checked_neg(),
-            _ => None,
-        };
         let mut c = Clamp {
             before: 0,
             lo: i64::MIN,
             hi: i64::MAX,
             after: 0,
         };
-        let mut rest = ops;
-        if let Some((first, tail)) = rest.split_first() {
-            if let Some(k) = addend(first) {
-                c.before = k;
-                rest = tail;
-            }
-        }
+        let (before, mut rest) = additions(ops);
+        c.before = before;
         while let Some((n, tail)) = rest.split_first() {
             match (n.form, ExprOp::from_u8(n.op)) {
                 (RIGHT | LEFT, Some(ExprOp::MIN)) => (c.lo, c.hi) = (c.lo.min(n.k), c.hi.min(n.k)),
@@ -266,12 +254,9 @@ impl Clamp {
             }
             rest = tail;
         }
-        match rest {
-            [] => {}
-            [last] => c.after = addend(last)?,
-            _ => return None,
-        }
-        (!ops.is_empty()).then_some(c)
+        let (after, rest) = additions(rest);
+        c.after = after;
+        (rest.is_empty() && !ops.is_empty()).then_some(c)
     }
 
     /// Writes the clamp into `out`'s first [`CLAMP_NODES`] nodes; `None` (nothing written)
@@ -299,6 +284,32 @@ pub(super) fn eval_clamp(nodes: &[FoldedNode], v: i64, pc: u32) -> R<i64> {
         .min(k(2, i64::MAX))
         .checked_add(k(3, 0))
         .ok_or(RunError::Overflow { pc })
+}
+
+/// The longest run of additions of constants at the start of `ops` that is one checked
+/// addition, as their sum, and the operations after it. `x - k` is `x + (-k)`, overflowing
+/// exactly when it does (but for `k = i64::MIN`, which has no negation). Two additions of
+/// constants of one sign are one: `x + a + b` overflows in its first step or its second
+/// exactly when `x + (a + b)` overflows, provided `a + b` does (`x + 1 + 1` is `x + 2`; `x +
+/// 1 - 1` stays two steps, since `x + 1` may overflow where `x` does not).
+fn additions(ops: &[FoldedNode]) -> (i64, &[FoldedNode]) {
+    let addend = |n: &FoldedNode| match (n.form, ExprOp::from_u8(n.op)) {
+        (RIGHT | LEFT, Some(ExprOp::ADD)) => Some(n.k),
+        (RIGHT, Some(ExprOp::SUB)) => n.k.checked_neg(),
+        _ => None,
+    };
+    let mut sum = 0i64;
+    let mut rest = ops;
+    while let Some((n, tail)) = rest.split_first() {
+        let Some(k) = addend(n) else { break };
+        let one_sign = (sum >= 0 && k >= 0) || (sum <= 0 && k <= 0);
+        match sum.checked_add(k).filter(|_| one_sign) {
+            Some(s) => sum = s,
+            None => break,
+        }
+        rest = tail;
+    }
+    (sum, rest)
 }
 
 /// `a op b` for any binary operator, as [`eval_postfix`] computes it.
@@ -466,9 +477,7 @@ pub(super) mod tests {
         }
 
         /// A chain of additions, subtractions, minimums and maximums with constants (either
-        /// side) that [`Clamp::of`] takes evaluates as the chain does, overflows included; and
-        /// it takes every such chain of at most one addition before and after the minimums and
-        /// maximums.
+        /// side) that [`Clamp::of`] takes evaluates as the chain does, overflows included.
         #[test]
         fn a_clamp_evaluates_as_its_chain(
             ops in prop::collection::vec(
@@ -484,28 +493,62 @@ pub(super) mod tests {
                 .iter()
                 .map(|&(op, form, k)| FoldedNode { k, form, op: op as u8, slot: 0 })
                 .collect();
-            let adds = |n: &FoldedNode| matches!(ExprOp::from_u8(n.op), Some(ExprOp::ADD | ExprOp::SUB));
-            // Takes: at most one addition (of a constant, `x - k` but for `k = i64::MIN`, not
-            // `k - x`) first and last, only minimums and maximums between.
-            let addend = |n: &FoldedNode| {
-                n.op == ExprOp::ADD as u8 || (n.op == ExprOp::SUB as u8 && n.form == RIGHT && n.k != i64::MIN)
-            };
-            let first = usize::from(addend(&ops[0]));
-            let last = ops.len() - usize::from(ops.len() > first && addend(&ops[ops.len() - 1]));
-            let takes = ops[first..last.max(first)].iter().all(|n| !adds(n));
-            let p = RuntimeParams::unchecked(&[]);
-            match Clamp::of(&ops) {
-                Some(c) => {
-                    prop_assert!(takes, "{:?}", ops);
-                    let mut nodes = [FoldedNode::default(); CLAMP_NODES];
-                    c.write(&mut nodes).unwrap();
-                    for v in VALUES.iter().copied().chain(-3..5) {
-                        prop_assert_eq!(eval_clamp(&nodes, v, 9), eval_chain(&ops, v, &p, 9), "{:?} at {}", c, v);
-                    }
-                }
-                None => prop_assert!(!takes, "{:?}", ops),
+            if let Some(c) = Clamp::of(&ops) {
+                prop_assert_clamp_is_chain(c, &ops)?;
             }
         }
+
+        /// Every chain of additions of constants of one sign, then minimums and maximums with
+        /// constants, then additions of one sign again is a clamp.
+        #[test]
+        fn additions_around_minimums_and_maximums_are_a_clamp(
+            before in prop::collection::vec(0i64..4, 0..3),
+            before_negative: bool,
+            bounds in prop::collection::vec(
+                (prop::bool::ANY, prop::sample::select(VALUES.to_vec())),
+                0..4,
+            ),
+            after in prop::collection::vec(0i64..4, 0..3),
+            after_negative: bool,
+        ) {
+            // `x + k` or `x - k` (`k + x` for some), all of one sign.
+            let add = |(j, &k): (usize, &i64), negative: bool| match (negative, j % 2) {
+                (true, _) => FoldedNode { k, form: RIGHT, op: ExprOp::SUB as u8, slot: 0 },
+                (false, 0) => FoldedNode { k, form: RIGHT, op: ExprOp::ADD as u8, slot: 0 },
+                (false, _) => FoldedNode { k, form: LEFT, op: ExprOp::ADD as u8, slot: 0 },
+            };
+            let mut ops: Vec<FoldedNode> =
+                before.iter().enumerate().map(|a| add(a, before_negative)).collect();
+            ops.extend(bounds.iter().enumerate().map(|(j, &(max, k))| FoldedNode {
+                k,
+                form: if j % 2 == 0 { RIGHT } else { LEFT },
+                op: if max { ExprOp::MAX } else { ExprOp::MIN } as u8,
+                slot: 0,
+            }));
+            ops.extend(after.iter().enumerate().map(|a| add(a, after_negative)));
+            prop_assume!(!ops.is_empty());
+            let c = Clamp::of(&ops);
+            prop_assert!(c.is_some(), "{:?}", ops);
+            prop_assert_clamp_is_chain(c.unwrap(), &ops)?;
+        }
+    }
+
+    /// `c`, written into a template's nodes, evaluates as the chain `ops`, errors included.
+    fn prop_assert_clamp_is_chain(c: Clamp, ops: &[FoldedNode]) -> Result<(), TestCaseError> {
+        let p = RuntimeParams::unchecked(&[]);
+        let mut nodes = [FoldedNode::default(); CLAMP_NODES];
+        c.write(&mut nodes).unwrap();
+        for v in VALUES.iter().copied().chain(-3..5) {
+            prop_assert_eq!(
+                eval_clamp(&nodes, v, 9),
+                eval_chain(ops, v, &p, 9),
+                "{:?} of {:?} at {}",
+                c,
+                ops,
+                v
+            );
+        }
+        Ok(())
     }
 
     /// The 1-D stencil's bounds (`max(0, i - 1)`, `min(i + 2, W)` with W = 1,000) fold to

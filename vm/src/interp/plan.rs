@@ -212,6 +212,14 @@ fn template_of(
         }
     }
     t.slow = t.nslow_params + t.nslow_dims > 0;
+    let clamp = |o: &Operand| o.kind == OPERAND_CLAMP;
+    t.clamps = t.slow
+        && t.slow_params[..t.nslow_params as usize]
+            .iter()
+            .all(|(_, o)| clamp(o))
+        && t.slow_dims[..t.nslow_dims as usize]
+            .iter()
+            .all(|d| clamp(&d.start) && (d.end.kind == OPERAND_NEXT || clamp(&d.end)));
     Some(())
 }
 
@@ -226,19 +234,83 @@ fn recompute(
     vars: &[i64; limits::MAX_LOOP_DEPTH],
 ) -> R<()> {
     let v = vars[t.depth as usize % limits::MAX_LOOP_DEPTH];
-    let value = |o: &Operand, pc: u32| slow_value(t, o, v, exprs, p, vars, pc);
+    recompute_by(
+        task,
+        t,
+        &InFull {
+            t,
+            v,
+            exprs,
+            p,
+            vars,
+        },
+    )
+}
+
+/// [`recompute`] for a record whose slow fields are all clamps (`Template::clamps`): without
+/// the general evaluators inlined, it takes a fraction of the instructions (those evaluators
+/// make `recompute` a function of a large frame, whatever field it evaluates).
+#[inline(never)]
+fn recompute_clamps(task: &mut Task, t: &Template, v: i64) -> R<()> {
+    recompute_by(task, t, &Clamps { t, v })
+}
+
+/// How [`recompute_by`] evaluates a slow field's operand (a trait rather than a closure: the
+/// compiler then inlines the evaluation into the loop).
+trait SlowValue {
+    /// Operand `o` of a slow field, `pc` placing its error.
+    fn value(&self, o: &Operand, pc: u32) -> R<i64>;
+}
+
+/// Any operand: [`slow_value`].
+struct InFull<'x, 'p> {
+    t: &'x Template,
+    v: i64,
+    exprs: &'x [Record],
+    p: &'x RuntimeParams<'p>,
+    vars: &'x [i64; limits::MAX_LOOP_DEPTH],
+}
+
+impl SlowValue for InFull<'_, '_> {
+    #[inline(always)]
+    fn value(&self, o: &Operand, pc: u32) -> R<i64> {
+        slow_value(self.t, o, self.v, self.exprs, self.p, self.vars, pc)
+    }
+}
+
+/// A clamp's operand (`OPERAND_CLAMP`).
+struct Clamps<'x> {
+    t: &'x Template,
+    v: i64,
+}
+
+impl SlowValue for Clamps<'_> {
+    #[inline(always)]
+    fn value(&self, o: &Operand, pc: u32) -> R<i64> {
+        let nodes = self
+            .t
+            .folded
+            .get(o.a as usize..o.a as usize + CLAMP_NODES)
+            .unwrap_or(&[]);
+        eval_clamp(nodes, self.v, pc)
+    }
+}
+
+/// The steps of [`recompute`], each slow field's operands evaluated by `value`.
+#[inline(always)]
+fn recompute_by(task: &mut Task, t: &Template, e: &impl SlowValue) -> R<()> {
     for &(i, o) in &t.slow_params[..t.nslow_params as usize % (SLOW_FIELDS + 1)] {
-        task.params[i as usize % limits::MAX_TASK_PARAMS] = value(&o, t.site + 1 + i as u32)?;
+        task.params[i as usize % limits::MAX_TASK_PARAMS] = e.value(&o, t.site + 1 + i as u32)?;
     }
     for pd in &t.slow_dims[..t.nslow_dims as usize % (SLOW_FIELDS + 1)] {
         let opc = t.site + 1 + t.nparams as u32 + pd.io as u32;
         // `dim_range`'s steps written out: given this loop's values through a closure, the
         // compiler kept them out of line (75 instructions a task more on the stencil).
-        let start = value(&pd.start, opc)?;
+        let start = e.value(&pd.start, opc)?;
         let end = if pd.end.kind == OPERAND_NEXT {
             start.checked_add(1).ok_or(RunError::Overflow { pc: opc })?
         } else {
-            value(&pd.end, opc)?
+            e.value(&pd.end, opc)?
         };
         let io = &mut task.io[pd.io as usize % limits::MAX_TASK_IO];
         if start < 0 || end < start || end > pd.extent {
@@ -333,6 +405,9 @@ pub(super) struct Template {
     nparams: u8,
     /// Whether there are any (`nslow_params + nslow_dims > 0`).
     slow: bool,
+    /// Whether every one of them is made of clamps (`OPERAND_CLAMP`; a dimension's end may be
+    /// its start plus one): `recompute_clamps` evaluates them.
+    clamps: bool,
     nslow_params: u8,
     slow_params: [(u8, Operand); SLOW_FIELDS],
     nslow_dims: u8,
@@ -405,6 +480,7 @@ pub(super) const EMPTY_TEMPLATE: Template = Template {
     site: u32::MAX,
     nparams: 0,
     slow: false,
+    clamps: false,
     nslow_params: 0,
     slow_params: [(0, EMPTY_OPERAND); SLOW_FIELDS],
     nslow_dims: 0,
@@ -645,7 +721,9 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             task.io[io as usize % limits::MAX_TASK_IO].ranges[dim as usize % limits::MAX_RANK] =
                 (v, v + 1);
         }
-        if t.slow {
+        if t.clamps {
+            recompute_clamps(task, t, v)?;
+        } else if t.slow {
             recompute(task, t, self.v.exprs(), &self.p, &self.vars)?;
         }
         Ok(t.next)
