@@ -468,42 +468,76 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     }
 
     /// The branch of the varying leaf body `start .. end` (`varying_body`) the current
-    /// iteration runs, as the walk would find it: its conditions decided in order
-    /// (`cond_holds`), each where its COND stands (so an error is the walk's). Empty when no
-    /// branch is taken.
+    /// iteration runs, as the walk would find it: its conditions decided in order, each where
+    /// its COND stands (so an error is the walk's). Empty when no branch is taken. The first
+    /// time in a run of the loop a predicate is looked at as an interval of the loop's values
+    /// (`cond_interval`: `i == 0`, `i + d < W`), and every later iteration compares the
+    /// variable with it; a predicate of another form is evaluated at every iteration. The
+    /// interval's bounds are evaluated where the walk would first evaluate the predicate, and
+    /// no operation on the variable can fail, so an error is the walk's. The branch found last holds for an interval of the loop's values when
+    /// every condition on its way is decided by an interval (`cond_interval`; then none can
+    /// fail): while the variable stays in it, that branch is the answer (`branch`: chain's
+    /// `cond t == 0 { … } else { … }` decides its conditions once, at `t = 1`).
     #[inline]
-    pub(super) fn leaf_branch(&mut self, mut start: u32, mut end: u32) -> R<(u32, u32)> {
-        loop {
+    pub(super) fn leaf_branch(&mut self, start: u32, end: u32) -> R<(u32, u32)> {
+        let v = self.vars[self.frames[self.sp].depth as usize % limits::MAX_LOOP_DEPTH];
+        let b = &self.branch;
+        if (b.start, b.end) == (start, end) && b.lo <= v && v < b.hi {
+            return Ok(b.found);
+        }
+        self.find_leaf_branch(start, end, v)
+    }
+
+    /// [`Interpreter::leaf_branch`] by deciding the conditions, keeping the branch and the
+    /// values it holds for when every condition on its way is an interval.
+    #[inline(never)]
+    fn find_leaf_branch(&mut self, start: u32, end: u32, v: i64) -> R<(u32, u32)> {
+        let (chain_start, chain_end) = (start, end);
+        let (mut start, mut end) = (start, end);
+        // The values the branch holds for (`None` once a condition is no interval).
+        let mut holds_for = Some((i64::MIN, i64::MAX));
+        let found = loop {
             let r = self.rec(start);
             if start >= end || r.opcode != Opcode::COND as u8 {
-                return Ok((start, end));
+                break (start, end);
             }
             let then_end = r.op2();
-            if self.cond_holds(start, r.op1() as u32)? {
+            let holds = match self.cond_interval(start, r.op1() as u32)? {
+                Some((lo, hi)) => {
+                    let holds = lo <= v && v < hi;
+                    // Where the condition decides the same as at `v`.
+                    let same = match (holds, v < lo) {
+                        (true, _) => (lo, hi),
+                        (false, true) => (i64::MIN, lo),
+                        (false, false) => (hi, i64::MAX),
+                    };
+                    holds_for = holds_for.map(|(a, b)| (a.max(same.0), b.min(same.1)));
+                    holds
+                }
+                None => {
+                    holds_for = None;
+                    self.eval(r.op1() as u32, start)? != 0
+                }
+            };
+            if holds {
                 (start, end) = (start + 1, then_end);
             } else if r.flags & COND_HAS_ELSE != 0 {
                 // The else block: a SEQUENTIAL whose body is the rest of the chain.
                 (start, end) = (then_end + 1, self.rec(then_end).op2());
             } else {
-                return Ok((end, end));
+                break (end, end);
             }
+        };
+        if let Some((lo, hi)) = holds_for {
+            self.branch = Branch {
+                start: chain_start,
+                end: chain_end,
+                lo,
+                hi,
+                found,
+            };
         }
-    }
-
-    /// Whether the COND at `pc` (predicate `pred`) of the chain of the varying leaf loop in
-    /// frame `sp` holds in the current iteration. The first time in a run of the loop its
-    /// predicate is looked at as an interval of the loop's values (`cond_interval`: `i ==
-    /// 0`, `i + d < W`), and every later iteration compares the variable with it; a predicate
-    /// of another form is evaluated at every iteration. The interval's bounds are evaluated
-    /// where the walk would first evaluate the predicate, and no operation on the variable
-    /// can fail, so an error is the walk's.
-    #[inline]
-    fn cond_holds(&mut self, pc: u32, pred: u32) -> R<bool> {
-        let v = self.vars[self.frames[self.sp].depth as usize % limits::MAX_LOOP_DEPTH];
-        Ok(match self.cond_interval(pc, pred)? {
-            Some((lo, hi)) => lo <= v && v < hi,
-            None => self.eval(pred, pc)? != 0,
-        })
+        Ok(found)
     }
 
     /// The values of the variable of the loop in frame `sp` (not a sparse axis's: `None`
@@ -511,7 +545,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     /// `eval_interval` gives them (`None` for a predicate of another form). Found once per
     /// run of the loop and kept (`conds`, emptied when a loop is entered): the predicate reads
     /// only runtime parameters and the variables of the loops around, which keep their values
-    /// for the run. `cond_holds` and the counting of the positions this AICPU does not own
+    /// for the run. `leaf_branch` and the counting of the positions this AICPU does not own
     /// (`count_by_interval`) share it.
     #[inline(always)]
     pub(super) fn cond_interval(&mut self, pc: u32, pred: u32) -> R<Option<(i64, i64)>> {

@@ -234,10 +234,14 @@ pub struct Interpreter<'a, 'p> {
     /// next site's instruction index and its position in the body.
     resume: (u32, u32),
     /// The conditions of the current run of a varying leaf loop's chain, decided once each
-    /// (`Interpreter::cond_holds`): `(pc, lo, hi)`, the COND at `pc` holds for the loop's
+    /// (`Interpreter::leaf_branch`): `(pc, lo, hi)`, the COND at `pc` holds for the loop's
     /// values `lo .. hi`; `lo > hi` for one that is evaluated at every iteration.
     conds: [(u32, i64, i64); COND_MEMO],
     nconds: u8,
+    /// The branch of a varying leaf loop's chain `leaf_branch` found last, for the values of
+    /// the loop's variable it holds for; of the current run of the loop (emptied, as `conds`,
+    /// when a loop is entered).
+    branch: Branch,
     /// The leaf body `varying_body` last looked at and what it found (`(u32::MAX, u32::MAX,
     /// None)` before it looked at any).
     varying_kept: (u32, u32, Option<u32>),
@@ -250,6 +254,26 @@ pub struct Interpreter<'a, 'p> {
 
 /// The conditions of a varying chain whose intervals an interpreter keeps for a run.
 const COND_MEMO: usize = 8;
+
+/// The branch `(first, end)` a varying leaf loop's chain `start .. end` takes for the loop's
+/// values `lo .. hi` (`Interpreter::leaf_branch`).
+#[derive(Clone, Copy, Debug)]
+struct Branch {
+    start: u32,
+    end: u32,
+    lo: i64,
+    hi: i64,
+    found: (u32, u32),
+}
+
+/// No branch: no chain starts at `u32::MAX`, and no value is in `0 .. 0`.
+const NO_BRANCH: Branch = Branch {
+    start: u32::MAX,
+    end: u32::MAX,
+    lo: 0,
+    hi: 0,
+    found: (0, 0),
+};
 
 type R<T> = Result<T, RunError>;
 
@@ -294,6 +318,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             resume: (u32::MAX, 0),
             conds: [(0, 0, 0); COND_MEMO],
             nconds: 0,
+            branch: NO_BRANCH,
             varying_kept: (u32::MAX, u32::MAX, None),
             readback: None,
             readbacks: 0,

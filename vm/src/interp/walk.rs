@@ -327,6 +327,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         // no record kept for an innermost loop, nor interval of a condition, stays valid.
         self.kept = 0;
         self.nconds = 0;
+        self.branch = NO_BRANCH;
         let (ext, base, indices) = self.axis(r.op1(), pc)?;
         let end = r.op2();
         if ext == 0 {
