@@ -2,8 +2,8 @@
 //! iteration to the next (spec/bytecode.md §5.8, "Emission").
 
 use super::fold::{
-    eval_chain, eval_clamp, eval_folded, fold, is_chain, Clamp, FoldedNode, CLAMP_NODES,
-    EMPTY_FOLDED, FOLDED_NODES,
+    clamp_divides, eval_chain, eval_clamp, eval_folded, fold, is_chain, Clamp, FoldedNode,
+    CLAMP_NODES, EMPTY_FOLDED, FOLDED_NODES, NO_CLAMP,
 };
 use super::*;
 
@@ -213,13 +213,25 @@ fn template_of(
     }
     t.slow = t.nslow_params + t.nslow_dims > 0;
     let clamp = |o: &Operand| o.kind == OPERAND_CLAMP;
-    t.clamps = t.slow
+    let all_clamps = t.slow
         && t.slow_params[..t.nslow_params as usize]
             .iter()
             .all(|(_, o)| clamp(o))
         && t.slow_dims[..t.nslow_dims as usize]
             .iter()
             .all(|d| clamp(&d.start) && (d.end.kind == OPERAND_NEXT || clamp(&d.end)));
+    let divides = |o: &Operand| clamp(o) && clamp_divides(t.clamp_nodes(o));
+    let divides = t.slow_params[..t.nslow_params as usize]
+        .iter()
+        .any(|(_, o)| divides(o))
+        || t.slow_dims[..t.nslow_dims as usize]
+            .iter()
+            .any(|d| divides(&d.start) || divides(&d.end));
+    t.clamps = match (all_clamps, divides) {
+        (false, _) => NOT_CLAMPS,
+        (true, false) => CLAMPS,
+        (true, true) => CLAMPS_DIVIDING,
+    };
     Some(())
 }
 
@@ -251,9 +263,16 @@ fn recompute(
 /// the general evaluators inlined, it takes a fraction of the instructions (those evaluators
 /// make `recompute` a function of a large frame, whatever field it evaluates).
 #[inline(never)]
-fn recompute_clamps(task: &mut Task, t: &Template, v: i64) -> R<()> {
-    recompute_by(task, t, &Clamps { t, v })
+fn recompute_clamps<const DIVIDES: bool>(task: &mut Task, t: &Template, v: i64) -> R<()> {
+    recompute_by(task, t, &Clamps::<DIVIDES> { t, v })
 }
+
+/// `Template::clamps`: not every slow field is made of clamps.
+const NOT_CLAMPS: u8 = 0;
+/// Every slow field is made of clamps, and none divides.
+const CLAMPS: u8 = 1;
+/// Every slow field is made of clamps, and one divides.
+const CLAMPS_DIVIDING: u8 = 2;
 
 /// How [`recompute_by`] evaluates a slow field's operand (a trait rather than a closure: the
 /// compiler then inlines the evaluation into the loop).
@@ -278,21 +297,16 @@ impl SlowValue for InFull<'_, '_> {
     }
 }
 
-/// A clamp's operand (`OPERAND_CLAMP`).
-struct Clamps<'x> {
+/// A clamp's operand (`OPERAND_CLAMP`); its division left out without `DIVIDES`.
+struct Clamps<'x, const DIVIDES: bool> {
     t: &'x Template,
     v: i64,
 }
 
-impl SlowValue for Clamps<'_> {
+impl<const DIVIDES: bool> SlowValue for Clamps<'_, DIVIDES> {
     #[inline(always)]
     fn value(&self, o: &Operand, pc: u32) -> R<i64> {
-        let nodes = self
-            .t
-            .folded
-            .get(o.a as usize..o.a as usize + CLAMP_NODES)
-            .unwrap_or(&[]);
-        eval_clamp(nodes, self.v, pc)
+        eval_clamp::<DIVIDES>(self.t.clamp_nodes(o), self.v, pc)
     }
 }
 
@@ -339,7 +353,7 @@ fn slow_value(
             .unwrap_or(&[])
     };
     match o.kind {
-        OPERAND_CLAMP => eval_clamp(nodes(), v, pc),
+        OPERAND_CLAMP => eval_clamp::<true>(t.clamp_nodes(o), v, pc),
         OPERAND_CHAIN => eval_chain(nodes(), v, p, pc),
         OPERAND_FOLDED => eval_folded(nodes(), v, p, pc),
         _ => operand_in_full(o, exprs, p, vars, pc),
@@ -406,8 +420,9 @@ pub(super) struct Template {
     /// Whether there are any (`nslow_params + nslow_dims > 0`).
     slow: bool,
     /// Whether every one of them is made of clamps (`OPERAND_CLAMP`; a dimension's end may be
-    /// its start plus one): `recompute_clamps` evaluates them.
-    clamps: bool,
+    /// its start plus one), and whether one of those divides: `recompute_clamps` evaluates
+    /// them (`CLAMPS`, `CLAMPS_DIVIDING`; else `NOT_CLAMPS`).
+    clamps: u8,
     nslow_params: u8,
     slow_params: [(u8, Operand); SLOW_FIELDS],
     nslow_dims: u8,
@@ -420,6 +435,15 @@ pub(super) struct Template {
 }
 
 impl Template {
+    /// The nodes of the clamp `o` (`OPERAND_CLAMP`) names.
+    #[inline(always)]
+    fn clamp_nodes(&self, o: &Operand) -> &[FoldedNode; CLAMP_NODES] {
+        self.folded
+            .get(o.a as usize..o.a as usize + CLAMP_NODES)
+            .and_then(|n| n.try_into().ok())
+            .unwrap_or(&NO_CLAMP)
+    }
+
     /// Operand `o` of a slow field, folded for the template's loop into `folded` when it is
     /// an expression that folds and there is room; else `o` itself.
     fn folded_operand(
@@ -480,7 +504,7 @@ pub(super) const EMPTY_TEMPLATE: Template = Template {
     site: u32::MAX,
     nparams: 0,
     slow: false,
-    clamps: false,
+    clamps: NOT_CLAMPS,
     nslow_params: 0,
     slow_params: [(0, EMPTY_OPERAND); SLOW_FIELDS],
     nslow_dims: 0,
@@ -721,8 +745,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             task.io[io as usize % limits::MAX_TASK_IO].ranges[dim as usize % limits::MAX_RANK] =
                 (v, v + 1);
         }
-        if t.clamps {
-            recompute_clamps(task, t, v)?;
+        if t.clamps == CLAMPS {
+            recompute_clamps::<false>(task, t, v)?;
+        } else if t.clamps == CLAMPS_DIVIDING {
+            recompute_clamps::<true>(task, t, v)?;
         } else if t.slow {
             recompute(task, t, self.v.exprs(), &self.p, &self.vars)?;
         }
@@ -935,8 +961,13 @@ mod tests {
         for entry in 0..2 * FOLDED_NODES as i64 {
             vars[0] = entry;
             assert_eq!(template_of(&mut t, &e, &p, &vars, &plan, 7, 1), Some(()));
-            assert_eq!((t.nslow_params, t.nfolded, t.slow), (1, 4, true), "{entry}");
-            assert_eq!(t.slow_params[0].1.kind, OPERAND_CHAIN, "{entry}");
+            // (`(i + 333 + t % 3) % 1000` folded for the entry: a clamp, five nodes.)
+            assert_eq!(
+                (t.nslow_params, t.nfolded, t.slow, t.clamps),
+                (1, CLAMP_NODES as u8, true, CLAMPS_DIVIDING),
+                "{entry}"
+            );
+            assert_eq!(t.slow_params[0].1.kind, OPERAND_CLAMP, "{entry}");
             let o = t.slow_params[0].1;
             assert_eq!(
                 slow_value(&t, &o, 999, &e, &p, &vars, 7),
