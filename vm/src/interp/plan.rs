@@ -745,12 +745,12 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             task.io[io as usize % limits::MAX_TASK_IO].ranges[dim as usize % limits::MAX_RANK] =
                 (v, v + 1);
         }
-        if t.clamps == CLAMPS {
-            recompute_clamps::<false>(task, t, v)?;
-        } else if t.clamps == CLAMPS_DIVIDING {
-            recompute_clamps::<true>(task, t, v)?;
-        } else if t.slow {
-            recompute(task, t, self.v.exprs(), &self.p, &self.vars)?;
+        if t.slow {
+            match t.clamps {
+                CLAMPS => recompute_clamps::<false>(task, t, v)?,
+                CLAMPS_DIVIDING => recompute_clamps::<true>(task, t, v)?,
+                _ => recompute(task, t, self.v.exprs(), &self.p, &self.vars)?,
+            }
         }
         Ok(t.next)
     }
