@@ -124,11 +124,11 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             let kept = if self.kept_loop == f.at { self.kept } else { 0 };
             self.kept_loop = f.at;
             let ran = if f.varying {
-                self.leaf_runs_varying(sink, budget, emitted, f, kept)?
+                self.leaf_runs::<true, true, S>(sink, budget, emitted, &f, kept)?
             } else if f.step == 1 && f.stop == f.ext {
-                self.leaf_runs::<false, false, S>(sink, budget, emitted, f, kept)?
+                self.leaf_runs::<false, false, S>(sink, budget, emitted, &f, kept)?
             } else {
-                self.leaf_runs::<true, false, S>(sink, budget, emitted, f, kept)?
+                self.leaf_runs::<true, false, S>(sink, budget, emitted, &f, kept)?
             };
             if !ran {
                 return Ok(Leaf::Paused);
@@ -139,21 +139,6 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         self.loops -= 1;
         self.pc = f.after;
         Ok(Leaf::Ran)
-    }
-
-    /// `leaf_runs` of a varying leaf loop, out of line: inlined next to the others, its
-    /// chain's evaluation made every leaf loop's iterations longer (no_comm's and the LLaMA
-    /// layer's generation by 5 %).
-    #[inline(never)]
-    fn leaf_runs_varying<S: Sink + ?Sized>(
-        &mut self,
-        sink: &mut S,
-        budget: u64,
-        emitted: &mut u64,
-        f: Frame,
-        kept: u32,
-    ) -> R<bool> {
-        self.leaf_runs::<true, true, S>(sink, budget, emitted, f, kept)
     }
 
     /// The iterations of the leaf loop `f` from its current one on (`kept`: the records kept
@@ -167,10 +152,9 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         sink: &mut S,
         budget: u64,
         emitted: &mut u64,
-        f: Frame,
+        f: &Frame,
         mut kept: u32,
     ) -> R<bool> {
-        let f = &f;
         let mut pos = f.pos;
         loop {
             let (mut q, branch_end) = if VARYING {
