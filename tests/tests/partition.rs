@@ -186,6 +186,12 @@ fn leaf_loops_over_a_cond_chain_partition_the_reference() {
         // a condition no iteration reaches (its division by zero never raised).
         "cond j + i < 5 && j >= i { task @k(i, j) resources(A[i, j]) } else cond j - 1 == i { task @k(j, i) resources(B[j, i]) } else { task @m(i, j, 1) resources(A[i, j], B[j, i]) }",
         "cond j >= 0 { task @k(i, j) resources(A[i, j]) } else cond 1 / (i - i) == 1 { task @k(j, i) resources(B[j, i]) }",
+        // Branches of more sites than records are kept (4): a branch's last site is filled
+        // in full after its first ones are refilled, the branch taken again after another
+        // (the walk must resume in the branch it is in, not in the one it paused in last),
+        // decided at every iteration or kept for an interval.
+        "cond j % 2 == 0 { task @k(i, j) resources(A[i, j])\n task @k(j, i) resources(B[j, i])\n task @m(i, j, 1) resources(A[i, j], B[j, i])\n task @m(j, i, 2) resources(B[j, i], A[i, j])\n task @k(i, j) resources(A[i, 0 : 6]) } else { task @m(i, j, 3) resources(B[j, i], A[i, j]) }",
+        "cond j == 2 { task @m(i, j, 3) resources(B[j, i], A[i, j]) } else { task @k(i, j) resources(A[i, j])\n task @k(j, i) resources(B[j, i])\n task @m(i, j, 1) resources(A[i, j], B[j, i])\n task @m(j, i, 2) resources(B[j, i], A[i, j])\n task @k(i, j) resources(A[i, 0 : 6]) }",
     ];
     for body in bodies {
         // Ownership decided by the outer loop, per task, or by the leaf loop itself (its

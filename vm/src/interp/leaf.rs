@@ -61,6 +61,30 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         (at && mine && k < TEMPLATES && self.kept & 1 << k != 0).then_some((k, advance))
     }
 
+    /// Whether the walk is at the end of an iteration of a varying leaf loop (`leaf_loop` runs
+    /// it, its chain on its variable giving each iteration's branch) that has another
+    /// position this instance owns, whose task is this instance's: `next_task` then moves
+    /// there itself, as `kept_next` lets it for a loop of fixed body.
+    #[inline]
+    pub(super) fn varying_next(&self) -> bool {
+        if self.done || self.sp == 0 {
+            return false;
+        }
+        let f = &self.frames[self.sp];
+        let mine = match f.own {
+            Own::Mine => true,
+            Own::Undecided if f.policy.kind == Policy::RoundRobin as u8 => {
+                self.next_id % self.n == self.me
+            }
+            _ => false,
+        };
+        self.kept_loop == f.at
+            && f.varying
+            && self.pc == f.end
+            && f.pos.saturating_add(f.step) < f.stop
+            && mine
+    }
+
     /// The fast path for an innermost loop whose iterations run the same TASK statements
     /// (`leaf_body`), or the branch a chain on its variable gives each (`varying_body`), and
     /// whose owned positions are known without deciding each one (`leaf_stride`): runs its

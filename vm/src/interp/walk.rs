@@ -167,31 +167,62 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         }
         if let Some((k, advance)) = self.kept_next() {
             if advance {
-                // What `close` and `next_iteration` do at the end of an owned iteration: on
-                // to the next position this AICPU owns (`leaf_stride`), past the others.
-                let pos = self.frames[self.sp].pos;
-                let p = pos + self.frames[self.sp].step;
-                self.skip_leaf(pos + 1, p)?;
-                let f = &self.frames[self.sp];
-                let (depth, ext, base, indices) = (f.depth, f.ext, f.base, f.indices);
-                self.bind(depth, p, ext, base, indices);
-                self.frames[self.sp].pos = p;
-                self.stats.visits += 1;
+                self.advance_leaf()?;
             }
+            return self.emit_kept(k);
+        }
+        if self.varying_next() {
+            // The end of an owned iteration of a varying leaf loop: on to the next position
+            // it owns, whose branch `leaf_branch` gives (at once while the variable stays
+            // where the last branch holds); its first site is refilled if its record is kept.
+            self.advance_leaf()?;
             let f = &self.frames[self.sp];
-            let iter = if f.varying { 0 } else { f.leaf_iter(f.pos) };
-            let id = self.next_id;
-            self.next_id = id.checked_add(1).ok_or(RunError::TooManyTasks)?;
-            self.stats.instructions += 1;
-            let next = self.refill(k, id)?;
-            self.current = k as u8 + 1;
-            self.templates[k % TEMPLATES].iter = iter;
-            self.stats.emitted += 1;
-            self.resume = (next, k as u32 + 1);
-            self.pc = next;
-            return Ok(Status::Paused);
+            let (at, leaf) = (f.at, f.leaf);
+            let (q, branch_end) = self.leaf_branch(leaf.0, leaf.1)?;
+            let k = self.kept_slot(q, self.kept);
+            if q < branch_end && k < TEMPLATES && self.kept & 1 << k != 0 {
+                self.frames[self.sp].branch_end = branch_end;
+                return self.emit_kept(k);
+            }
+            // Otherwise `run` takes the iteration from its start (the position is bound).
+            self.pc = at + 1;
         }
         self.run(&mut Pause, 1)
+    }
+
+    /// What `close` and `next_iteration` do at the end of an owned iteration of the leaf loop
+    /// in frame `sp`: on to the next position this AICPU owns (`leaf_stride`), past the others
+    /// (their tasks counted). The caller has checked there is one (`kept_next`,
+    /// `varying_next`).
+    #[inline(always)]
+    fn advance_leaf(&mut self) -> R<()> {
+        let pos = self.frames[self.sp].pos;
+        let p = pos + self.frames[self.sp].step;
+        self.skip_leaf(pos + 1, p)?;
+        let f = &self.frames[self.sp];
+        let (depth, ext, base, indices) = (f.depth, f.ext, f.base, f.indices);
+        self.bind(depth, p, ext, base, indices);
+        self.frames[self.sp].pos = p;
+        self.stats.visits += 1;
+        Ok(())
+    }
+
+    /// Emits the next task in `templates[k]`, the record kept for the site the walk is at
+    /// (`kept_next`), and pauses after it.
+    #[inline(always)]
+    fn emit_kept(&mut self, k: usize) -> R<Status> {
+        let f = &self.frames[self.sp];
+        let iter = if f.varying { 0 } else { f.leaf_iter(f.pos) };
+        let id = self.next_id;
+        self.next_id = id.checked_add(1).ok_or(RunError::TooManyTasks)?;
+        self.stats.instructions += 1;
+        let next = self.refill(k, id)?;
+        self.current = k as u8 + 1;
+        self.templates[k % TEMPLATES].iter = iter;
+        self.stats.emitted += 1;
+        self.resume = (next, k as u32 + 1);
+        self.pc = next;
+        Ok(Status::Paused)
     }
 
     /// Runs the program to its end, every task to `sink`; a `READBACK` keeps the launch's
