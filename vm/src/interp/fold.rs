@@ -340,8 +340,8 @@ pub(super) fn eval_clamp<const DIVIDES: bool>(
 /// addition, as their sum, and the operations after it. `x - k` is `x + (-k)`, overflowing
 /// exactly when it does (but for `k = i64::MIN`, which has no negation). Two additions of
 /// constants of one sign are one: `x + a + b` overflows in its first step or its second
-/// exactly when `x + (a + b)` overflows, provided `a + b` does (`x + 1 + 1` is `x + 2`; `x +
-/// 1 - 1` stays two steps, since `x + 1` may overflow where `x` does not).
+/// exactly when `x + (a + b)` overflows, provided `a + b` itself does not (`x + 1 + 1` is `x
+/// + 2`; `x + 1 - 1` stays two steps, since `x + 1` may overflow where `x` does not).
 fn additions(ops: &[FoldedNode]) -> (i64, &[FoldedNode]) {
     let addend = |n: &FoldedNode| match (n.form, ExprOp::from_u8(n.op)) {
         (RIGHT | LEFT, Some(ExprOp::ADD)) => Some(n.k),
@@ -526,8 +526,9 @@ pub(super) mod tests {
             }
         }
 
-        /// A chain of additions, subtractions, minimums and maximums with constants (either
-        /// side) that [`Clamp::of`] takes evaluates as the chain does, overflows included.
+        /// A chain of additions, subtractions, minimums, maximums, divisions, remainders and
+        /// divisions rounding up with constants (either side) that [`Clamp::of`] takes
+        /// evaluates as the chain does, overflows and divisions by zero included.
         #[test]
         fn a_clamp_evaluates_as_its_chain(
             ops in prop::collection::vec(
@@ -616,7 +617,7 @@ pub(super) mod tests {
     }
 
     /// The 1-D stencil's bounds (`max(0, i - 1)`, `min(i + 2, W)` with W = 1,000) fold to
-    /// clamps, each four nodes; the room for fewer leaves them chains.
+    /// clamps of `CLAMP_NODES` nodes, which do not fit in fewer.
     #[test]
     fn stencil_bounds_are_clamps() {
         let slots = [Value::Scalar(1000)];

@@ -497,10 +497,11 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     /// (`cond_interval`: `i == 0`, `i + d < W`), and every later iteration compares the
     /// variable with it; a predicate of another form is evaluated at every iteration. The
     /// interval's bounds are evaluated where the walk would first evaluate the predicate, and
-    /// no operation on the variable can fail, so an error is the walk's. The branch found last holds for an interval of the loop's values when
-    /// every condition on its way is decided by an interval (`cond_interval`; then none can
-    /// fail): while the variable stays in it, that branch is the answer (`branch`: chain's
-    /// `cond t == 0 { … } else { … }` decides its conditions once, at `t = 1`).
+    /// no operation on the variable can fail, so an error is the walk's. The branch found
+    /// last holds for an interval of the loop's values when every condition on its way is
+    /// decided by an interval (then none can fail): while the variable stays in it, that
+    /// branch is the answer (`branch`: chain's `cond t == 0 { … } else { … }` decides its
+    /// conditions once, at `t = 1`).
     #[inline]
     pub(super) fn leaf_branch(&mut self, start: u32, end: u32) -> R<(u32, u32)> {
         let v = self.vars[self.frames[self.sp].depth as usize % limits::MAX_LOOP_DEPTH];

@@ -271,7 +271,7 @@ fn recompute_clamps<const DIVIDES: bool>(task: &mut Task, t: &Template, v: i64) 
 const NOT_CLAMPS: u8 = 0;
 /// Every slow field is made of clamps, and none divides.
 const CLAMPS: u8 = 1;
-/// Every slow field is made of clamps, and one divides.
+/// Every slow field is made of clamps, and at least one divides.
 const CLAMPS_DIVIDING: u8 = 2;
 
 /// How [`recompute_by`] evaluates a slow field's operand (a trait rather than a closure: the
@@ -428,8 +428,7 @@ pub(super) struct Template {
     nslow_dims: u8,
     slow_dims: [PlanDim; SLOW_FIELDS],
     /// The nodes of the slow fields' folded expressions (`OPERAND_FOLDED`, `OPERAND_CHAIN`,
-    /// `OPERAND_CLAMP`),
-    /// `nfolded` of them.
+    /// `OPERAND_CLAMP`), `nfolded` of them.
     folded: [FoldedNode; FOLDED_NODES],
     nfolded: u8,
 }
