@@ -212,25 +212,27 @@ fn template_of(
         }
     }
     t.slow = t.nslow_params + t.nslow_dims > 0;
-    let clamp = |o: &Operand| o.kind == OPERAND_CLAMP;
-    let all_clamps = t.slow
-        && t.slow_params[..t.nslow_params as usize]
+    t.clamps = {
+        let t = &*t;
+        // Every operand of a slow field (a dimension's end that is its start plus one is
+        // none).
+        let mut operands = t.slow_params[..t.nslow_params as usize]
             .iter()
-            .all(|(_, o)| clamp(o))
-        && t.slow_dims[..t.nslow_dims as usize]
-            .iter()
-            .all(|d| clamp(&d.start) && (d.end.kind == OPERAND_NEXT || clamp(&d.end)));
-    let divides = |o: &Operand| clamp(o) && clamp_divides(t.clamp_nodes(o));
-    let divides = t.slow_params[..t.nslow_params as usize]
-        .iter()
-        .any(|(_, o)| divides(o))
-        || t.slow_dims[..t.nslow_dims as usize]
-            .iter()
-            .any(|d| divides(&d.start) || divides(&d.end));
-    t.clamps = match (all_clamps, divides) {
-        (false, _) => NOT_CLAMPS,
-        (true, false) => CLAMPS,
-        (true, true) => CLAMPS_DIVIDING,
+            .map(|(_, o)| o)
+            .chain(
+                t.slow_dims[..t.nslow_dims as usize]
+                    .iter()
+                    .flat_map(|d| [&d.start, &d.end]),
+            )
+            .filter(|o| o.kind != OPERAND_NEXT);
+        let all_clamps = t.slow && operands.clone().all(|o| o.kind == OPERAND_CLAMP);
+        if !all_clamps {
+            NOT_CLAMPS
+        } else if operands.any(|o| clamp_divides(t.clamp_nodes(o))) {
+            CLAMPS_DIVIDING
+        } else {
+            CLAMPS
+        }
     };
     Some(())
 }
@@ -310,7 +312,7 @@ impl<const DIVIDES: bool> SlowValue for Clamps<'_, DIVIDES> {
     }
 }
 
-/// The steps of [`recompute`], each slow field's operands evaluated by `value`.
+/// The steps of [`recompute`], each slow field's operands evaluated by `e`.
 #[inline(always)]
 fn recompute_by(task: &mut Task, t: &Template, e: &impl SlowValue) -> R<()> {
     for &(i, o) in &t.slow_params[..t.nslow_params as usize % (SLOW_FIELDS + 1)] {
