@@ -37,7 +37,8 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         }
         let (k, advance) = if self.pc == f.end {
             if f.varying {
-                // The next iteration's branch is known only by evaluating its chain: `run`.
+                // The next iteration's branch is known only by evaluating its chain:
+                // `varying_next`.
                 return None;
             }
             (0, true)
@@ -51,13 +52,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         } else {
             self.pc < f.end && self.pc != f.at + 1 && self.resume.0 == self.pc
         };
-        let mine = match f.own {
-            Own::Mine => true,
-            Own::Undecided if f.policy.kind == Policy::RoundRobin as u8 => {
-                self.next_id % self.n == self.me
-            }
-            _ => false,
-        };
+        let mine = self.next_is_mine(f);
         (at && mine && k < TEMPLATES && self.kept & 1 << k != 0).then_some((k, advance))
     }
 
@@ -71,18 +66,25 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             return false;
         }
         let f = &self.frames[self.sp];
-        let mine = match f.own {
-            Own::Mine => true,
-            Own::Undecided if f.policy.kind == Policy::RoundRobin as u8 => {
-                self.next_id % self.n == self.me
-            }
-            _ => false,
-        };
+        let mine = self.next_is_mine(f);
         self.kept_loop == f.at
             && f.varying
             && self.pc == f.end
             && f.pos.saturating_add(f.step) < f.stop
             && mine
+    }
+
+    /// Whether the next task of the leaf loop `f` is this instance's, without deciding its
+    /// site's owner: in a loop it owns, or by round robin.
+    #[inline(always)]
+    fn next_is_mine(&self, f: &Frame) -> bool {
+        match f.own {
+            Own::Mine => true,
+            Own::Undecided if f.policy.kind == Policy::RoundRobin as u8 => {
+                self.next_id % self.n == self.me
+            }
+            _ => false,
+        }
     }
 
     /// The fast path for an innermost loop whose iterations run the same TASK statements
