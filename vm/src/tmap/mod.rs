@@ -496,10 +496,9 @@ impl<S: Storage> TensorMap<S> {
                 max: self.layout.max_task_io,
             });
         }
-        // What `how` does with each region, asked once. Only the regions it uses are
-        // checked, and those to store (their key does not describe them, and they are
-        // recorded) must fit.
-        // `(lookup, record)` per region: neither for one `how` skips.
+        // What `how` does with each region, asked once, as `(lookup, record)` (neither for a
+        // region it skips). Only the regions it uses are checked, and those to store (their
+        // key does not describe them, and they are recorded) must fit.
         let mut plan = [(false, false); crate::limits::MAX_TASK_IO];
         let max_stored = self.layout.max_stored_io as usize;
         let mut stored = 0;
