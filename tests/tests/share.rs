@@ -484,6 +484,7 @@ fn stepped_tensors_are_read_without_being_recorded() {
         for n in [1, 2, 6] {
             let s = classes(&bytes, &params, n);
             assert!(s[0].stepped, "{pattern} on {n}: {:?}", s[0]);
+            assert!(s[0].written_once, "{pattern} on {n}: {:?}", s[0]);
             let reference = reference_expand(&v, &p, n, u64::MAX).unwrap();
             let bad = violations(&v, &s, &reference);
             assert!(bad.is_empty(), "{pattern} on {n}: {}", bad.join("\n"));
@@ -536,6 +537,79 @@ fn stepped_tensors_are_read_without_being_recorded() {
          parallel_for i in dense[4] { task @k(t, i) resources(G[t - 1, i], G[t, i]) } } } }",
         false,
     );
+}
+
+/// A stepped tensor is written once (§3.5: every write names it by exactly its loops'
+/// variables, any two writing sites in the two blocks of one `COND`) in a chain of three
+/// exclusive sites, and not in its near misses: two writing sites in one block, a write of a
+/// fixed column, a write inside a loop its region does not name, a write by a sparse loop's
+/// variable (whose values may repeat), two sibling loops writing one row, a `COND` without an
+/// else block around one of two writes. Each time, writes are looked up exactly when it is not,
+/// and the recording facts hold against the reference.
+#[test]
+fn a_tensor_written_once_has_its_writes_only_inserted() {
+    let three = "cond t == 1 { task @k(t, i) resources(G[t - 1, i], G[t, i]) } \
+                 else cond i == 0 { task @k(t, i) resources(G[t - 1, i], G[t, i]) } \
+                 else { task @k(t, i) resources(G[t - 2, i], G[t, i]) }";
+    let two_in_one = "task @k(t, i) resources(G[t - 1, i], G[t, i])\n\
+                      task @k(t, i) resources(G[t - 1, i], G[t, i])";
+    let one_arm = "cond i == 0 { task @k(t, i) resources(G[t - 1, i], G[t, i]) }\n\
+                   task @k(t, i) resources(G[t - 1, i], G[t, i])";
+    for (body, want) in [
+        (three, true),
+        ("task @k(t, i) resources(G[t - 1, i], G[t, i])", true),
+        (two_in_one, false),
+        ("task @k(t, i) resources(G[t - 1, i], G[t, 0])", false),
+        (
+            "for_each j in dense[2] { task @k(t, i) resources(G[t - 1, i], G[t, i]) }",
+            false,
+        ),
+        (one_arm, false),
+    ] {
+        let src = format!(
+            "@tensor G: f32[9, 4]\n@kernel k(a, b): vector(in x, out y)\n\
+             @workload w() {{ for_each t in dense[8] {{ cond t >= 2 {{ parallel_for i in dense[4] {{\n\
+             {body}\n}} }} }} }}\n@schedule s for w {{ dispatch = round_robin }}"
+        );
+        check_written_once(&src, want);
+    }
+    // Two sibling loops writing one row; a sparse loop's variable.
+    check_written_once(
+        "@tensor G: f32[9, 4]\n@kernel k(a, b): vector(in x, out y)\n\
+         @workload w() { for_each t in dense[8] { cond t >= 1 {\n\
+         parallel_for i in dense[4] { task @k(t, i) resources(G[t - 1, i], G[t, i]) }\n\
+         parallel_for j in dense[4] { task @k(t, j) resources(G[t - 1, j], G[t, j]) } } } }",
+        false,
+    );
+    check_written_once(
+        "@param ptr = [0, 2, 4, 6, 8, 10, 12, 14, 16]\n@param idx = [0, 0, 1, 1, 2, 2, 3, 3, 0, 0, 1, 1, 2, 2, 3, 3]\n\
+         @tensor G: f32[8, 4]\n@kernel k(a, b): vector(in x, out y)\n\
+         @workload w() { for_each t in dense[8] { cond t >= 1 {\n\
+         select i in sparse(t, ptr, idx) { task @k(t, i) resources(G[t - 1, i], G[t, i]) } } } }",
+        false,
+    );
+}
+
+/// [`check_stepped`] for a stepped tensor, and `G`'s writes looked up exactly when it is not
+/// written once.
+fn check_written_once(src: &str, want: bool) {
+    check_stepped(src, true);
+    let (bytes, params) = ptovm_tests::assemble_named("s", src, &[]);
+    let v = verify(&bytes).unwrap();
+    let vals = values(&params);
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    for n in [1, 2, 6] {
+        let s = classes(&bytes, &params, n);
+        assert_eq!(s[0].written_once, want, "on {n}:\n{src}");
+        let reference = reference_expand(&v, &p, n, u64::MAX).unwrap();
+        let writes = reference
+            .iter()
+            .flat_map(|t| t.io.iter().map(move |io| (t, io)));
+        for (t, io) in writes.filter(|(_, io)| io.tensor == 0 && io.writes()) {
+            let how = use_of(&s, t.id, t.site, io).0;
+            assert_eq!(how == Use::Insert, want, "task {} on {n}:\n{src}", t.id);
+        }
+    }
 }
 
 /// Classes `src`'s tensor `G` (tensor 0) on 1, 2 and 6 AICPUs: stepped as `want` says, and the

@@ -83,6 +83,12 @@ pub struct Sharing {
     /// 0 by exactly `L`'s variable `t`, every read by the single index `t − c`, `c ≥ 1`. A
     /// later write then writes a row no earlier read reads: reads are only looked up.
     pub stepped: bool,
+    /// Whether it is stepped and **written once**: every write names it `x[t, v1, …]` by
+    /// exactly the variables of the loops around the site (each over an axis whose values are
+    /// its iteration indices), and any two writing sites lie in the two blocks of one `COND`.
+    /// No two tasks then write one element, and no read comes before the write of what it
+    /// reads: writes are only inserted.
+    pub written_once: bool,
     /// For a chained tensor: the instruction index of the loop whose body holds every site
     /// that accesses it. For a carried one: its loop `L`.
     pub body: u32,
@@ -389,6 +395,7 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
             && simple_body(v, s.body).is_some_and(|n| n <= CHAIN_SPAN);
     }
     for (x, s) in out.iter_mut().enumerate() {
+        s.written_once = s.stepped && written_once(v, x as u16);
         s.carried = s.class == Class::Local
             && !s.loop_indexed
             && s.carry != u32::MAX
@@ -461,6 +468,83 @@ fn carried_by(v: &crate::Verified<'_>, x: u16, l: u32) -> bool {
         pc = next;
     }
     writes && outer != usize::MAX && named_before_at_least(v, x, l, outer)
+}
+
+/// The most sites that may write a tensor [`written_once`] accepts (Task Bench's patterns have
+/// two: the first step's and the others', the blocks of one `COND`).
+const MAX_ONCE_WRITERS: usize = 8;
+
+/// Whether every site that writes tensor `x` names it by exactly the variables of the loops
+/// around the site, each loop over an axis whose values are its iteration indices, and every
+/// two of those sites are exclusive (`in_other_blocks`), so that no two tasks write one
+/// element: two runs of one site differ in some loop's iteration, so in the dimension that
+/// loop's variable names; two exclusive sites that run both do so in different iterations of
+/// a loop around their `COND`, which both name by its variable.
+fn written_once(v: &crate::Verified<'_>, x: u16) -> bool {
+    let code = v.code();
+    let regions = v.regions();
+    let last = code.len() as u32 - 1;
+    let mut loops = [(0u32, 0u16); limits::MAX_LOOP_DEPTH];
+    let mut nl = 0;
+    let mut writers = [0u32; MAX_ONCE_WRITERS];
+    let mut nw = 0;
+    let mut pc = 0u32;
+    while pc < last {
+        while nl > 0 && loops[nl - 1].0 <= pc {
+            nl -= 1;
+        }
+        let r = code[pc as usize];
+        if Opcode::from_u8(r.opcode).map(|o| o.class()) == Some(OpClass::Loop) && nl < loops.len() {
+            loops[nl] = (r.op2(), r.op1());
+            nl += 1;
+        }
+        if r.opcode != Opcode::TASK as u8 {
+            pc += 1;
+            continue;
+        }
+        let (ios, next) = task_ios(code, pc, r);
+        for io in ios {
+            let dir = Opcode::from_u8(io.opcode).and_then(Dir::of_io);
+            if io.op1() != x || dir == Some(Dir::In) {
+                continue;
+            }
+            let by_loops = io.flags as usize == nl
+                && loops[..nl].iter().all(|&(_, axis)| indexed_axis(v, axis))
+                && (0..nl).all(|d| {
+                    regions
+                        .get(io.op2() as usize + d)
+                        .is_some_and(|r| r.end.get() == NONE16 && is_var(v, r.start.get(), d as u8))
+                });
+            if !by_loops {
+                return false;
+            }
+            if writers[..nw].contains(&pc) {
+                continue;
+            }
+            if nw == writers.len() || !writers[..nw].iter().all(|&w| in_other_blocks(v, w, pc)) {
+                return false;
+            }
+            writers[nw] = pc;
+            nw += 1;
+        }
+        pc = next;
+    }
+    true
+}
+
+/// Whether instructions `a < b` lie in the then block and the else block of one `COND`: one
+/// run of the `COND` runs at most one of them.
+fn in_other_blocks(v: &crate::Verified<'_>, a: u32, b: u32) -> bool {
+    let code = v.code();
+    (0..a).any(|c| {
+        let r = code[c as usize];
+        let then_end = r.op2();
+        r.opcode == Opcode::COND as u8
+            && r.flags & COND_HAS_ELSE != 0
+            && a < then_end
+            && then_end < b
+            && code.get(then_end as usize).is_some_and(|e| b < e.op2())
+    })
 }
 
 /// Whether every site of `x` before the loop at `l` names at least `outer` dimensions, so
@@ -754,7 +838,8 @@ pub fn use_of(shares: &[Sharing], id: u64, site: u32, io: &crate::Io) -> (Use, b
     } else {
         s.first_write_site
     };
-    let lookup = !s.loop_indexed || site > earliest;
+    // A write of a tensor written once meets no earlier access (§3.5).
+    let lookup = (!s.loop_indexed || site > earliest) && !(io.writes() && s.written_once);
     let record = io.writes()
         || (id < s.writes_end && (!s.loop_indexed || site < s.last_write_site) && !s.stepped);
     match (lookup, record) {
