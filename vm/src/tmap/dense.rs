@@ -429,7 +429,7 @@ impl<S: Storage> TensorMap<S> {
 
 /// Takes entry `e` of a dense table out of its cell, its row's list (if on it) and the
 /// table's count.
-#[inline]
+#[inline(always)]
 pub(super) fn unlink(ents: &mut [Entry], words: &mut [u32], e: u32, b: Bases) {
     let x = &mut ents[e as usize];
     let listed = x.flags & ON_ROW != 0;

@@ -642,7 +642,13 @@ impl<S: Storage> TensorMap<S> {
             let x = &ents[e as usize];
             each(x.tensor, x.flags & WRITE != 0);
             if x.flags & LIVE != 0 {
-                lists::unlink(ents, words, e, bases);
+                // A table's entry (a stepped tensor's point: most entries of Task Bench's
+                // patterns) leaves its cell; the others their lists.
+                if x.flags & key::DENSE != 0 {
+                    dense::unlink(ents, words, e, bases);
+                } else {
+                    lists::unlink(ents, words, e, bases);
+                }
                 unlinked += 1;
             }
         }
