@@ -159,6 +159,25 @@ fn is_var_before(v: &crate::Verified<'_>, e: u16, depth: u8) -> bool {
         && node(3).is_some_and(|r| r.opcode == crate::ExprOp::END as u8)
 }
 
+/// Whether region record `io` (an `IO_*`) names exactly `n` dimensions, dimension `d` by the
+/// bare variable of the loop at depth `d`, and each of those loops runs over an axis
+/// (`axis(d)`) whose values are its iteration indices.
+fn named_by_loops(
+    v: &crate::Verified<'_>,
+    io: &crate::format::Record,
+    n: usize,
+    axis: impl Fn(usize) -> u16,
+) -> bool {
+    let regions = v.regions();
+    io.flags as usize == n
+        && (0..n).all(|d| {
+            indexed_axis(v, axis(d))
+                && regions
+                    .get(io.op2() as usize + d)
+                    .is_some_and(|r| r.end.get() == NONE16 && is_var(v, r.start.get(), d as u8))
+        })
+}
+
 /// Whether a loop over `axis` gives its variable the iteration indices 0, 1, … (dense,
 /// dynamic and ragged axes; a sparse axis gives the stored column indices, which may repeat).
 fn indexed_axis(v: &crate::Verified<'_>, axis: u16) -> bool {
@@ -345,15 +364,7 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
                 });
             s.scattered |= body != s.body || body == u32::MAX;
             // Named by the variables of the loops around the site, outermost first?
-            s.unindexed |= io.flags as usize != nl
-                || !loops[..nl]
-                    .iter()
-                    .all(|&(_, axis, _)| indexed_axis(v, axis))
-                || !(0..nl).all(|d| {
-                    regions
-                        .get(io.op2() as usize + d)
-                        .is_some_and(|r| r.end.get() == NONE16 && is_var(v, r.start.get(), d as u8))
-                });
+            s.unindexed |= !named_by_loops(v, &io, nl, |d| loops[d].1);
             // The first dimension the site names by a single index that is its key: the
             // owner follows from it. Every site must use the same dimension (and the same kind
             // of key): two accesses that overlap then have the same index there.
@@ -415,7 +426,6 @@ pub fn analyze(interp: &Interpreter<'_, '_>, out: &mut [Sharing]) -> Result<(), 
 /// those before `l` by at least as many dimensions.
 fn carried_by(v: &crate::Verified<'_>, x: u16, l: u32) -> bool {
     let code = v.code();
-    let regions = v.regions();
     let last = code.len() as u32 - 1;
     let mut loops = [(0u32, 0u16, 0u32); limits::MAX_LOOP_DEPTH];
     let mut nl = 0;
@@ -451,16 +461,7 @@ fn carried_by(v: &crate::Verified<'_>, x: u16, l: u32) -> bool {
             };
             // The loops whose variables name it: all but `l` inside, all of them outside.
             let named = if inside { nl - 1 } else { nl };
-            let fits = io.flags as usize == named
-                && loops[..named]
-                    .iter()
-                    .all(|&(_, axis, _)| indexed_axis(v, axis))
-                && (0..named).all(|d| {
-                    regions
-                        .get(io.op2() as usize + d)
-                        .is_some_and(|r| r.end.get() == NONE16 && is_var(v, r.start.get(), d as u8))
-                });
-            if !fits {
+            if !named_by_loops(v, io, named, |d| loops[d].1) {
                 return false;
             }
             writes |= inside && dir != Dir::In;
@@ -482,7 +483,6 @@ const MAX_ONCE_WRITERS: usize = 8;
 /// a loop around their `COND`, which both name by its variable.
 fn written_once(v: &crate::Verified<'_>, x: u16) -> bool {
     let code = v.code();
-    let regions = v.regions();
     let last = code.len() as u32 - 1;
     let mut loops = [(0u32, 0u16); limits::MAX_LOOP_DEPTH];
     let mut nl = 0;
@@ -508,14 +508,7 @@ fn written_once(v: &crate::Verified<'_>, x: u16) -> bool {
             if io.op1() != x || dir == Some(Dir::In) {
                 continue;
             }
-            let by_loops = io.flags as usize == nl
-                && loops[..nl].iter().all(|&(_, axis)| indexed_axis(v, axis))
-                && (0..nl).all(|d| {
-                    regions
-                        .get(io.op2() as usize + d)
-                        .is_some_and(|r| r.end.get() == NONE16 && is_var(v, r.start.get(), d as u8))
-                });
-            if !by_loops {
+            if !named_by_loops(v, io, nl, |d| loops[d].1) {
                 return false;
             }
             if writers[..nw].contains(&pc) {
