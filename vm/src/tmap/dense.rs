@@ -22,7 +22,7 @@ use super::key::{
 };
 use super::lists::{
     link, link_all, off, slot_for, Bases, DENSE_BASE, DENSE_COLS, DENSE_COUNT, DENSE_LIVE,
-    DENSE_RANK, DENSE_ROWS, LISTED_END,
+    DENSE_RANK, DENSE_ROWS, LISTED_END, TENSOR_HEAD,
 };
 use super::lookup::Visit;
 use super::{Io, MatchMode, Pred, Storage, TensorMap, NIL};
@@ -33,7 +33,7 @@ pub const SPARE_WORDS: u32 = 128;
 
 /// A lookup spanning at most this many columns of a row visits its cells; a wider one walks
 /// the row's list (the row's live entries).
-const FEW_COLUMNS: i64 = 16;
+pub(super) const FEW_COLUMNS: i64 = 16;
 
 /// In a tensor's `DENSE_RANK` word, above the rank: its table keeps its rows' lists.
 const LISTS_KEPT: u32 = 1 << 8;
@@ -52,19 +52,49 @@ pub(super) struct Table {
     lists: bool,
 }
 
+/// The head words of `tensor` (`lists.rs`), read at once: one bounds check.
+#[inline(always)]
+pub(super) fn head(words: &[u32], b: Bases, tensor: u16) -> Option<[u32; TENSOR_HEAD]> {
+    let at = b.tensor_at(tensor);
+    words.get(at..at + TENSOR_HEAD)?.try_into().ok()
+}
+
 impl Table {
     /// `tensor`'s table, if it has one.
     #[inline(always)]
     pub fn of(words: &[u32], b: Bases, tensor: u16) -> Option<Table> {
-        let at = b.tensor_at(tensor);
-        let cols = words[at + DENSE_COLS];
+        Table::in_head(&head(words, b, tensor)?)
+    }
+
+    /// The table a tensor's head words (`head`) describe, if they describe one.
+    #[inline(always)]
+    pub fn in_head(head: &[u32; TENSOR_HEAD]) -> Option<Table> {
+        let cols = head[DENSE_COLS];
         (cols != 0).then(|| Table {
-            base: words[at + DENSE_BASE],
+            base: head[DENSE_BASE],
             cols,
-            rows_mask: words[at + DENSE_ROWS],
-            rank: words[at + DENSE_RANK] as u8,
-            lists: words[at + DENSE_RANK] & LISTS_KEPT != 0,
+            rows_mask: head[DENSE_ROWS],
+            rank: head[DENSE_RANK] as u8,
+            lists: head[DENSE_RANK] & LISTS_KEPT != 0,
         })
+    }
+
+    /// Its rank: 1 or 2.
+    #[inline(always)]
+    pub fn rank(&self) -> u8 {
+        self.rank
+    }
+
+    /// Its columns (a power of two).
+    #[inline(always)]
+    pub fn columns(&self) -> u32 {
+        self.cols
+    }
+
+    /// Whether its entries are on their rows' lists.
+    #[inline(always)]
+    pub fn keeps_lists(&self) -> bool {
+        self.lists
     }
 
     /// The table row of row `r`.
@@ -92,7 +122,7 @@ impl Table {
 
     /// The word of cell `(r, c)`: row `r` and column `c` modulo the table's.
     #[inline(always)]
-    fn word(&self, r: i64, c: i64) -> u32 {
+    pub fn word(&self, r: i64, c: i64) -> u32 {
         let col = (c as u64 & (self.cols - 1) as u64) as u32;
         self.base + self.heads() + self.row(r) * self.cols + col
     }
@@ -100,7 +130,7 @@ impl Table {
     /// The word of the cell of point `io` (a point of the table's rank, at coordinates that
     /// are not negative).
     #[inline(always)]
-    fn cell(&self, io: &Io) -> Option<u32> {
+    pub fn cell(&self, io: &Io) -> Option<u32> {
         if point_dims(io) != self.rank {
             return None;
         }
@@ -335,7 +365,7 @@ impl<S: Storage> TensorMap<S> {
     /// `t` (`Table::cell`), moving the entry the cell holds, if any (of an older row or column
     /// of the same residues, or the same point not covered), to the lists.
     #[inline(always)]
-    fn file(&mut self, t: Table, cell: u32, e: u32, id: u64, handle: u32, io: &Io) {
+    pub(super) fn file(&mut self, t: Table, cell: u32, e: u32, id: u64, handle: u32, io: &Io) {
         let at = self.bases.tensor_at(io.tensor);
         let held = self.mem.parts().2[cell as usize];
         if held != NIL {

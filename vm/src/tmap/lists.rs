@@ -39,7 +39,7 @@ pub(super) const ROW_GROUPS: usize = 8;
 /// [`DENSE_LIVE`] while the tensor's dense table holds one), then the dense table's live
 /// entries, the bound of the rows of the tensor's entries on lists, the table's first word, its
 /// columns (0: the tensor has no table), its row mask and its rank (`dense.rs`).
-const TENSOR_HEAD: usize = 7;
+pub(super) const TENSOR_HEAD: usize = 7;
 /// In a tensor's head: its dense table's live entries.
 pub(super) const DENSE_COUNT: usize = 1;
 /// In a tensor with a dense table's head: every entry of the tensor put on the lists since the

@@ -27,7 +27,7 @@
 //!
 //! Files: this one (the interface and the layout), `key.rs` (keys, entries, regions),
 //! `lists.rs` (the word array, hashing, linking), `lookup.rs` (lookups and insertion),
-//! `dense.rs` (dense tables).
+//! `dense.rs` (dense tables), `points.rs` (the quick path of a task of table points).
 //!
 //! ```
 //! use ptovm_vm::tmap::{Entry, MapLayout, MatchMode, Slices, TensorMap};
@@ -60,6 +60,7 @@ mod dense;
 mod key;
 mod lists;
 mod lookup;
+mod points;
 
 use crate::interp::Io;
 pub use key::Entry;
@@ -495,6 +496,10 @@ impl<S: Storage> TensorMap<S> {
                 regions: ios.len(),
                 max: self.layout.max_task_io,
             });
+        }
+        // A task of table points read and written as a stepped tensor's are (Task Bench's).
+        if let Some(recorded) = self.add_points(id, handle, count, ios, &how, pred) {
+            return Ok(recorded);
         }
         // What `how` does with each region, asked once, as `(lookup, record)` (neither for a
         // region it skips). Only the regions it uses are checked, and those to store (their

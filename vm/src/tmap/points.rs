@@ -1,0 +1,190 @@
+//! The quick path of [`TensorMap::add_some`] for a task whose every region is a point of a
+//! dense table read or written the way a stepped tensor's are (spec/runtime.md §3.3, §3.5):
+//! Task Bench's tasks, which read points (or a few columns) of an earlier row of their tensor
+//! and write one point of the current row.
+//!
+//! Such a task needs none of the general path's machinery — the plan of each region, its
+//! key, the quiet test, the lists — only, per read, the loads of the cells it spans, and per
+//! write one cell's store. The path takes a task only when each region it uses is one of:
+//!
+//! - a **read only looked up** ([`Use::Lookup`] or [`Use::Find`] of a region that does not
+//!   write) of one row `r ≥ 0` of a tensor with a table (not keeping its rows' lists), naming
+//!   the table's rank: a point, or for a table of rank 2 at most `FEW_COLUMNS` columns of the
+//!   row; and the map's lists hold nothing of the tensor that can reach row `r`;
+//! - a **write only inserted** ([`Use::Insert`]) of a point, at coordinates that are not
+//!   negative, of a tensor with such a table.
+//!
+//! It then does what the general path does, in the same order of effects: every read's
+//! lookup (in the cells, as the general path's table lookup does), then every write's filing.
+//! The reads come first so that a write's filing, which may move a cell's older entry to the
+//! lists, cannot hide it from a read of the same task; the general path's answer is the same
+//! in either order, as an insertion changes no lookup of the task's own reads (its own entries
+//! are no predecessor, and a moved entry is found on the lists). Any other task takes the
+//! general path, having changed nothing here.
+
+use super::dense::{head, Table, FEW_COLUMNS};
+use super::key::{kind, WRITE};
+use super::lists::{DENSE_LIVE, LISTED_END, TENSOR_HEAD};
+use super::lookup::Visit;
+use super::{Io, Pred, Storage, TensorMap, Use, NIL};
+use crate::limits::MAX_TASK_IO;
+
+impl<S: Storage> TensorMap<S> {
+    /// [`TensorMap::add_some`] for a task the quick path takes (above), for the free handle
+    /// `handle` whose region count is word `count`: `None` when it does not take it (nothing
+    /// changed), else how many regions it recorded.
+    #[inline]
+    pub(super) fn add_points(
+        &mut self,
+        id: u64,
+        handle: u32,
+        count: usize,
+        ios: &[Io],
+        how: &impl Fn(usize, &Io) -> Use,
+        pred: &mut impl FnMut(Pred),
+    ) -> Option<u32> {
+        // The regions to look up and to file, by position (`ios` has at most `MAX_TASK_IO`,
+        // 16, checked by the caller). Only masks are kept: each step is worked out again when
+        // it is taken, which costs less than keeping it.
+        const _: () = assert!(MAX_TASK_IO <= 16);
+        let (mut reads, mut writes) = (0u16, 0u16);
+        for (k, io) in ios.iter().enumerate() {
+            match how(k, io) {
+                Use::Skip => {}
+                Use::Lookup | Use::Find if !io.writes() => {
+                    if self.read_step(io)?.is_some() {
+                        reads |= 1 << k;
+                    }
+                }
+                Use::Insert => {
+                    self.write_step(io)?;
+                    writes |= 1 << k;
+                }
+                _ => return None,
+            }
+        }
+        let mark = id.wrapping_add(1);
+        let mut m = reads;
+        while m != 0 {
+            let io = &ios[m.trailing_zeros() as usize];
+            m &= m - 1;
+            if let Some(Some((table, row, from, to))) = self.read_step(io) {
+                self.read_cells(table, io, row, from, to, id, mark, pred);
+            }
+        }
+        let first = handle * self.layout.max_task_io;
+        let mut recorded = 0;
+        let mut m = writes;
+        while m != 0 {
+            let io = &ios[m.trailing_zeros() as usize];
+            m &= m - 1;
+            if let Some((table, cell)) = self.write_step(io) {
+                self.file(table, cell, first + recorded, id, handle, io);
+                recorded += 1;
+            }
+        }
+        if recorded != 0 {
+            self.mem.parts().2[count] = recorded;
+            self.used += recorded;
+        }
+        Some(recorded)
+    }
+
+    /// The lookup of a read only looked up, if the quick path can take it: its table, its
+    /// row and its columns; `Some(None)` when there is nothing to look up (the table holds
+    /// nothing, or no column of `io` can be in it).
+    #[inline(always)]
+    fn read_step(&mut self, io: &Io) -> Option<Option<(Table, i64, i64, i64)>> {
+        let (table, head) = self.table_of(io)?;
+        let (r, end) = io.ranges[0];
+        if r < 0 || end.wrapping_sub(r) != 1 {
+            return None;
+        }
+        // What the tensor has on the lists must lie in rows before `r`
+        // (`TensorMap::note_listed`).
+        let live = head[0];
+        if live & !DENSE_LIVE != 0 {
+            let listed_end = head[LISTED_END];
+            if listed_end == u32::MAX || r < listed_end as i64 {
+                return None;
+            }
+        }
+        let (from, to) = if table.rank() == 2 {
+            // (The cells hold no negative column.)
+            let (a, b) = (io.ranges[1].0.max(0), io.ranges[1].1);
+            if b <= a {
+                // No column the table can hold: nothing to look up there.
+                return Some(None);
+            }
+            if b - a > FEW_COLUMNS.min(table.columns() as i64) {
+                return None;
+            }
+            (a, b)
+        } else {
+            (0, 1)
+        };
+        Some((live & DENSE_LIVE != 0).then_some((table, r, from, to)))
+    }
+
+    /// The table and cell of a write only inserted, if the quick path can take it.
+    #[inline(always)]
+    fn write_step(&mut self, io: &Io) -> Option<(Table, u32)> {
+        let (table, _) = self.table_of(io)?;
+        Some((table, table.cell(io)?))
+    }
+
+    /// The table of `io`'s tensor, if it has one that keeps no rows' lists and `io` names its
+    /// rank, and the tensor's head words.
+    #[inline(always)]
+    fn table_of(&mut self, io: &Io) -> Option<(Table, [u32; TENSOR_HEAD])> {
+        if io.tensor as u32 >= self.layout.tensors {
+            return None;
+        }
+        let head = head(self.mem.parts().2, self.bases, io.tensor)?;
+        let table = Table::in_head(&head)?;
+        (!table.keeps_lists() && io.ndims == table.rank()).then_some((table, head))
+    }
+
+    /// The lookup of read `io` in columns `from..to` of row `row` of its table: each cell's
+    /// entry that is a write of a point `io` names is a predecessor. (`TensorMap::meet_cell`
+    /// and `TensorMap::scan_table` for the same lookup: the same answers and work counts.)
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn read_cells(
+        &mut self,
+        table: Table,
+        io: &Io,
+        row: i64,
+        from: i64,
+        to: i64,
+        id: u64,
+        mark: u64,
+        pred: &mut impl FnMut(Pred),
+    ) {
+        let bases = self.bases;
+        self.probes += 1;
+        let (ents, _, words, marks) = self.mem.parts();
+        let at = Visit {
+            id,
+            mark,
+            kind: kind(0, io),
+        };
+        let mut visits = 0;
+        for c in from..to {
+            let e = words[table.word(row, c) as usize];
+            if e == NIL {
+                continue;
+            }
+            let x = &ents[e as usize];
+            let hit = x.c0 == row && (table.rank() == 1 || (from <= x.c1 && x.c1 < to));
+            // A read meets writes only; a point lookup counts only the entry of its point
+            // (`meet_cell`), a wider one every write it meets (`meet_entry`).
+            if x.flags & WRITE == 0 || (to - from == 1 && !hit) {
+                continue;
+            }
+            visits += 1;
+            at.met(ents, words, marks, e, (hit, false), bases, pred);
+        }
+        self.visits += visits;
+    }
+}
