@@ -497,9 +497,12 @@ impl<S: Storage> TensorMap<S> {
                 max: self.layout.max_task_io,
             });
         }
-        // A task of table points read and written as a stepped tensor's are (Task Bench's).
-        if let Some(recorded) = self.add_points(id, handle, count, ios, &how, pred) {
-            return Ok(recorded);
+        // A task of table points read and written as a stepped tensor's are (Task Bench's),
+        // in a map that has tables.
+        if self.dense_used != 0 {
+            if let Some(recorded) = self.add_points(id, handle, count, ios, &how, pred) {
+                return Ok(recorded);
+            }
         }
         // What `how` does with each region, asked once, as `(lookup, record)` (neither for a
         // region it skips). Only the regions it uses are checked, and those to store (their
