@@ -10,17 +10,18 @@
 //! - a **read only looked up** ([`Use::Lookup`] or [`Use::Find`] of a region that does not
 //!   write) of one row `r ≥ 0` of a tensor with a table (not keeping its rows' lists), naming
 //!   the table's rank: a point, or for a table of rank 2 at most `FEW_COLUMNS` columns of the
-//!   row; and the map's lists hold nothing of the tensor that can reach row `r`;
+//!   row, none negative; and the map's lists hold nothing of the tensor that can reach row `r`;
 //! - a **write only inserted** ([`Use::Insert`]) of a point, at coordinates that are not
 //!   negative, of a tensor with such a table.
 //!
-//! It then does what the general path does, in the same order of effects: every read's
-//! lookup (in the cells, as the general path's table lookup does), then every write's filing.
-//! The reads come first so that a write's filing, which may move a cell's older entry to the
-//! lists, cannot hide it from a read of the same task; the general path's answer is the same
-//! in either order, as an insertion changes no lookup of the task's own reads (its own entries
-//! are no predecessor, and a moved entry is found on the lists). Any other task takes the
-//! general path, having changed nothing here.
+//! It then does what the general path does, reads before writes rather than region by
+//! region: every read's lookup (in the cells, as the general path's table lookup does), then
+//! every write's filing (its entries in region order, as there). The reads come first because
+//! the checks above were made before any filing, and a write's filing may move a cell's older
+//! entry to the lists, where a later read would have to look. The general path's answer is
+//! the same in either order: a task's own entries are no predecessor of its reads, and an entry
+//! moved to the lists is found there. Any other task takes the general path, having changed
+//! nothing here.
 
 use super::dense::{head, Table, FEW_COLUMNS};
 use super::key::{kind, WRITE};
@@ -110,8 +111,12 @@ impl<S: Storage> TensorMap<S> {
             }
         }
         let (from, to) = if table.rank() == 2 {
-            // (The cells hold no negative column.)
-            let (a, b) = (io.ranges[1].0.max(0), io.ranges[1].1);
+            // Columns from a negative one are left to the general path: it counts the work
+            // of such a lookup as a scan's, and one column of it would be a point's here.
+            let (a, b) = io.ranges[1];
+            if a < 0 {
+                return None;
+            }
             if b <= a {
                 // No column the table can hold: nothing to look up there.
                 return Some(None);
