@@ -362,82 +362,18 @@ impl<S: Storage> TensorMap<S> {
     }
 
     /// Files point `io` of task `id` (held by `handle`) as entry `e` in cell `cell` of table
-    /// `t` (`Table::cell`), moving the entry the cell holds, if any (of an older row or column
-    /// of the same residues, or the same point not covered), to the lists.
+    /// `t` ([`file`]).
     #[inline(always)]
     pub(super) fn file(&mut self, t: Table, cell: u32, e: u32, id: u64, handle: u32, io: &Io) {
-        let at = self.bases.tensor_at(io.tensor);
-        let held = self.mem.parts().2[cell as usize];
-        if held != NIL {
-            self.move_to_lists(t, held);
-        }
+        let b = self.bases;
         let (ents, _, words, _) = self.mem.parts();
-        let flags = LIVE | KEYED | DENSE | if io.writes() { WRITE } else { 0 };
-        // The point's key (`Key::of`): level 0 in the dimensions it names, its coordinates
-        // the cells; a dimension 1 it does not name (rank 1) is whole.
-        let tile = t.rank == 2;
-        ents[e as usize] = Entry {
-            id,
-            c0: io.ranges[0].0,
-            c1: if tile { io.ranges[1].0 } else { 0 },
-            handle,
-            tensor: io.tensor,
-            flags: if t.lists { flags | ON_ROW } else { flags },
-            ndims: io.ndims,
-            s0: 0,
-            s1: if tile { 0 } else { ALL },
-            slot: 0,
-            head_home: cell,
-            prev: [NIL; LEVELS],
-            next: [NIL; LEVELS],
-        };
-        words[cell as usize] = e;
-        if t.lists {
-            link(ents, words, e, SHAPE, t.head(t.row(io.ranges[0].0)));
-        }
-        words[at + DENSE_COUNT] += 1;
-        words[at] |= DENSE_LIVE;
+        file(ents, words, b, t, cell, e, id, handle, io);
         self.inserted += 1;
         self.live += 1;
     }
 }
 
 impl<S: Storage> TensorMap<S> {
-    /// Moves live entry `e` of table `t` out of its cell and onto the map's lists, as a
-    /// keyed point of its tensor's shape slot for points.
-    #[cold]
-    fn move_to_lists(&mut self, t: Table, e: u32) {
-        let b = self.bases;
-        let (ents, _, words, _) = self.mem.parts();
-        let x = ents[e as usize];
-        if x.flags & ON_ROW != 0 {
-            off(
-                ents,
-                words,
-                SHAPE,
-                t.head(t.row(x.c0)),
-                x.prev[SHAPE],
-                x.next[SHAPE],
-            );
-        }
-        let at = b.tensor_at(x.tensor);
-        words[x.head_home as usize] = NIL;
-        words[at + DENSE_COUNT] -= 1;
-        if words[at + DENSE_COUNT] == 0 {
-            words[at] &= !DENSE_LIVE;
-        }
-        let key = x.key();
-        let slot = slot_for(words, b, x.tensor, key.shape());
-        let y = &mut ents[e as usize];
-        y.flags &= !(DENSE | ON_ROW);
-        y.slot = slot;
-        y.prev = [NIL; LEVELS];
-        y.next = [NIL; LEVELS];
-        link_all(ents, words, e, b.home_head(x.tensor, key), b);
-        let end = &mut words[at + LISTED_END];
-        *end = (*end).max(x.c0.saturating_add(1).clamp(0, u32::MAX as i64) as u32);
-    }
-
     /// Starts keeping the rows' lists of `tensor`'s table `t`: links its live entries in (one
     /// pass over its cells); later inserts link themselves.
     #[cold]
@@ -455,6 +391,88 @@ impl<S: Storage> TensorMap<S> {
             }
         }
     }
+}
+
+/// Files point `io` of task `id` (held by `handle`) as entry `e` in cell `cell` of table `t`
+/// (`Table::cell`), moving the entry the cell holds, if any (of an older row or column of the
+/// same residues, or the same point not covered), to the lists. The caller counts the entry
+/// inserted and live.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn file(
+    ents: &mut [Entry],
+    words: &mut [u32],
+    b: Bases,
+    t: Table,
+    cell: u32,
+    e: u32,
+    id: u64,
+    handle: u32,
+    io: &Io,
+) {
+    let at = b.tensor_at(io.tensor);
+    let held = words[cell as usize];
+    if held != NIL {
+        move_to_lists(ents, words, b, t, held);
+    }
+    let flags = LIVE | KEYED | DENSE | if io.writes() { WRITE } else { 0 };
+    // The point's key (`Key::of`): level 0 in the dimensions it names, its coordinates the
+    // cells; a dimension 1 it does not name (rank 1) is whole.
+    let tile = t.rank == 2;
+    ents[e as usize] = Entry {
+        id,
+        c0: io.ranges[0].0,
+        c1: if tile { io.ranges[1].0 } else { 0 },
+        handle,
+        tensor: io.tensor,
+        flags: if t.lists { flags | ON_ROW } else { flags },
+        ndims: io.ndims,
+        s0: 0,
+        s1: if tile { 0 } else { ALL },
+        slot: 0,
+        head_home: cell,
+        prev: [NIL; LEVELS],
+        next: [NIL; LEVELS],
+    };
+    words[cell as usize] = e;
+    if t.lists {
+        link(ents, words, e, SHAPE, t.head(t.row(io.ranges[0].0)));
+    }
+    words[at + DENSE_COUNT] += 1;
+    words[at] |= DENSE_LIVE;
+}
+
+/// Moves live entry `e` of table `t` out of its cell and onto the map's lists, as a keyed
+/// point of its tensor's shape slot for points.
+#[cold]
+fn move_to_lists(ents: &mut [Entry], words: &mut [u32], b: Bases, t: Table, e: u32) {
+    let x = ents[e as usize];
+    if x.flags & ON_ROW != 0 {
+        off(
+            ents,
+            words,
+            SHAPE,
+            t.head(t.row(x.c0)),
+            x.prev[SHAPE],
+            x.next[SHAPE],
+        );
+    }
+    let at = b.tensor_at(x.tensor);
+    words[x.head_home as usize] = NIL;
+    words[at + DENSE_COUNT] -= 1;
+    if words[at + DENSE_COUNT] == 0 {
+        words[at] &= !DENSE_LIVE;
+    }
+    let key = x.key();
+    let slot = slot_for(words, b, x.tensor, key.shape());
+    let y = &mut ents[e as usize];
+    y.flags &= !(DENSE | ON_ROW);
+    y.slot = slot;
+    y.prev = [NIL; LEVELS];
+    y.next = [NIL; LEVELS];
+    link_all(ents, words, e, b.home_head(x.tensor, key), b);
+    let end = &mut words[at + LISTED_END];
+    *end = (*end).max(x.c0.saturating_add(1).clamp(0, u32::MAX as i64) as u32);
 }
 
 /// Takes entry `e` of a dense table out of its cell, its row's list (if on it) and the
