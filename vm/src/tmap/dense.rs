@@ -362,18 +362,16 @@ impl<S: Storage> TensorMap<S> {
     }
 
     /// Files point `io` of task `id` (held by `handle`) as entry `e` in cell `cell` of table
-    /// `t` ([`file`]).
+    /// `t` ([`file_in_cell`]).
     #[inline(always)]
     pub(super) fn file(&mut self, t: Table, cell: u32, e: u32, id: u64, handle: u32, io: &Io) {
         let b = self.bases;
         let (ents, _, words, _) = self.mem.parts();
-        file(ents, words, b, t, cell, e, id, handle, io);
+        file_in_cell(ents, words, b, t, cell, e, id, handle, io);
         self.inserted += 1;
         self.live += 1;
     }
-}
 
-impl<S: Storage> TensorMap<S> {
     /// Starts keeping the rows' lists of `tensor`'s table `t`: links its live entries in (one
     /// pass over its cells); later inserts link themselves.
     #[cold]
@@ -399,7 +397,7 @@ impl<S: Storage> TensorMap<S> {
 /// inserted and live.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(super) fn file(
+pub(super) fn file_in_cell(
     ents: &mut [Entry],
     words: &mut [u32],
     b: Bases,

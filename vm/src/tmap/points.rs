@@ -23,7 +23,7 @@
 //! moved to the lists is found there. Any other task takes the general path, having changed
 //! nothing here.
 
-use super::dense::{file, head, Table, FEW_COLUMNS};
+use super::dense::{file_in_cell, head, Table, FEW_COLUMNS};
 use super::key::{kind, Entry, WRITE};
 use super::lists::{Bases, DENSE_LIVE, LISTED_END, TENSOR_HEAD};
 use super::lookup::Visit;
@@ -90,7 +90,7 @@ impl<S: Storage> TensorMap<S> {
             let io = &ios[m.trailing_zeros() as usize];
             m &= m - 1;
             if let Some((table, cell)) = write_step(words, b, tensors, io) {
-                file(
+                file_in_cell(
                     ents,
                     words,
                     b,
