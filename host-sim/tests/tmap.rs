@@ -219,8 +219,9 @@ fn arb_point_tasks() -> impl Strategy<Value = Vec<Vec<Io>>> {
 /// tensor 1 and point `k − back1` of it, in either order. Each element is written once,
 /// before every read of an earlier row (a stepped tensor written once, spec/runtime.md §3.5):
 /// looked up and recorded by the facts (`Uses::Facts`), most tasks are points of dense tables
-/// only looked up or only inserted, which the map takes on its quick path; reads of the
-/// task's own row (`back` 0) and of columns past the grid are not.
+/// only looked up or only inserted, which the map takes on its quick path. A read of the
+/// task's own row (`back` 0) that a later write meets (recorded), one from a negative column
+/// or one wider than its table's columns sends its task to the general path.
 fn arb_stepped_tasks() -> impl Strategy<Value = Vec<Vec<Io>>> {
     let task = (
         (0i64..3, -2i64..7, 1i64..5),
@@ -309,7 +310,7 @@ proptest! {
                     .filter(|&(from, to)| from + w as u64 > to)
                     .collect();
                 // (The facts are of overlapping regions: overlap mode's.)
-                    let facts = (mode == DepMode::Overlap).then_some(Uses::Facts);
+                let facts = (mode == DepMode::Overlap).then_some(Uses::Facts);
                 for uses in [Uses::All, Uses::Classes].into_iter().chain(facts) {
                     let got = windowed_dense(tasks, mode, w, tensors, true, uses, Some(words));
                     prop_assert_eq!(&got, &want, "{:?} window {} {:?}", mode, w, uses);
