@@ -5,7 +5,8 @@
 //!
 //! Such a task needs none of the general path's machinery — the plan of each region, its
 //! key, the quiet test, the lists — only, per read, the loads of the cells it spans, and per
-//! write one cell's store. The path takes a task only when each region it uses is one of:
+//! write its entry and one cell's store. The path takes a task only when each region it uses
+//! is one of:
 //!
 //! - a **read only looked up** ([`Use::Lookup`] or [`Use::Find`] of a region that does not
 //!   write) of one row `r ≥ 0` of a tensor with a table (not keeping its rows' lists), naming
