@@ -1034,3 +1034,51 @@ fn the_work_bound_bounds_the_walk() {
     assert_eq!(b.tasks, 3 * 16 * 16 + 16 * 16);
     assert_eq!(b.iterations, 16 + 16 + 16 * 16);
 }
+
+/// `Interpreter::outer_start` (the watermark of a read a join stands for, spec/runtime.md
+/// §3.5): for every task of every Task Bench pattern, on 1, 2 and 6 AICPUs, the id of the
+/// first task of its step (the reference's smallest id with the task's `t`, its kernel's first
+/// parameter), whatever the AICPU skipped. The chain's loop holds its tasks directly and runs
+/// by the leaf loops' fast path: there it may not know (`None`), but never says a wrong id.
+#[test]
+fn outer_start_is_the_first_id_of_the_task_s_step() {
+    let patterns = ptovm_tests::taskbench::PATTERNS.iter().chain(&["chain"]);
+    for pattern in patterns {
+        let given: &[(&str, u32, Vec<u32>)] = match *pattern {
+            "random_nearest" => &[],
+            "fft" => &[("W", 16, vec![]), ("S", 4, vec![])],
+            "chain" => &[("T", 40, vec![])],
+            _ => &[("W", 12, vec![]), ("T", 9, vec![])],
+        };
+        let (bytes, params) = ptovm_tests::example(&format!("taskbench/{pattern}.pto"), given);
+        let v = verify(&bytes).unwrap();
+        let vals = ptovm_tests::values(&params);
+        let p = RuntimeParams::new(&v, &vals).unwrap();
+        let reference = reference_expand(&v, &p, 1, 1 << 20).unwrap();
+        let mut first = std::collections::BTreeMap::new();
+        for t in &reference {
+            first.entry(t.params[0]).or_insert(t.id);
+        }
+        for n in [1u32, 2, 6] {
+            let mut known = 0;
+            for a in 0..n {
+                let mut it = Interpreter::new(v, p, a, n).unwrap();
+                while it.next_task().unwrap() == Status::Paused {
+                    let t = it.current_task();
+                    let step = reference[t.id as usize].params[0];
+                    let want = first[&step];
+                    match it.outer_start() {
+                        Some(got) => {
+                            assert_eq!(got, want, "{pattern}, {n} AICPUs, task {}", t.id);
+                            known += 1;
+                        }
+                        None => assert_eq!(*pattern, "chain", "{pattern}: task {}", t.id),
+                    }
+                }
+            }
+            if *pattern != "chain" {
+                assert_eq!(known, reference.len(), "{pattern}, {n} AICPUs");
+            }
+        }
+    }
+}

@@ -213,6 +213,10 @@ pub struct Interpreter<'a, 'p> {
     pos: [u64; limits::MAX_LOOP_DEPTH],
     ext: [u64; limits::MAX_LOOP_DEPTH],
     next_id: u64,
+    /// Where the current iteration of a loop outside every other loop started: that loop's
+    /// frame, its position then, and the id of the iteration's first task
+    /// ([`Interpreter::outer_start`]).
+    outer: (u32, u64, u64),
     done: bool,
     task: Task,
     plans: [Plan; PLAN_SITES],
@@ -306,6 +310,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             pos: [0; limits::MAX_LOOP_DEPTH],
             ext: [0; limits::MAX_LOOP_DEPTH],
             next_id: 0,
+            outer: (0, 0, 0),
             done: false,
             task: Task::default(),
             plans: [EMPTY_PLAN; PLAN_SITES],
@@ -382,6 +387,19 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     /// The `READBACK` the walk last stopped at ([`Status::Readback`]; `None` before the first).
     pub fn readback(&self) -> Option<crate::readback::Readback> {
         self.readback
+    }
+
+    /// The id of the first task of the current iteration of the loop outside every other
+    /// loop that the walk is in — every task below it belongs to an earlier iteration, or to
+    /// a statement before the loop — or `None` when the walk is in no such loop or does not
+    /// know (the loop moved on by a path that does not keep it: a loop of tasks only, walked
+    /// by its fast path). The scheduler's watermark for a stepped tensor's reads
+    /// (spec/runtime.md §3.5).
+    pub fn outer_start(&self) -> Option<u64> {
+        let (k, pos, start) = self.outer;
+        let f = self.frames.get(k as usize)?;
+        let is_loop = Opcode::from_u8(f.op).map(|o| o.class()) == Some(OpClass::Loop);
+        (k > 0 && k as usize <= self.sp && is_loop && f.depth == 0 && f.pos == pos).then_some(start)
     }
 
     /// Continues after a `READBACK` with `p`: the launch's parameters with the values read

@@ -79,8 +79,20 @@ impl<'a, 'p> Interpreter<'a, 'p> {
 
     /// Starts the next iteration of the loop in frame `sp` at position `from` or later, binding
     /// its variable and deciding ownership; skips positions owned elsewhere. Returns false when
-    /// the loop has no more iterations.
-    pub(super) fn next_iteration(&mut self, mut p: u64) -> R<bool> {
+    /// the loop has no more iterations. For a loop outside every other loop, remembers the id
+    /// its iteration starts at ([`Interpreter::outer_start`]): the tasks of the positions
+    /// before it have all been walked or counted.
+    pub(super) fn next_iteration(&mut self, from: u64) -> R<bool> {
+        let started = self.start_iteration(from)?;
+        let f = &self.frames[self.sp];
+        if started && f.depth == 0 {
+            self.outer = (self.sp as u32, f.pos, self.next_id);
+        }
+        Ok(started)
+    }
+
+    /// [`Interpreter::next_iteration`] but for the loop's first id.
+    fn start_iteration(&mut self, mut p: u64) -> R<bool> {
         let f = self.frames[self.sp];
         let parent_own = self.frames[self.sp - 1].own;
         let deciding = parent_own == Own::Undecided
