@@ -219,6 +219,7 @@ fn to_json(m: &Module, r: &ModelReport, aicpus: u32, window: usize) -> serde_jso
         "vector_tasks": run.vector_tasks,
         "edges": run.edges,
         "cross_aicpu_edges": run.cross_aicpu_edges,
+        "joins": json!({ "opened": run.joins, "reads": run.joined_reads }),
         "window_stalls": run.window_stalls,
         "stolen": run.stolen,
         "core_waits": run.core_waits,

@@ -128,6 +128,7 @@ pub fn run(v: &Verified<'_>, m: &Module, vals: &[Value<'_>], a: &RunArgs) -> Res
             "vector_tasks": r.vector_tasks,
             "edges": r.edges,
             "cross_aicpu_edges": r.cross_aicpu_edges,
+            "joins": json!({ "opened": r.joins, "reads": r.joined_reads }),
             "window_stalls": r.window_stalls,
             "stolen": r.stolen,
             "cores": o.cores.to_string(),

@@ -220,7 +220,8 @@ pub(crate) unsafe fn shared_layout(
     let waiting: *mut Padded = c.take(n, "watermarks")?;
     let claimed: *mut AtomicI32 = c.take(n, "instance claims")?;
     let slots: *mut Slot = c.take(n * cap, "window slots")?;
-    let nodes: *mut Node = c.take(n * cap * NODES, "waiter nodes")?;
+    let nodes: *mut Node = c.take(nodes_len(n, cap), "waiter nodes")?;
+    let joins: *mut Slot = c.take(joins_len(n), "joins")?;
     let rings: *mut Ring<&'static [Cell]> = c.take(3 * n, "ready queues")?;
     let per = ptovm_vm::ring::cells_for(p.cap as usize);
     let cells: *mut Cell = c.take(3 * n * per, "ready queue cells")?;
@@ -256,7 +257,8 @@ pub(crate) unsafe fn shared_layout(
         let waiting = fill(waiting, n, |_| Padded::new(u64::MAX));
         let claimed = fill(claimed, n, |_| AtomicI32::new(0));
         let slots = fill(slots, n * cap, |_| Slot::default());
-        let nodes = fill(nodes, n * cap * NODES, |_| Node::default());
+        let nodes = fill(nodes, nodes_len(n, cap), |_| Node::default());
+        let joins = fill(joins, joins_len(n), |_| Slot::default());
         let cells = fill(cells, 3 * n * per, |_| Cell::default());
         let mut rest: &'static [Cell] = cells;
         let rings = fill(rings, 3 * n, |_| {
@@ -318,6 +320,7 @@ pub(crate) unsafe fn shared_layout(
                 waiting_for: waiting,
                 slots,
                 nodes,
+                joins,
                 ready,
                 stealable,
                 passed,
@@ -380,7 +383,7 @@ pub(crate) unsafe fn instance_layout(
     let held: *mut u32 = c.take(cap, "held ready tasks")?;
     let cores: *mut u32 = c.take(own, "cores")?;
     let busy: *mut Busy = c.take(drives, "busy cores")?;
-    let preds: *mut Pred = c.take(n * cap, "predecessor scratch")?;
+    let preds: *mut Pred = c.take(preds_len(n, cap), "predecessor scratch")?;
     let shares: *mut Sharing = c.take(p.tensors, "tensor classes")?;
     let tensors: *mut Binding = c.take(p.tensors, "tensor bindings")?;
     let bound: *mut TensorArg = c.take(p.tensors, "the launcher's tensor bindings")?;
@@ -438,7 +441,7 @@ pub(crate) unsafe fn instance_layout(
             held: fill(held, cap, |_| 0),
             cores: fill(cores, own, |_| own_list.next().unwrap_or(0)),
             busy: fill(busy, drives, |_| Busy::default()),
-            preds: fill(preds, n * cap, |_| Pred::default()),
+            preds: fill(preds, preds_len(n, cap), |_| Pred::default()),
             shares: fill(shares, p.tensors, |_| Sharing::default()),
             tensors: fill(tensors, p.tensors, |_| Binding::default()),
             bound: &fill(bound, p.tensors, |i| {

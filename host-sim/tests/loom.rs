@@ -508,3 +508,123 @@ fn stealable_deque_takes_every_value_exactly_once() {
         });
     }
 }
+
+/// A join (spec/runtime.md §4.7) registered on two writers — one completing on another thread,
+/// one on the join's own AICPU — while a task registers on the join: the task becomes ready
+/// exactly once, and only after both writers completed; the last writer's release closes the
+/// join (whichever thread it runs on), and once the AICPU sees it closed it may reopen it with
+/// another tag, on which the old tag registers nothing.
+#[test]
+fn a_join_releases_its_task_after_all_its_writers() {
+    loom::model(|| {
+        // Writers' lists (tags 1 and 2), the join's list (tag 9) and fanin (its guard), the
+        // task's fanin (its guard). Nodes: 0 and 1 the join's registrations on the writers, 2
+        // the task's on the join.
+        let writers = Arc::new([
+            AtomicU64::new(waitlist::pack(1, NIL)),
+            AtomicU64::new(waitlist::pack(2, NIL)),
+        ]);
+        let join = Arc::new(AtomicU64::new(waitlist::pack(9, NIL)));
+        let join_fanin = Arc::new(AtomicU32::new(1));
+        let task_fanin = Arc::new(AtomicU32::new(1));
+        let nodes = Arc::new([
+            Node {
+                next: AtomicU32::new(NIL),
+            },
+            Node {
+                next: AtomicU32::new(NIL),
+            },
+            Node {
+                next: AtomicU32::new(NIL),
+            },
+        ]);
+        let done = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+        let ready = Arc::new(AtomicU32::new(0));
+        // A release of the join's fanin: the last one closes the join and releases the task
+        // (`retire::release_join`).
+        let release_join = {
+            let (join, join_fanin, task_fanin, nodes, done, ready) = (
+                join.clone(),
+                join_fanin.clone(),
+                task_fanin.clone(),
+                nodes.clone(),
+                done.clone(),
+                ready.clone(),
+            );
+            move || {
+                if !waitlist::release(&join_fanin) {
+                    return;
+                }
+                let mut cur = waitlist::close_open(&join);
+                while cur != NIL {
+                    assert_eq!(cur, 2, "only the task waits on the join");
+                    let next = nodes[2].next.load(Ordering::Acquire);
+                    if waitlist::release(&task_fanin) {
+                        assert!(
+                            done.iter().all(|d| d.load(Ordering::Acquire)),
+                            "the task became ready before a writer completed"
+                        );
+                        ready.fetch_add(1, Ordering::Relaxed);
+                    }
+                    cur = next;
+                }
+            }
+        };
+        // A writer's completion: close its list, release what registered on it (the join).
+        let complete = {
+            let (writers, nodes, done, release_join) = (
+                writers.clone(),
+                nodes.clone(),
+                done.clone(),
+                release_join.clone(),
+            );
+            move |w: usize| {
+                done[w].store(true, Ordering::Release);
+                let mut cur = waitlist::close(&writers[w], w as u32 + 1);
+                while cur != NIL {
+                    assert_eq!(cur as usize, w, "only the join waits on writer {w}");
+                    let next = nodes[w].next.load(Ordering::Acquire);
+                    release_join();
+                    cur = next;
+                }
+            }
+        };
+        let other = {
+            let complete = complete.clone();
+            thread::spawn(move || complete(0))
+        };
+        // The join's AICPU: registers the join on both writers, releases its guard, registers
+        // the task on the join and releases the task's guard; its own writer completes last.
+        for w in 0..2usize {
+            waitlist::register(&writers[w], w as u32 + 1, w as u32, &join_fanin, |first| {
+                nodes[w].next.store(first, Ordering::Relaxed)
+            });
+        }
+        release_join();
+        let registered = waitlist::register(&join, 9, 2, &task_fanin, |first| {
+            nodes[2].next.store(first, Ordering::Relaxed)
+        });
+        if waitlist::release(&task_fanin) {
+            assert!(
+                !registered || done.iter().all(|d| d.load(Ordering::Acquire)),
+                "the task became ready before a writer completed"
+            );
+            ready.fetch_add(1, Ordering::Relaxed);
+        }
+        complete(1);
+        other.join().unwrap();
+        assert_eq!(
+            ready.load(Ordering::Relaxed),
+            1,
+            "the task became ready once"
+        );
+        assert!(
+            waitlist::completed(&join, 9),
+            "the last release closed the join"
+        );
+        // Reused for another region: the old tag registers nothing on it.
+        waitlist::open(&join, 10);
+        assert!(!waitlist::register(&join, 9, 2, &task_fanin, |_| {}));
+        assert_eq!(join.load(Ordering::Relaxed), waitlist::pack(10, NIL));
+    });
+}

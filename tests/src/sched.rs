@@ -11,8 +11,9 @@ use ptovm_vm::desc::{slot_words, Binding};
 use ptovm_vm::handshake::{CoreSlot, CUBE, VECTOR};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
-    cores as core_bits, Aicpu, Busy, Config, CoreAlloc, Env, IssueTiming, Issued, Local, MapLock,
-    Node, Padded, Pred, Shared, Slot, Start, Workspace, CORE_WAITER_WORDS, NODES,
+    cores as core_bits, joins_len, nodes_len, preds_len, Aicpu, Busy, Config, CoreAlloc, Env,
+    IssueTiming, Issued, Local, MapLock, Node, Padded, Pred, Shared, Slot, Start, Workspace,
+    CORE_WAITER_WORDS,
 };
 use ptovm_vm::share::Sharing;
 use ptovm_vm::tmap::MapLayout;
@@ -115,6 +116,7 @@ pub struct Region {
     pub waiting: Vec<Padded>,
     pub slots: Vec<Slot>,
     pub nodes: Vec<Node>,
+    pub joins: Vec<Slot>,
     pub ready: Vec<Ring<Box<[Cell]>>>,
     /// Under `work_steal`: the deques ([`Region::steal`]); empty otherwise.
     pub stealable: Vec<Deque<Box<[Cell]>>>,
@@ -152,8 +154,11 @@ impl Region {
             published: (0..n).map(|_| Padded::new(0)).collect(),
             waiting: (0..n).map(|_| Padded::new(u64::MAX)).collect(),
             slots: (0..n as usize * cap).map(|_| Slot::default()).collect(),
-            nodes: (0..n as usize * cap * NODES)
+            nodes: (0..nodes_len(n as usize, cap))
                 .map(|_| Node::default())
+                .collect(),
+            joins: (0..joins_len(n as usize))
+                .map(|_| Slot::default())
                 .collect(),
             ready: (0..2 * n).map(|_| ring(cap)).collect(),
             stealable: Vec::new(),
@@ -212,6 +217,7 @@ impl Region {
             waiting_for: &self.waiting,
             slots: &self.slots,
             nodes: &self.nodes,
+            joins: &self.joins,
             ready: &self.ready,
             stealable: &self.stealable,
             passed: &self.passed,
@@ -377,7 +383,7 @@ pub fn run_with(
                 vec![0; cap],
                 own,
                 vec![Busy::default(); k],
-                vec![Pred::default(); n as usize * cap],
+                vec![Pred::default(); preds_len(n as usize, cap)],
                 vec![Sharing::default(); v.tensors().len()],
                 vec![Binding::default(); v.tensors().len()],
             )

@@ -11,7 +11,7 @@ use ptovm_tests::sched::{check, config, local_map, run, Region};
 use ptovm_tests::{gen_params, Gen};
 use ptovm_vm::desc::Binding;
 use ptovm_vm::handshake::{CUBE, VECTOR};
-use ptovm_vm::sched::{Aicpu, Busy, Local, Pred};
+use ptovm_vm::sched::{preds_len, Aicpu, Busy, Local, Pred};
 use ptovm_vm::share::Sharing;
 use ptovm_vm::{verify, Interpreter, RuntimeParams};
 
@@ -139,6 +139,8 @@ fn memory_that_does_not_fit_is_an_error() {
     let p = RuntimeParams::new(&v, &[]).unwrap();
     let (n, cap) = (1u32, 4usize);
     let region = Region::new(&v, n, cap, &[CUBE, VECTOR], vec![0, 0]);
+    // Every task of the windows, then the writers of a join's lookup.
+    let preds = preds_len(n as usize, cap);
     let sh = region.shared();
     let attempt = |free: usize, own: Vec<u32>, preds: usize| {
         let (mut f, mut r, mut u, mut c) = (vec![0; free], vec![0; cap], vec![0; cap], own);
@@ -162,23 +164,23 @@ fn memory_that_does_not_fit_is_an_error() {
         };
         Aicpu::new(0, Interpreter::new(v, p, 0, n).unwrap(), local, &sh).err()
     };
-    assert_eq!(attempt(cap, vec![0, 1], cap), None);
+    assert_eq!(attempt(cap, vec![0, 1], preds), None);
     assert_eq!(
-        attempt(cap - 1, vec![0, 1], cap),
+        attempt(cap - 1, vec![0, 1], preds),
         Some(SchedError::Memory("free slots"))
     );
     assert_eq!(
-        attempt(cap, vec![0, 1], cap - 1),
+        attempt(cap, vec![0, 1], preds - 1),
         Some(SchedError::Memory("predecessor scratch"))
     );
     assert_eq!(
-        attempt(cap, vec![1], cap),
+        attempt(cap, vec![1], preds),
         Some(SchedError::Memory(
             "an AICPU needs a cube core and a vector core"
         ))
     );
     assert_eq!(
-        attempt(cap, vec![0, 2], cap),
+        attempt(cap, vec![0, 2], preds),
         Some(SchedError::Memory("core index past the handshake slots"))
     );
 }
@@ -266,4 +268,43 @@ fn aicpus_without_work_of_their_own_steal() {
             thief + 2
         );
     }
+}
+
+/// Joins (spec/runtime.md §4.7): every task of a step reads a whole row of the step before
+/// (Task Bench's all_to_all), or two rows, one of them only partly (a module of its own): each
+/// AICPU opens a join for a row's writers and its later readers of the row register on it
+/// instead. In any interleaving, window and AICPU count every task starts after all its
+/// reference predecessors ended; joins are opened and stand for reads.
+#[test]
+fn joins_stand_for_the_writers_of_a_row_in_any_interleaving() {
+    let two_rows = "@param W = 24\n@param T = 7\n@tensor G: f32[T, W]\n\
+        @kernel first(t, i): vector(out g)\n@kernel step(t, i): vector(in a, in b, out g)\n\
+        @workload w(%steps: dense_dyn(T), %points: dense_dyn(W)) {\n\
+          for_each t in %steps {\n\
+            parallel_for i in %points {\n\
+              cond t < 2 { task @first(t, i) resources(G[t, i]) }\n\
+              else { task @step(t, i) resources(G[t - 1, 0 : W], G[t - 2, 4 : 20], G[t, i]) }\n\
+            }\n\
+          }\n\
+        }\n\
+        @schedule s for w { dispatch = affinity(i) }";
+    let (two_rows, rows_params) = ptovm_tests::assemble_named("rows.pto", two_rows, &[]);
+    let (all_to_all, a2a_params) = ptovm_tests::example(
+        "taskbench/all_to_all.pto",
+        &[("W", 20, vec![]), ("T", 6, vec![])],
+    );
+    let (mut opened, mut joined) = (0, 0);
+    for seed in 0..160u64 {
+        let (n, window) = (
+            [1, 2, 3, 6][seed as usize % 4],
+            [1, 2, 8, 64][(seed / 4) as usize % 4],
+        );
+        let cfg = config(seed, window);
+        for (bytes, params) in [(&two_rows, &rows_params), (&all_to_all, &a2a_params)] {
+            let r = checked_run(bytes, params, (n, window), cfg, seed);
+            opened += r.counts.joins;
+            joined += r.counts.joined;
+        }
+    }
+    assert!(opened > 0 && joined > 0, "{opened} joins, {joined} reads");
 }

@@ -843,6 +843,20 @@ pub fn use_of(shares: &[Sharing], id: u64, site: u32, io: &crate::Io) -> (Use, b
     }
 }
 
+/// The fewest elements a read of a stepped tensor must name for a join to stand for its
+/// writers (spec/runtime.md §4.7; `sched::join`): a narrow read (the stencils', a point's)
+/// has few writers, and a join for it would cost a lookup of its own and save nothing.
+pub const JOIN_MIN: usize = 16;
+
+/// Whether region `io` names at least [`JOIN_MIN`] elements (its unnamed dimensions counted
+/// as 1).
+pub fn wide(io: &crate::Io) -> bool {
+    let elements = io.dims().iter().fold(1u64, |e, &(lo, hi)| {
+        e.saturating_mul(hi.saturating_sub(lo).max(0) as u64)
+    });
+    elements >= JOIN_MIN as u64
+}
+
 /// How many sites [`SiteUses`] remembers (direct-mapped by instruction index).
 pub const USE_SITES: usize = 16;
 
@@ -918,6 +932,13 @@ impl TaskUses<'_> {
         quiet
     }
 
+    /// The regions a join stands for (spec/runtime.md §4.7), a bit each: reads of stepped
+    /// tensors, only looked up, wide enough ([`Needs::joinable`]).
+    #[inline]
+    pub fn joinable(&self) -> u32 {
+        self.needs.joinable
+    }
+
     /// Whether the local map has something to do for the task: some region is to be looked
     /// up or recorded there (not [`Use::Skip`], not global), and not every region that goes
     /// to a map is a read only looked up while the local map's tensors are all quiet
@@ -943,11 +964,18 @@ const LOCAL_UNLESS_QUIET: u8 = 2;
 /// Whether `uses` (of the regions `ios`) has a region for the local map and one for the
 /// global map, and whether all those regions are reads only looked up; and the tensors of the
 /// regions for the local map, each once.
-fn needs(uses: &[(Use, bool)], ios: &[crate::Io]) -> Needs {
+fn needs(uses: &[(Use, bool)], ios: &[crate::Io], shares: &[Sharing]) -> Needs {
     let mut n = Needs::default();
     let mut local = false;
     let mut lookups_only = true;
-    for (&(u, global), io) in uses.iter().zip(ios) {
+    for (k, (&(u, global), io)) in uses.iter().zip(ios).enumerate() {
+        if u == Use::Lookup
+            && !io.writes()
+            && shares.get(io.tensor as usize).is_some_and(|s| s.stepped)
+            && wide(io)
+        {
+            n.joinable |= 1 << k;
+        }
         if u != Use::Skip {
             if global {
                 n.global = true;
@@ -982,6 +1010,11 @@ struct Needs {
     /// ([`SiteUses::no_map`]).
     any: u8,
     nquiet: u8,
+    /// The regions only looked up that read a stepped tensor, a bit each, that name at least
+    /// [`JOIN_MIN`] elements in the task the site was remembered from: those a join stands
+    /// for (spec/runtime.md §4.7). A heuristic (a site's regions are usually as wide in all
+    /// its tasks): a join stands for any read of a stepped tensor.
+    joinable: u32,
     /// The tensors of the regions for the local map (`TaskUses::quiet`).
     quiet: [u16; limits::MAX_TASK_IO],
 }
@@ -1005,7 +1038,7 @@ impl SiteUses {
     /// The uses of `t`, whose site (remembered in entry `k`, its [`chain`] `c`) has regions of
     /// carried tensors and which is in its loop's first or last iteration, into `task`.
     #[inline(never)]
-    fn at_ends(&mut self, k: usize, c: Chain, t: &crate::Task) {
+    fn at_ends(&mut self, k: usize, c: Chain, t: &crate::Task, shares: &[Sharing]) {
         let ios = t.ios();
         for (j, u) in self.task.iter_mut().enumerate().take(ios.len()) {
             *u = if c.carried & 1 << j != 0 {
@@ -1014,7 +1047,7 @@ impl SiteUses {
                 self.uses[k][j]
             };
         }
-        self.task_needs = needs(&self.task[..ios.len()], ios);
+        self.task_needs = needs(&self.task[..ios.len()], ios, shares);
         self.task_quiet_at.set(u64::MAX);
     }
 
@@ -1031,7 +1064,7 @@ impl SiteUses {
                 use_of(shares, t.id, t.site, io)
             };
         }
-        self.needs[k] = needs(&self.uses[k][..ios.len()], ios);
+        self.needs[k] = needs(&self.uses[k][..ios.len()], ios, shares);
         self.chains[k] = c;
         self.site[k] = t.site;
         self.quiet_at[k].set(u64::MAX);
@@ -1074,6 +1107,18 @@ impl SiteUses {
         quiet.then(|| c.producers(t.iter))
     }
 
+    /// [`TaskUses::joinable`] of site `site` if it is remembered, else 0: for the watermark
+    /// of a task before its uses are asked for.
+    #[inline]
+    pub fn joinable_at(&self, site: u32) -> u32 {
+        let k = site as usize % USE_SITES;
+        if self.site[k] == site {
+            self.needs[k].joinable
+        } else {
+            0
+        }
+    }
+
     /// [`SiteUses::of`] with the site's [`chain`] from `chain_of` (asked only when the site
     /// is not remembered): for a caller that keeps them already.
     #[inline]
@@ -1100,7 +1145,7 @@ impl SiteUses {
                 quiet_at: &self.quiet_at[k],
             };
         }
-        self.at_ends(k, c, t);
+        self.at_ends(k, c, t, shares);
         let n = &self.task_needs;
         TaskUses {
             regions: &self.task[..ios.len()],

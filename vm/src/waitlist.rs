@@ -66,6 +66,14 @@ pub fn close(head: &AtomicU64, tag: u32) -> u32 {
     }
 }
 
+/// Closes a list whatever its tag, keeping the tag; returns its first node (NIL if none). For
+/// a join (spec/runtime.md §4.7), whose releaser does not know the tag: only the join's AICPU
+/// changes it, by reopening the join, and only after it saw the list closed.
+pub fn close_open(head: &AtomicU64) -> u32 {
+    let tag = (head.load(Ordering::Acquire) >> 32) as u32;
+    close(head, tag)
+}
+
 /// Whether the task tagged `tag` whose list is `head` has completed (its list is closed, or its
 /// slot has moved on to another task).
 pub fn completed(head: &AtomicU64, tag: u32) -> bool {

@@ -12,8 +12,8 @@ use ptovm_vm::desc::{self, Binding, TensorArg};
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
-    cores as core_bits, Aicpu, Busy, Config, CoreAlloc, Counts, Local, MapLock, Node, Padded, Pred,
-    Shared, Slot, Workspace, CORE_WAITER_WORDS, NODES,
+    cores as core_bits, joins_len, nodes_len, preds_len, Aicpu, Busy, Config, CoreAlloc, Counts,
+    Local, MapLock, Node, Padded, Pred, Shared, Slot, Workspace, CORE_WAITER_WORDS,
 };
 use ptovm_vm::share::Sharing;
 use ptovm_vm::spin::SpinLock;
@@ -168,6 +168,7 @@ pub(crate) struct Region {
     waiting_for: Vec<Padded>,
     slots: Vec<Slot>,
     nodes: Vec<Node>,
+    joins: Vec<Slot>,
     ready: Vec<Ring<Box<[Cell]>>>,
     stealable: Vec<Deque<Box<[Cell]>>>,
     passed: Vec<Ring<Box<[Cell]>>>,
@@ -196,8 +197,10 @@ impl Region {
             waiting_for: (0..n).map(|_| Padded::new(u64::MAX)).collect(),
             slots: vec_of(n as usize * cap, Slot::default)
                 .ok_or_else(|| l.too_big("the window slots"))?,
-            nodes: vec_of(n as usize * cap * NODES, Node::default)
+            nodes: vec_of(nodes_len(n as usize, cap), Node::default)
                 .ok_or_else(|| l.too_big("the waiter nodes"))?,
+            joins: vec_of(joins_len(n as usize), Slot::default)
+                .ok_or_else(|| l.too_big("the joins"))?,
             ready: (0..2 * n)
                 .map(|_| ring(cap))
                 .collect::<Option<_>>()
@@ -260,6 +263,7 @@ impl Region {
             waiting_for: &self.waiting_for,
             slots: &self.slots,
             nodes: &self.nodes,
+            joins: &self.joins,
             ready: &self.ready,
             stealable: &self.stealable,
             passed: &self.passed,
@@ -325,7 +329,7 @@ impl Buffers {
                         CoreAlloc::Shared => Vec::new(),
                         CoreAlloc::Partition => own,
                     },
-                    preds: vec_of(l.n as usize * cap, Pred::default)
+                    preds: vec_of(preds_len(l.n as usize, cap), Pred::default)
                         .ok_or_else(|| l.too_big("the predecessor scratch"))?,
                     shares: vec![Sharing::default(); v.tensors().len()],
                     tensors: vec![Binding::default(); v.tensors().len()],
@@ -404,6 +408,8 @@ impl Report {
         self.vector_tasks = k.tasks - k.cube;
         self.edges = k.edges;
         self.cross_aicpu_edges = k.cross;
+        self.joins = k.joins;
+        self.joined_reads = k.joined;
         self.window_stalls = k.stalls;
         self.overflows = k.overflows;
         self.stolen = k.stolen;

@@ -216,6 +216,11 @@ pub struct Report {
     pub edges: u64,
     /// Of those, between AICPUs.
     pub cross_aicpu_edges: u64,
+    /// Joins opened (spec/runtime.md §4.7): each registered on the writers of a region many
+    /// of its AICPU's tasks read (those registrations count in `edges`).
+    pub joins: u64,
+    /// Reads a join stood for: neither looked up nor registered on each writer.
+    pub joined_reads: u64,
     /// Times generation found its window full.
     pub window_stalls: u64,
     /// Overflows counted in benchmark mode.

@@ -31,11 +31,13 @@ use crate::waitlist::{self, tag_of, NIL};
 use crate::{Pool, WindowMode};
 pub use barrier::{readback_blocks, readback_words};
 pub use cores::CoreAlloc;
+pub use join::{joins_len, nodes_len, preds_len, JOINS, JOIN_MIN, JOIN_NODES};
 
 mod barrier;
 mod claim;
 pub mod cores;
 mod issue;
+mod join;
 pub mod limits;
 mod record;
 mod retire;
@@ -358,8 +360,12 @@ pub struct Shared<'m, C, L> {
     /// `slots[a * cap + s]`.
     pub slots: &'m [Slot],
     /// `nodes[k * n * cap + a * cap + s]`: registration `k` of the task in slot `s` of `a`
-    /// (the first registrations of all slots together: most tasks use few).
+    /// (the first registrations of all slots together: most tasks use few); then
+    /// [`JOIN_NODES`] for each join ([`nodes_len`] in all).
     pub nodes: &'m [Node],
+    /// `joins[a * JOINS + j]`: join `j` of AICPU `a` (§4.7; its `task`, `fanin` and
+    /// `waiters` only). A predecessor in slot `cap + j` of `a` is that join.
+    pub joins: &'m [Slot],
     /// `ready[a * 2 + p]`: slots of `a`'s ready tasks of pool `p` (under `ready = work_steal`,
     /// those another AICPU released, which `a` moves to its deque: its inbox).
     pub ready: &'m [Ring<C>],
@@ -460,6 +466,19 @@ impl<C, L> Shared<'_, C, L> {
         let at = (aicpu as usize * self.cap as usize + slot as usize) * w;
         self.descs.get(at..at + w).unwrap_or(&[])
     }
+
+    /// What a predecessor in slot `slot` of AICPU `aicpu` waits on: a window slot, or for a
+    /// slot past the window (`cap + j`) join `j` of `aicpu` (§4.7).
+    #[inline]
+    pub(crate) fn waitable(&self, aicpu: u32, slot: u32) -> Result<&Slot, SchedError> {
+        let got = if slot < self.cap {
+            self.slots.get((aicpu * self.cap + slot) as usize)
+        } else {
+            self.joins
+                .get(aicpu as usize * JOINS + (slot - self.cap) as usize)
+        };
+        got.ok_or(SchedError::Corrupted("a predecessor's slot"))
+    }
 }
 
 /// Why a step failed.
@@ -518,6 +537,10 @@ pub struct Counts {
     pub edges: u64,
     /// Of those, on another AICPU's tasks.
     pub cross: u64,
+    /// Joins opened (§4.7); their registrations on writers count in `edges`.
+    pub joins: u64,
+    /// Reads a join stood for: looked up once for all of them.
+    pub joined: u64,
     /// Times generation found the window full.
     pub stalls: u64,
     /// Tasks placed beyond the window in benchmark mode.
@@ -560,6 +583,8 @@ impl core::ops::AddAssign for Counts {
             cube,
             edges,
             cross,
+            joins,
+            joined,
             stalls,
             overflows,
             stolen,
@@ -579,6 +604,8 @@ impl core::ops::AddAssign for Counts {
         self.cube += cube;
         self.edges += edges;
         self.cross += cross;
+        self.joins += joins;
+        self.joined += joined;
         self.stalls += stalls;
         self.overflows += overflows;
         self.stolen += stolen;
@@ -763,6 +790,10 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     recent: [(u64, u32); share::CHAIN_SPAN as usize],
     /// The map of its local tensors.
     map: TensorMap<S>,
+    /// Its joins (§4.7): which region each stands for; whether its pending task waits for
+    /// one of them to complete.
+    joins: join::Joins,
+    join_wait: bool,
     /// The watermark the staged task needs every other AICPU to have passed before it records
     /// (0: it touches no shared tensor).
     need: u64,

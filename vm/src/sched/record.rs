@@ -1,6 +1,7 @@
 //! Recording a task (spec/runtime.md §4.1 steps 5–7): its lookups and insertions in the
 //! AICPU's own TensorMap and the global one, and its registration on its predecessors.
 
+use super::join::Joins;
 use super::retire::release_guard;
 use super::*;
 
@@ -9,13 +10,15 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     /// map (local tensors, §3.5) and, if it touches shared tensors, under the global map's
     /// lock — which also retires what completed — in the global one; then registers it on its
     /// predecessors and releases its guard (or keeps it while it waits for predecessors
-    /// beyond its nodes).
+    /// beyond its nodes). Returns false, having changed nothing, when the task needs a join
+    /// and every join of this AICPU still waits for its writers (§4.7): it is recorded once
+    /// one has completed.
     pub(super) fn record<C: AsRef<[Cell]>, L: MapLock>(
         &mut self,
         sh: &Shared<'_, C, L>,
         k: u32,
         env: &mut impl Env,
-    ) -> Result<(), SchedError> {
+    ) -> Result<bool, SchedError> {
         let cap = sh.cap;
         let me = self.me;
         let base = me * cap;
@@ -31,11 +34,32 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             uses,
             recent,
             map,
+            joins,
+            counts,
             ..
         } = self;
         let t = interp.current_task();
         let u = uses.of(interp.program(), shares, t);
-        let (uses, chain, global) = (u.regions, u.chain, u.global);
+        let (mut uses, chain, global) = (u.regions, u.chain, u.global);
+        // Reads a join stands for (§4.7) are looked up in neither map below: they are
+        // skipped in a copy of the uses.
+        let joinable = u.joinable();
+        if joinable != 0 {
+            let at = JoinAt {
+                me,
+                local: k,
+                global: handle,
+                regions: uses,
+            };
+            match join_reads(sh, at, t, joinable, map, joins, counts, preds, env)? {
+                Some((0, n)) => found = n,
+                Some((joined, n)) => {
+                    found = n;
+                    uses = joins.skip(uses, joined);
+                }
+                None => return Ok(false),
+            }
+        }
         // Local tensors first: only this AICPU's own tasks can be found there. A task that
         // only looks up tensors with no live entry there has nothing to do in it.
         let needed = u.local_needed(map);
@@ -97,6 +121,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         // whose writes are all recorded (the watermark says so) and have all retired.
         let needs_map = global
             && t.ios().iter().zip(uses).any(|(io, u)| match *u {
+                (Use::Skip, _) => false,
                 (Use::Lookup, true) => sh
                     .writers
                     .get(io.tensor as usize)
@@ -160,7 +185,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 rest += 1;
                 continue;
             }
-            let target = &sh.slots[(p.aicpu * cap + p.slot) as usize];
+            let target = sh.waitable(p.aicpu, p.slot)?;
             let node = used * (sh.n * cap) as usize + handle as usize;
             let nd = &sh.nodes[node];
             nd.succ_aicpu.store(self.me, Ordering::Relaxed);
@@ -184,6 +209,143 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         } else {
             self.deferred = Some((k, rest));
         }
-        Ok(())
+        Ok(true)
     }
+}
+
+/// Where a task being recorded sits, for [`join_reads`]: its AICPU, its handles in the local
+/// and the global map, and how its regions go to the maps.
+struct JoinAt<'u> {
+    me: u32,
+    local: u32,
+    global: u32,
+    regions: &'u [(Use, bool)],
+}
+
+/// The reads of `t` a join stands for (§4.7), among the regions of `joinable` (reads of
+/// stepped tensors only looked up, wide enough: `TaskUses::joinable`): those of a join
+/// this AICPU holds, and the first other one, whose writers it looks up alone (in its map:
+/// the global one under the lock) to open a join for it, or to register on them one by one
+/// when they are fewer than [`JOIN_MIN`]. Puts the predecessors (joins, or those few
+/// writers) at the start of `preds`; returns the regions done, a bit each, and how many
+/// predecessors it put. `None`, having changed nothing but the scratch, when a join is to be
+/// opened and none is free.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
+    sh: &Shared<'_, C, L>,
+    at: JoinAt<'_>,
+    t: &Task,
+    joinable: u32,
+    map: &mut TensorMap<S>,
+    joins: &mut Joins,
+    counts: &mut Counts,
+    preds: &mut [Pred],
+    env: &mut impl Env,
+) -> Result<Option<(u32, usize)>, SchedError> {
+    let (me, cap) = (at.me, sh.cap);
+    // The writers a join's lookup finds go to the scratch's tail.
+    let (preds, spare) = preds.split_at_mut(sh.n as usize * cap as usize);
+    let mut found = 0usize;
+    let mut push = |q: Pred| -> Result<(), SchedError> {
+        *preds
+            .get_mut(found)
+            .ok_or(SchedError::Memory("predecessor scratch"))? = q;
+        found += 1;
+        Ok(())
+    };
+    let (mut joined, mut hits) = (0u32, 0);
+    let mut opening = None;
+    let mut m = joinable;
+    while m != 0 {
+        let r = m.trailing_zeros() as usize;
+        m &= m - 1;
+        let io = &t.ios()[r];
+        if let Some(q) = joins.find(me, cap, io) {
+            joined |= 1 << r;
+            hits += 1;
+            if !waitlist::completed(&sh.waitable(q.aicpu, q.slot)?.waiters, tag_of(q.id)) {
+                push(q)?;
+            }
+        } else if opening.is_none() {
+            // Nothing to find while the tensor has no live entry (its map's counts, or for
+            // the global map its live writers): the read is left to the maps, which skip it.
+            let live = if at.regions[r].1 {
+                sh.writers
+                    .get(io.tensor as usize)
+                    .is_none_or(|w| w.load(Ordering::Acquire) != 0)
+            } else {
+                !map.quiet(io.tensor)
+            };
+            if live {
+                // Every join waits for writers that have not completed: the task waits for
+                // one to, as for a window slot.
+                let j = match joins.free(sh, me) {
+                    Some(j) => j,
+                    None => return Ok(None),
+                };
+                opening = Some((r, j));
+            }
+        }
+    }
+    counts.joined += hits;
+    let Some((r, j)) = opening else {
+        return Ok(Some((joined, found)));
+    };
+    let (c, over) = if at.regions[r].1 {
+        sh.map
+            .with_map(|gm| lookup_alone(gm, t, at.global, r, spare, |h| (h / cap, h % cap)))?
+    } else {
+        lookup_alone(map, t, at.local, r, spare, |h| (me, h))?
+    };
+    if over {
+        // More writers than a join has nodes: the region is left to the maps.
+        return Ok(Some((joined, found)));
+    }
+    joined |= 1 << r;
+    if c < JOIN_MIN {
+        for &q in &spare[..c] {
+            push(q)?;
+        }
+    } else {
+        let q = joins.open(sh, me, j, &t.ios()[r], &spare[..c], counts, env)?;
+        if !waitlist::completed(&sh.waitable(me, q.slot)?.waiters, tag_of(q.id)) {
+            push(q)?;
+        }
+    }
+    Ok(Some((joined, found)))
+}
+
+/// Looks region `r` of `t` (whose handle in `map` is `handle`) up alone in `map` (a read, only
+/// looked up: the map is not changed), its writers into `into` as predecessors (`pred_of`
+/// turns a handle into AICPU and slot). Returns how many it found and whether more did not
+/// fit.
+fn lookup_alone<M: Storage>(
+    map: &mut TensorMap<M>,
+    t: &Task,
+    handle: u32,
+    r: usize,
+    into: &mut [Pred],
+    pred_of: impl Fn(u32) -> (u32, u32),
+) -> Result<(usize, bool), MapError> {
+    let (mut c, mut over) = (0usize, false);
+    map.add_some(
+        t.id,
+        handle,
+        t.ios(),
+        |k, _| if k == r { Use::Lookup } else { Use::Skip },
+        &mut |p| match into.get_mut(c) {
+            Some(d) => {
+                let (aicpu, slot) = pred_of(p.handle);
+                *d = Pred {
+                    aicpu,
+                    slot,
+                    id: p.id,
+                };
+                c += 1;
+            }
+            None => over = true,
+        },
+    )?;
+    Ok((c, over))
 }

@@ -99,8 +99,62 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
 }
 
 /// §4.1 step 7 (and §4.2 step 2): drops one hold on a task's fanin; the last one makes it
-/// ready, and wakes its owner if that is not `me`, the AICPU releasing it.
+/// ready, and wakes its owner if that is not `me`, the AICPU releasing it. A slot past the
+/// window (`cap + j`) is join `j` of `aicpu` (§4.7): the last hold on it completes the join,
+/// and its successors are released at once.
 pub(super) fn release_guard<C: AsRef<[Cell]>, L>(
+    sh: &Shared<'_, C, L>,
+    me: u32,
+    aicpu: u32,
+    slot: u32,
+    env: &mut impl Env,
+) -> Result<(), SchedError> {
+    if slot >= sh.cap {
+        return release_join(sh, me, aicpu, slot, env);
+    }
+    release_task(sh, me, aicpu, slot, env)
+}
+
+/// [`release_guard`] for join `slot − cap` of `aicpu`: the last hold closes its list (with the
+/// tag it was opened with: only its AICPU reopens it, and only once it is closed) and releases
+/// the tasks registered on it. Only tasks register on a join.
+#[inline(never)]
+fn release_join<C: AsRef<[Cell]>, L>(
+    sh: &Shared<'_, C, L>,
+    me: u32,
+    aicpu: u32,
+    slot: u32,
+    env: &mut impl Env,
+) -> Result<(), SchedError> {
+    let j = sh.waitable(aicpu, slot)?;
+    if !waitlist::release(&j.fanin) {
+        return Ok(());
+    }
+    let mut cur = waitlist::close_open(&j.waiters);
+    while cur != NIL {
+        let nd = sh
+            .nodes
+            .get(cur as usize)
+            .ok_or(SchedError::Corrupted("a waiter node index"))?;
+        let sa = nd.succ_aicpu.load(Ordering::Acquire);
+        let ss = nd.succ_slot.load(Ordering::Acquire);
+        let next = nd.next.load(Ordering::Acquire);
+        if ss >= sh.cap {
+            return Err(SchedError::Corrupted("a join waits for a join"));
+        }
+        release_task(sh, me, sa, ss, env)?;
+        cur = next;
+    }
+    // Its AICPU may wait for a join to reuse (`record`).
+    if aicpu != me {
+        env.wake(aicpu);
+    }
+    Ok(())
+}
+
+/// [`release_guard`] for the task in `slot` of `aicpu`.
+#[inline]
+fn release_task<C: AsRef<[Cell]>, L>(
     sh: &Shared<'_, C, L>,
     me: u32,
     aicpu: u32,

@@ -27,6 +27,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         need(
             n.checked_mul(cap)
                 .and_then(|h| h.checked_mul(NODES))
+                .and_then(|x| x.checked_add(n * JOINS * JOIN_NODES))
                 .is_some_and(|x| x < waitlist::CLOSED as usize),
             "too many slots for 32-bit node numbers",
         )?;
@@ -42,7 +43,8 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             sh.descs.len() >= n * cap * sh.desc_words as usize,
             "task descriptors",
         )?;
-        need(sh.nodes.len() >= n * cap * NODES, "waiter nodes")?;
+        need(sh.nodes.len() >= nodes_len(n, cap), "waiter nodes")?;
+        need(sh.joins.len() >= joins_len(n), "joins")?;
         need(sh.ready.len() >= 2 * n, "ready queues")?;
         need(sh.passed.len() >= n, "passed completions")?;
         need(
@@ -65,7 +67,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             local.tensors.len() >= interp.program().tensors().len(),
             "tensor bindings",
         )?;
-        need(local.preds.len() >= n * cap, "predecessor scratch")?;
+        need(
+            local.preds.len() >= preds_len(n, cap),
+            "predecessor scratch",
+        )?;
         need(
             sh.barriers.len() >= interp.program().readbacks().len(),
             "barrier words",
@@ -254,6 +259,8 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             uses: SiteUses::default(),
             recent: [(u64::MAX, 0); share::CHAIN_SPAN as usize],
             map: local.map,
+            joins: join::Joins::new(),
+            join_wait: false,
             need: 0,
             deferred: None,
             others_min: 0,
@@ -309,7 +316,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             Blocked::Done
         } else if self.barrier.is_some() {
             Blocked::Readback
-        } else if self.deferred.is_some() {
+        } else if self.deferred.is_some() || self.join_wait {
             Blocked::Predecessors
         } else if self.pending.is_some() {
             // A placed task is left unrecorded only while it waits for the watermarks.
@@ -338,14 +345,29 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     }
 
     /// The watermark task `t` waits for (§4.1, §3.5): every other AICPU must have recorded
-    /// its tasks below it that may conflict with `t`'s shared accesses.
+    /// its tasks below it that may conflict with `t`'s shared accesses. A task with a read a
+    /// join stands for ([`share::TaskUses::joinable`], §4.7) records at the start of its step
+    /// (§3.5, "The need"): that read needs only the tasks before the current iteration of the
+    /// stepping loop ([`Interpreter::outer_start`]; all of them when the interpreter does not
+    /// know where the iteration started), and its writes of tensors written once need
+    /// nothing. So the AICPUs record a step's tasks together and each opens one join for it.
+    /// Other tasks wait for every task below them that may conflict: recording narrow reads
+    /// ahead of execution makes them register on producers still running, which measured
+    /// slower.
+    #[inline]
     fn need_of(&self, t: &Task) -> u64 {
         let mut need = 0;
-        for io in t.ios() {
+        let joinable = self.uses.joinable_at(t.site);
+        for (k, io) in t.ios().iter().enumerate() {
             if let Some(s) = self.shares.get(io.tensor as usize) {
                 if s.class == Class::Shared {
                     let end = if io.writes() {
+                        if s.written_once && joinable != 0 {
+                            continue;
+                        }
                         s.accesses_end
+                    } else if joinable & 1 << k != 0 {
+                        self.interp.outer_start().unwrap_or(t.id)
                     } else {
                         s.writes_end
                     };
@@ -458,7 +480,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             let mut left = left;
             while k < left {
                 let p = self.preds[k];
-                let s = &sh.slots[p.aicpu as usize * sh.cap as usize + p.slot as usize];
+                let s = sh.waitable(p.aicpu, p.slot)?;
                 if waitlist::completed(&s.waiters, tag_of(p.id)) {
                     left -= 1;
                     self.preds[k] = self.preds[left];
@@ -590,8 +612,17 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             if sh.waiting_for[me].0.load(Ordering::Relaxed) != u64::MAX {
                 sh.waiting_for[me].0.store(u64::MAX, Ordering::Relaxed);
             }
+            if self.join_wait && self.joins.free(sh, self.me).is_none() {
+                break;
+            }
             env.jitter();
-            self.record(sh, k, env)?;
+            self.join_wait = !self.record(sh, k, env)?;
+            if self.join_wait {
+                // Its joins wait for writers to complete: so does generation, and the start
+                // policy gives way (those writers may be this AICPU's own ready tasks).
+                self.started = true;
+                break;
+            }
             self.pending = None;
             self.staged = false;
             self.generated += 1;
@@ -659,6 +690,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         let me = self.me as usize;
         let watermarks = self.pending.is_some()
             && self.deferred.is_none()
+            && (!self.join_wait || self.joins.free(sh, self.me).is_some())
             && (0..sh.n).all(|a| {
                 a == self.me || sh.published[a as usize].0.load(Ordering::Acquire) >= self.need
             });

@@ -1,0 +1,201 @@
+//! Joins (spec/runtime.md §4.7): one waitable object standing for the writers of a region that
+//! many of an AICPU's tasks read, so that each of them registers once instead of once per
+//! writer.
+//!
+//! Task Bench's all_to_all reads a whole row of the previous step in every task: `W` writers,
+//! so `W²` registrations a step, each also a lookup under the global map's lock. A read of a
+//! **stepped** tensor (§3.5) meets no later write, and when it is recorded every writer of its
+//! row has been recorded (its need covers them, §4.1 step 4): the set of its live writers can
+//! only shrink, as they complete. The first of an AICPU's tasks to read such a region therefore
+//! opens a join: a slot of [`Shared::joins`] with a fanin and a successor list, like a window
+//! slot's, registered on the writers its lookup found. The AICPU remembers the region; its
+//! later tasks that read the same region skip the lookup and register on the join alone. The
+//! join completes when its last writer does — that writer's completion releases the join's
+//! successors at once (`retire::release_guard`) — and the AICPU reuses it once its list is
+//! closed.
+//!
+//! A join waits only for tasks, never for another join, and only tasks wait for it: an edge to
+//! a join is an edge to each of its writers, in the same direction (§6). A region whose lookup
+//! finds more writers than a join has nodes ([`JOIN_NODES`]) is registered task by task, as
+//! without joins.
+
+use super::*;
+pub use crate::share::JOIN_MIN;
+use crate::Io;
+
+/// Joins an AICPU keeps (at most 32: a bit each in a word). A join stays open until its
+/// writers complete, so an AICPU whose generation runs ahead of its tasks' execution holds a
+/// join for each step in between.
+pub const JOINS: usize = 32;
+const _: () = assert!(JOINS <= 32);
+/// Waiter nodes of a join: the most writers it waits for.
+pub const JOIN_NODES: usize = 128;
+/// Waiter nodes of the shared region: `NODES` per window slot, then [`JOIN_NODES`] per join
+/// (node `n × cap × NODES + (a × JOINS + j) × JOIN_NODES + i` is registration `i` of join `j`
+/// of AICPU `a`).
+pub fn nodes_len(n: usize, cap: usize) -> usize {
+    n * cap * NODES + n * JOINS * JOIN_NODES
+}
+
+/// Entries of an AICPU's predecessor scratch ([`Local::preds`]): every task of the windows,
+/// then the writers a join's lookup finds.
+pub fn preds_len(n: usize, cap: usize) -> usize {
+    n * cap + JOIN_NODES
+}
+
+/// Slots of [`Shared::joins`].
+pub fn joins_len(n: usize) -> usize {
+    n * JOINS
+}
+
+/// An AICPU's own record of its joins: the region each stands for and the tag it was opened
+/// with (only this AICPU opens, registers on and reuses its joins).
+pub(super) struct Joins {
+    /// The region join `j` stands for, while bit `j` of `held` is set.
+    keys: [Io; JOINS],
+    /// The id join `j` was last opened with (its list's tag is its low half).
+    ids: [u64; JOINS],
+    held: u32,
+    /// The id the next join opens with: distinct from the last `2³²` joins' (a tag only
+    /// tells apart the openings of one join).
+    next_id: u64,
+    /// The join after the one opened last: once all are held, the one opened longest ago,
+    /// which is reused next.
+    next_victim: usize,
+    /// The join found or opened last.
+    last: usize,
+    /// The uses of the task being recorded with the reads its joins stand for skipped
+    /// ([`Joins::skip`]).
+    uses: [(Use, bool); crate::limits::MAX_TASK_IO],
+}
+
+impl Joins {
+    pub(super) fn new() -> Joins {
+        Joins {
+            keys: [Io::default(); JOINS],
+            ids: [0; JOINS],
+            held: 0,
+            next_id: 0,
+            next_victim: 0,
+            last: 0,
+            uses: [(Use::Skip, false); crate::limits::MAX_TASK_IO],
+        }
+    }
+
+    /// The join that stands for `io`, as a predecessor (slot `cap + j`). The one found last
+    /// is tried first: the tasks that share a read come one after another (a step's points).
+    #[inline]
+    pub(super) fn find(&mut self, me: u32, cap: u32, io: &Io) -> Option<Pred> {
+        let j = if self.held & 1 << self.last != 0 && self.keys[self.last] == *io {
+            self.last
+        } else {
+            self.search(io)?
+        };
+        Some(Pred {
+            aicpu: me,
+            slot: cap + j as u32,
+            id: self.ids[j],
+        })
+    }
+
+    #[inline(never)]
+    fn search(&mut self, io: &Io) -> Option<usize> {
+        let mut m = self.held;
+        while m != 0 {
+            let j = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if self.keys[j] == *io {
+                self.last = j;
+                return Some(j);
+            }
+        }
+        None
+    }
+
+    /// A join this AICPU may open now: one it holds for no region, else the one it opened
+    /// longest ago, once its writers have all completed (its list is closed; no writer's
+    /// completion still reads its nodes: each read its node before it released the join,
+    /// and the last release closed it). Joins are reused in the order they were opened, as
+    /// the steps they stand for complete: a task waiting for a join checks one list.
+    #[inline]
+    pub(super) fn free<C, L>(&self, sh: &Shared<'_, C, L>, me: u32) -> Option<usize> {
+        if self.held != u32::MAX >> (32 - JOINS) {
+            return Some((!self.held).trailing_zeros() as usize);
+        }
+        let j = self.next_victim;
+        let s = &sh.joins[me as usize * JOINS + j];
+        waitlist::completed(&s.waiters, tag_of(self.ids[j])).then_some(j)
+    }
+
+    /// `uses` with the regions of `joined` (a bit each) skipped.
+    pub(super) fn skip(&mut self, uses: &[(Use, bool)], joined: u32) -> &[(Use, bool)] {
+        for (k, (d, &u)) in self.uses.iter_mut().zip(uses).enumerate() {
+            *d = if joined & 1 << k != 0 {
+                (Use::Skip, u.1)
+            } else {
+                u
+            };
+        }
+        &self.uses[..uses.len()]
+    }
+
+    /// Opens join `j` (from [`Joins::free`]) for `io`, registered on `writers`; returns it as
+    /// a predecessor. Counts its registrations in `counts`. If every writer has completed
+    /// already, it closes at once and imposes nothing.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn open<C: AsRef<[Cell]>, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        me: u32,
+        j: usize,
+        io: &Io,
+        writers: &[Pred],
+        counts: &mut Counts,
+        env: &mut impl Env,
+    ) -> Result<Pred, SchedError> {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        self.keys[j] = *io;
+        self.ids[j] = id;
+        // Opened in order, the free ones first: once all are held, `next_victim` is the
+        // one opened longest ago.
+        self.held |= 1 << j;
+        self.next_victim = (j + 1) % JOINS;
+        self.last = j;
+        counts.joins += 1;
+        let (n, cap) = (sh.n as usize, sh.cap as usize);
+        let at = me as usize * JOINS + j;
+        let s = &sh.joins[at];
+        // The guard, as a task's (§4.1 step 3): no writer's completion can close the join
+        // before all are registered. Published to the writers' threads by the registrations'
+        // compare-and-swaps.
+        s.task.store(id, Ordering::Relaxed);
+        s.fanin.store(1, Ordering::Relaxed);
+        waitlist::open(&s.waiters, tag_of(id));
+        let first_node = n * cap * NODES + at * JOIN_NODES;
+        for (i, p) in writers.iter().enumerate() {
+            let target = sh.waitable(p.aicpu, p.slot)?;
+            let node = first_node + i;
+            let nd = sh
+                .nodes
+                .get(node)
+                .ok_or(SchedError::Corrupted("a join's waiter node"))?;
+            nd.succ_aicpu.store(me, Ordering::Relaxed);
+            nd.succ_slot.store(sh.cap + j as u32, Ordering::Relaxed);
+            if waitlist::register(&target.waiters, tag_of(p.id), node as u32, &s.fanin, |f| {
+                nd.next.store(f, Ordering::Relaxed)
+            }) {
+                counts.edges += 1;
+                if p.aicpu != me {
+                    counts.cross += 1;
+                }
+            }
+        }
+        retire::release_guard(sh, me, me, sh.cap + j as u32, env)?;
+        Ok(Pred {
+            aicpu: me,
+            slot: sh.cap + j as u32,
+            id,
+        })
+    }
+}
