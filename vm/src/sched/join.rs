@@ -11,7 +11,7 @@
 //! slot's, registered on the writers its lookup found. The AICPU remembers the region; its
 //! later tasks that read the same region skip the lookup and register on the join alone. The
 //! join completes when its last writer does — that writer's completion releases the join's
-//! successors at once (`retire::release_guard`) — and the AICPU reuses it once its list is
+//! successors at once (`retire::release_join`) — and the AICPU reuses it once its list is
 //! closed.
 //!
 //! A join waits only for tasks, never for another join, and only tasks wait for it: an edge to
@@ -127,11 +127,11 @@ impl Joins {
         waitlist::completed(&s.waiters, tag_of(self.ids[j])).then_some(j)
     }
 
-    /// `uses` with the regions of `joined` (a bit each) skipped.
+    /// `uses` with the regions of `joined` (a bit each) skipped, in neither map.
     pub(super) fn skip(&mut self, uses: &[(Use, bool)], joined: u32) -> &[(Use, bool)] {
         for (k, (d, &u)) in self.uses.iter_mut().zip(uses).enumerate() {
             *d = if joined & 1 << k != 0 {
-                (Use::Skip, u.1)
+                (Use::Skip, false)
             } else {
                 u
             };
@@ -191,7 +191,7 @@ impl Joins {
                 }
             }
         }
-        retire::release_guard(sh, me, me, sh.cap + j as u32, env)?;
+        retire::release_join(sh, me, me, sh.cap + j as u32, env)?;
         Ok(Pred {
             aicpu: me,
             slot: sh.cap + j as u32,

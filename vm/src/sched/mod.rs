@@ -794,6 +794,9 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     /// one of them to complete.
     joins: join::Joins,
     join_wait: bool,
+    /// Whether a tensor of the global map is stepped: only then may a task's need be lowered
+    /// for a join (`need_of`).
+    stepped_shared: bool,
     /// The watermark the staged task needs every other AICPU to have passed before it records
     /// (0: it touches no shared tensor).
     need: u64,

@@ -2,7 +2,7 @@
 //! AICPU's own TensorMap and the global one, and its registration on its predecessors.
 
 use super::join::Joins;
-use super::retire::release_guard;
+use super::retire::release_task;
 use super::*;
 
 impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
@@ -121,7 +121,6 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         // whose writes are all recorded (the watermark says so) and have all retired.
         let needs_map = global
             && t.ios().iter().zip(uses).any(|(io, u)| match *u {
-                (Use::Skip, _) => false,
                 (Use::Lookup, true) => sh
                     .writers
                     .get(io.tensor as usize)
@@ -205,7 +204,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             }
         }
         if rest == 0 {
-            release_guard(sh, self.me, self.me, k, env)?;
+            release_task(sh, self.me, self.me, k, env)?;
         } else {
             self.deferred = Some((k, rest));
         }

@@ -119,7 +119,7 @@ pub(super) fn release_guard<C: AsRef<[Cell]>, L>(
 /// tag it was opened with: only its AICPU reopens it, and only once it is closed) and releases
 /// the tasks registered on it. Only tasks register on a join.
 #[inline(never)]
-fn release_join<C: AsRef<[Cell]>, L>(
+pub(super) fn release_join<C: AsRef<[Cell]>, L>(
     sh: &Shared<'_, C, L>,
     me: u32,
     aicpu: u32,
@@ -152,9 +152,9 @@ fn release_join<C: AsRef<[Cell]>, L>(
     Ok(())
 }
 
-/// [`release_guard`] for the task in `slot` of `aicpu`.
+/// [`release_guard`] for the task in `slot` of `aicpu` (a window slot, not a join).
 #[inline]
-fn release_task<C: AsRef<[Cell]>, L>(
+pub(super) fn release_task<C: AsRef<[Cell]>, L>(
     sh: &Shared<'_, C, L>,
     me: u32,
     aicpu: u32,

@@ -1,7 +1,7 @@
 //! An AICPU's scheduler: building it over its buffers, and its loop (spec/runtime.md §4.3):
 //! completions, dispatch, deferred registrations, generation.
 
-use super::retire::release_guard;
+use super::retire::release_task;
 use super::*;
 
 impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
@@ -101,6 +101,11 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             ShareError::Run(e) => SchedError::Run(e),
             other => SchedError::Share(other),
         })?;
+        // Only a stepped tensor in the global map lowers a need (`need_of`).
+        let stepped_shared = local
+            .shares
+            .iter()
+            .any(|s| s.stepped && s.class == Class::Shared);
         let program = *interp.program();
         let ntensors = program.tensors().len();
         if !local.bound.is_empty() && local.bound.len() != ntensors {
@@ -261,6 +266,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             map: local.map,
             joins: join::Joins::new(),
             join_wait: false,
+            stepped_shared,
             need: 0,
             deferred: None,
             others_min: 0,
@@ -356,6 +362,30 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     /// slower.
     #[inline]
     fn need_of(&self, t: &Task) -> u64 {
+        if self.stepped_shared {
+            return self.need_of_stepped(t);
+        }
+        let mut need = 0;
+        for io in t.ios() {
+            if let Some(s) = self.shares.get(io.tensor as usize) {
+                if s.class == Class::Shared {
+                    let end = if io.writes() {
+                        s.accesses_end
+                    } else {
+                        s.writes_end
+                    };
+                    need = need.max(end.min(t.id));
+                }
+            } else {
+                need = t.id;
+            }
+        }
+        need
+    }
+
+    /// [`Aicpu::need_of`] in a program with a stepped tensor in the global map.
+    #[inline(never)]
+    fn need_of_stepped(&self, t: &Task) -> u64 {
         let mut need = 0;
         let joinable = self.uses.joinable_at(t.site);
         for (k, io) in t.ios().iter().enumerate() {
@@ -490,7 +520,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             }
             if left == 0 {
                 self.deferred = None;
-                release_guard(sh, self.me, self.me, slot, env)?;
+                release_task(sh, self.me, self.me, slot, env)?;
                 progress = true;
             } else {
                 self.deferred = Some((slot, left));

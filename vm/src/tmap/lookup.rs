@@ -37,7 +37,7 @@ impl<S: Storage> TensorMap<S> {
     /// Returns false, having done nothing, for a point of a tensor with entries of other
     /// shapes ([`TensorMap::lookup`] and [`TensorMap::insert`] then do the same steps the
     /// general way).
-    #[inline]
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(super) fn add_point(
         &mut self,
