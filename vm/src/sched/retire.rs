@@ -34,20 +34,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             if s.pool.load(Ordering::Relaxed) == 0 {
                 self.counts.cube += 1;
             }
-            // Close the successor list and release the successors. Node numbers are global:
-            // `k * n * cap + a * cap + s`.
-            let mut cur = waitlist::close(&s.waiters, tag_of(id));
-            while cur != NIL {
-                let nd = sh
-                    .nodes
-                    .get(cur as usize)
-                    .ok_or(SchedError::Corrupted("a waiter node index"))?;
-                let sa = nd.succ_aicpu.load(Ordering::Acquire);
-                let ss = nd.succ_slot.load(Ordering::Acquire);
-                let next = nd.next.load(Ordering::Acquire);
-                release_guard(sh, self.me, sa, ss, env)?;
-                cur = next;
-            }
+            // Close the successor list and release the successors (tasks and joins).
+            let first = waitlist::close(&s.waiters, tag_of(id));
+            successors(sh, first, |sa, ss| release_guard(sh, self.me, sa, ss, env))?;
             // Its accesses leave its own map now; those in the global map, and the slot,
             // at the next flush (batched under the lock this AICPU takes to record anyway).
             self.map.retire(slot)?;
@@ -130,7 +119,31 @@ pub(super) fn release_join<C: AsRef<[Cell]>, L>(
     if !waitlist::release(&j.fanin) {
         return Ok(());
     }
-    let mut cur = waitlist::close_open(&j.waiters);
+    let first = waitlist::close_open(&j.waiters);
+    successors(sh, first, |sa, ss| {
+        if ss >= sh.cap {
+            return Err(SchedError::Corrupted("a join waits for a join"));
+        }
+        release_task(sh, me, sa, ss, env)
+    })?;
+    // Its AICPU may wait for a join to reuse (`record`).
+    if aicpu != me {
+        env.wake(aicpu);
+    }
+    Ok(())
+}
+
+/// Hands each successor on the list from node `first` to `release` as `(aicpu, slot)`, in
+/// list order (node numbers are global: `k × n × cap + a × cap + s` for a slot's, then the
+/// joins'). A node's fields are read before its successor is released: the release may let the
+/// node be reused.
+#[inline(always)]
+fn successors<C, L>(
+    sh: &Shared<'_, C, L>,
+    first: u32,
+    mut release: impl FnMut(u32, u32) -> Result<(), SchedError>,
+) -> Result<(), SchedError> {
+    let mut cur = first;
     while cur != NIL {
         let nd = sh
             .nodes
@@ -139,15 +152,8 @@ pub(super) fn release_join<C: AsRef<[Cell]>, L>(
         let sa = nd.succ_aicpu.load(Ordering::Acquire);
         let ss = nd.succ_slot.load(Ordering::Acquire);
         let next = nd.next.load(Ordering::Acquire);
-        if ss >= sh.cap {
-            return Err(SchedError::Corrupted("a join waits for a join"));
-        }
-        release_task(sh, me, sa, ss, env)?;
+        release(sa, ss)?;
         cur = next;
-    }
-    // Its AICPU may wait for a join to reuse (`record`).
-    if aicpu != me {
-        env.wake(aicpu);
     }
     Ok(())
 }

@@ -363,40 +363,37 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     #[inline]
     fn need_of(&self, t: &Task) -> u64 {
         if self.stepped_shared {
-            return self.need_of_stepped(t);
+            self.need_of_stepped(t)
+        } else {
+            self.need_with::<false>(t)
         }
-        let mut need = 0;
-        for io in t.ios() {
-            if let Some(s) = self.shares.get(io.tensor as usize) {
-                if s.class == Class::Shared {
-                    let end = if io.writes() {
-                        s.accesses_end
-                    } else {
-                        s.writes_end
-                    };
-                    need = need.max(end.min(t.id));
-                }
-            } else {
-                need = t.id;
-            }
-        }
-        need
     }
 
-    /// [`Aicpu::need_of`] in a program with a stepped tensor in the global map.
+    /// [`Aicpu::need_of`] in a program with a stepped tensor in the global map: the joins'
+    /// rule, out of the other programs' way.
     #[inline(never)]
     fn need_of_stepped(&self, t: &Task) -> u64 {
+        self.need_with::<true>(t)
+    }
+
+    /// [`Aicpu::need_of`], with the joins' rule or without.
+    #[inline(always)]
+    fn need_with<const JOINS: bool>(&self, t: &Task) -> u64 {
         let mut need = 0;
-        let joinable = self.uses.joinable_at(t.site);
+        let joinable = if JOINS {
+            self.uses.joinable_at(t.site)
+        } else {
+            0
+        };
         for (k, io) in t.ios().iter().enumerate() {
             if let Some(s) = self.shares.get(io.tensor as usize) {
                 if s.class == Class::Shared {
                     let end = if io.writes() {
-                        if s.written_once && joinable != 0 {
+                        if JOINS && s.written_once && joinable != 0 {
                             continue;
                         }
                         s.accesses_end
-                    } else if joinable & 1 << k != 0 {
+                    } else if JOINS && joinable & 1 << k != 0 {
                         self.interp.outer_start().unwrap_or(t.id)
                     } else {
                         s.writes_end
