@@ -220,6 +220,7 @@ fn to_json(m: &Module, r: &ModelReport, aicpus: u32, window: usize) -> serde_jso
         "edges": run.edges,
         "cross_aicpu_edges": run.cross_aicpu_edges,
         "joins": json!({ "opened": run.joins, "reads": run.joined_reads }),
+        "once": json!({ "writes": run.once_writes, "spills": run.once_spills }),
         "window_stalls": run.window_stalls,
         "stolen": run.stolen,
         "core_waits": run.core_waits,

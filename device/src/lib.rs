@@ -46,8 +46,9 @@ use ptovm_vm::desc::{self, Binding, Descriptor, TensorArg};
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
-    cores as core_bits, joins_len, nodes_len, preds_len, Aicpu, Busy, Config, CoreAlloc, Env,
-    Local, MapLock, Node, Padded, Pred, SchedError, Shared, Slot, Workspace, CORE_WAITER_WORDS,
+    cores as core_bits, joins_len, nodes_len, once_len, preds_len, Aicpu, Busy, Config, CoreAlloc,
+    Env, Local, MapLock, Node, Padded, Pred, SchedError, Shared, Slot, Workspace,
+    CORE_WAITER_WORDS,
 };
 use ptovm_vm::share::Sharing;
 use ptovm_vm::spin::SpinLock;

@@ -242,6 +242,7 @@ pub(crate) unsafe fn shared_layout(
     let kernel_running: *mut AtomicU32 = c.take(p.kernels, "kernel running counts")?;
     let map: *mut DevMap = c.take(1, "TensorMap")?;
     let writers: *mut AtomicU32 = c.take(p.tensors, "live-writer counts")?;
+    let once: *mut AtomicU64 = c.take(once_len(n, cap), "written-once tables")?;
     let next_issue: *mut Padded = c.take(1, "the rate_limit turn")?;
     let own_done: *mut Padded = c.take(1, "the count of AICPUs done")?;
     let barriers: *mut Padded = c.take(ptovm_vm::limits::MAX_READBACKS, "read-back barriers")?;
@@ -295,6 +296,7 @@ pub(crate) unsafe fn shared_layout(
         });
         let kernel_running = fill(kernel_running, p.kernels, |_| AtomicU32::new(0));
         let writers = fill(writers, p.tensors, |_| AtomicU32::new(0));
+        let once = fill(once, once_len(n, cap), |_| AtomicU64::new(0));
         let next_issue = &fill(next_issue, 1, |_| Padded::new(0))[0];
         let own_done = &fill(own_done, 1, |_| Padded::new(0))[0];
         let barriers = fill(barriers, ptovm_vm::limits::MAX_READBACKS, |_| {
@@ -331,6 +333,7 @@ pub(crate) unsafe fn shared_layout(
                 kernel_running,
                 map: &*map,
                 writers,
+                once,
                 next_issue,
                 own_done,
                 descs,

@@ -628,3 +628,72 @@ fn a_join_releases_its_task_after_all_its_writers() {
         assert_eq!(join.load(Ordering::Relaxed), waitlist::pack(10, NIL));
     });
 }
+
+/// A written-once table's cell (spec/runtime.md §4.8) is filed and read without a lock: its
+/// writer files it before publishing its watermark, a reader of its row reads it once that
+/// watermark reaches its need, and the writer of the row that takes the cell next (`rows`
+/// rows later) files it only once the reader's watermark reaches its own need. A task whose
+/// need is not reached yet records nothing (it would wait). The reader sees the first writer,
+/// never the second, and the stores race no load.
+#[test]
+fn a_written_once_cell_is_read_between_its_writers() {
+    use ptovm_vm::sched::{OnceTables, ONCE_TABLES};
+    use ptovm_vm::share::OnceShape;
+    use ptovm_vm::{Dir, Io};
+    let point = |r: i64, dir: Dir| {
+        let mut io = Io {
+            tensor: 0,
+            dir: dir as u8,
+            ndims: 1,
+            ..Io::default()
+        };
+        io.ranges[0] = (r, r + 1);
+        io
+    };
+    loom::model(move || {
+        // One column, reach 1: rows 0 and 2 share a cell.
+        let shape = OnceShape {
+            rank: 1,
+            cols: 1,
+            reach: 1,
+        };
+        let t = OnceTables::lay_out([(0u16, shape)].into_iter(), ONCE_TABLES + 4, 3);
+        let words: Arc<Vec<AtomicU64>> =
+            Arc::new((0..ONCE_TABLES + 4).map(|_| AtomicU64::new(0)).collect());
+        // The watermarks of the first writer (task 1) and of the reader (task 2).
+        let marks = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let first = {
+            let (words, marks) = (words.clone(), marks.clone());
+            thread::spawn(move || {
+                assert!(t.write(&words, &point(0, Dir::Out), 1, 0));
+                marks[0].store(1, Ordering::Release);
+            })
+        };
+        let reader = {
+            let (words, marks) = (words.clone(), marks.clone());
+            thread::spawn(move || {
+                if marks[0].load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                let mut found = Vec::new();
+                t.read(&words, &point(0, Dir::In), |w| {
+                    found.push((w.id, w.handle));
+                    Ok(())
+                })
+                .unwrap();
+                assert_eq!(found, [(1, 0)], "the reader sees its row's writer");
+                marks[1].store(1, Ordering::Release);
+            })
+        };
+        // The writer of row 2 (task 3), whose need covers the reader.
+        if marks[1].load(Ordering::Acquire) != 0 {
+            assert!(
+                t.write(&words, &point(2, Dir::Out), 3, 2),
+                "row 2 takes the cell"
+            );
+        }
+        first.join().unwrap();
+        reader.join().unwrap();
+        assert!(!t.spilled(&words, 0));
+    });
+}

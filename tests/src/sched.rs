@@ -11,8 +11,8 @@ use ptovm_vm::desc::{slot_words, Binding};
 use ptovm_vm::handshake::{CoreSlot, CUBE, VECTOR};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
-    cores as core_bits, joins_len, nodes_len, preds_len, Aicpu, Busy, Config, CoreAlloc, Env,
-    IssueTiming, Issued, Local, MapLock, Node, Padded, Pred, Shared, Slot, Start, Workspace,
+    cores as core_bits, joins_len, nodes_len, once_len, preds_len, Aicpu, Busy, Config, CoreAlloc,
+    Env, IssueTiming, Issued, Local, MapLock, Node, Padded, Pred, Shared, Slot, Start, Workspace,
     CORE_WAITER_WORDS,
 };
 use ptovm_vm::share::Sharing;
@@ -129,6 +129,7 @@ pub struct Region {
     pub kernel_running: Vec<AtomicU32>,
     pub lock: Lock,
     pub writers: Vec<AtomicU32>,
+    pub once: Vec<AtomicU64>,
     pub next_issue: Padded,
     pub own_done: Padded,
     pub descs: Box<[AtomicU64]>,
@@ -179,6 +180,9 @@ impl Region {
             lock: Lock(RefCell::new(heap_map(layout, DepMode::Overlap).unwrap())),
             kernel_running: (0..v.kernels().len()).map(|_| AtomicU32::new(0)).collect(),
             writers: (0..v.tensors().len()).map(|_| AtomicU32::new(0)).collect(),
+            once: (0..once_len(n as usize, cap))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             next_issue: Padded::new(0),
             own_done: Padded::new(0),
             descs: (0..n as usize * cap * slot_words(v))
@@ -228,6 +232,7 @@ impl Region {
             kernel_running: &self.kernel_running,
             map: &self.lock,
             writers: &self.writers,
+            once: &self.once,
             next_issue: &self.next_issue,
             own_done: &self.own_done,
             descs: &self.descs,
@@ -291,6 +296,12 @@ pub struct Extra {
     /// Under shared cores, the cube and vector core counts (`None`: 1 to `2n` of each, by the
     /// seed).
     pub cores: Option<(usize, usize)>,
+    /// Write no task descriptors, as a simulator's scheduler benchmark: regions are then not
+    /// checked against the tensors' extents.
+    pub no_descriptors: bool,
+    /// Fill the written-once tables' cells (spec/runtime.md §4.8) with a row no write may
+    /// drop: every write spills to the global map, and the tables' reads find nothing.
+    pub cells_taken: bool,
 }
 
 /// [`run`] with the workspace arena, the read-back values and the core counts of `extra`.
@@ -306,6 +317,8 @@ pub fn run_with(
         arena,
         memory,
         cores,
+        no_descriptors,
+        cells_taken,
     } = extra;
     let v = verify(bytes).unwrap();
     let vals = values(params);
@@ -348,6 +361,14 @@ pub fn run_with(
         .collect();
     let core_aicpu: Vec<u32> = (0..ncores as u32).map(|c| c % n).collect();
     let mut region = Region::new(&v, n, cap, &types, core_aicpu);
+    if no_descriptors {
+        region.desc_words = 0;
+    }
+    if cells_taken {
+        for w in &region.once[ptovm_vm::sched::ONCE_TABLES..] {
+            w.store(1 << 62, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
     if shared {
         region.share_cores();
     }

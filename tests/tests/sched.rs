@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 use ptovm_assembler::{assemble, Options};
-use ptovm_tests::sched::{check, config, local_map, run, Region};
+use ptovm_tests::sched::{check, config, local_map, run, run_with, Region};
 use ptovm_tests::{gen_params, Gen};
 use ptovm_vm::desc::Binding;
 use ptovm_vm::handshake::{CUBE, VECTOR};
@@ -268,6 +268,54 @@ fn aicpus_without_work_of_their_own_steal() {
             thief + 2
         );
     }
+}
+
+/// Shared tensors written once with a table (spec/runtime.md §4.8): their writes filed and
+/// their reads answered outside the global map, without its lock. Two modules: a stencil that
+/// also reads two rows back (a table of 4 rows), and Task Bench's all_to_all (whose joins look
+/// their rows up in the table). In any interleaving, window and AICPU count every task starts
+/// after all its reference predecessors ended. Every fourth run starts with the tables' cells
+/// taken by a row no write may drop, so that every write spills to the global map and the
+/// reads look there too.
+#[test]
+fn written_once_tables_hold_the_writers_in_any_interleaving() {
+    let two_back = "@param W = 12\n@param T = 8\n@tensor G: f32[T, W]\n\
+        @kernel first(t, i): vector(out g)\n@kernel step(t, i): vector(in a, in b, out g)\n\
+        @workload w(%steps: dense_dyn(T), %points: dense_dyn(W)) {\n\
+          for_each t in %steps {\n\
+            parallel_for i in %points {\n\
+              cond t < 2 { task @first(t, i) resources(G[t, i]) }\n\
+              else { task @step(t, i) resources(G[t - 1, max(0, i - 1) : min(i + 2, W)], \
+                G[t - 2, max(0, i - 2) : min(i + 3, W)], G[t, i]) }\n\
+            }\n\
+          }\n\
+        }\n\
+        @schedule s for w { dispatch = static(i) }";
+    let (two_back, two_back_params) = ptovm_tests::assemble_named("two_back.pto", two_back, &[]);
+    let (all_to_all, a2a_params) = ptovm_tests::example(
+        "taskbench/all_to_all.pto",
+        &[("W", 20, vec![]), ("T", 6, vec![])],
+    );
+    let (mut filed, mut spilled) = (0, 0);
+    for seed in 0..160u64 {
+        let (n, window) = (
+            [1, 2, 3, 6][seed as usize % 4],
+            [1, 2, 8, 64][(seed / 4) as usize % 4],
+        );
+        let cfg = config(seed, window);
+        let extra = ptovm_tests::sched::Extra {
+            cells_taken: seed % 4 == 3,
+            ..Default::default()
+        };
+        for (bytes, params) in [(&two_back, &two_back_params), (&all_to_all, &a2a_params)] {
+            let r = run_with(bytes, params, (n, window), cfg, seed, extra.clone())
+                .unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
+            check(bytes, params, n, &r).unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
+            filed += r.counts.once_writes;
+            spilled += r.counts.once_spills;
+        }
+    }
+    assert!(filed > 0 && spilled > 0, "{filed} filed, {spilled} spilled");
 }
 
 /// Joins (spec/runtime.md §4.7): every task of a step reads a whole row of the step before

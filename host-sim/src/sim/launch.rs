@@ -12,8 +12,8 @@ use ptovm_vm::desc::{self, Binding, TensorArg};
 use ptovm_vm::handshake::{self, CoreSlot};
 use ptovm_vm::ring::{Cell, Ring};
 use ptovm_vm::sched::{
-    cores as core_bits, joins_len, nodes_len, preds_len, Aicpu, Busy, Config, CoreAlloc, Counts,
-    Local, MapLock, Node, Padded, Pred, Shared, Slot, Workspace, CORE_WAITER_WORDS,
+    cores as core_bits, joins_len, nodes_len, once_len, preds_len, Aicpu, Busy, Config, CoreAlloc,
+    Counts, Local, MapLock, Node, Padded, Pred, Shared, Slot, Workspace, CORE_WAITER_WORDS,
 };
 use ptovm_vm::share::Sharing;
 use ptovm_vm::spin::SpinLock;
@@ -179,6 +179,7 @@ pub(crate) struct Region {
     kernel_running: Vec<AtomicU32>,
     map: CachePadded<MapLockHost>,
     writers: Vec<AtomicU32>,
+    once: Box<[AtomicU64]>,
     next_issue: Padded,
     own_done: Padded,
     descs: Box<[AtomicU64]>,
@@ -244,6 +245,8 @@ impl Region {
             ))),
             kernel_running: (0..v.kernels().len()).map(|_| AtomicU32::new(0)).collect(),
             writers: (0..v.tensors().len()).map(|_| AtomicU32::new(0)).collect(),
+            once: <[AtomicU64]>::new_box_zeroed_with_elems(once_len(n as usize, cap))
+                .map_err(|_| l.too_big("the written-once tables"))?,
             next_issue: Padded::new(0),
             own_done: Padded::new(0),
             barriers: (0..v.readbacks().len()).map(|_| Padded::new(0)).collect(),
@@ -274,6 +277,7 @@ impl Region {
             kernel_running: &self.kernel_running,
             map: &*self.map,
             writers: &self.writers,
+            once: &self.once,
             next_issue: &self.next_issue,
             own_done: &self.own_done,
             descs: &self.descs,
@@ -410,6 +414,8 @@ impl Report {
         self.cross_aicpu_edges = k.cross;
         self.joins = k.joins;
         self.joined_reads = k.joined;
+        self.once_writes = k.once_writes;
+        self.once_spills = k.once_spills;
         self.window_stalls = k.stalls;
         self.overflows = k.overflows;
         self.stolen = k.stolen;

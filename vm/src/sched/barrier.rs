@@ -82,7 +82,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         if word.0.load(Ordering::Acquire) < u64::from(sh.n) {
             return Ok(progress);
         }
-        self.read_back(env, rb)?;
+        self.read_back(sh, env, rb)?;
         self.barrier = None;
         self.arrived = false;
         Ok(true)
@@ -97,8 +97,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     /// Reads `rb`'s tensor into the next part of the values buffer (the launch's values stay
     /// when the environment has no memory to read), checks it, rebinds the interpreter and
     /// redoes the tensor analysis.
-    fn read_back(
+    fn read_back<C, L>(
         &mut self,
+        sh: &Shared<'_, C, L>,
         env: &mut impl Env,
         rb: crate::readback::Readback,
     ) -> Result<(), SchedError> {
@@ -131,6 +132,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             other => SchedError::Share(other),
         })?;
         self.uses = SiteUses::default();
+        // Its tables from the new classes: what the old ones hold is of completed tasks,
+        // which a read passes over (§4.8).
+        self.once = once::once_tables(self.interp.program(), self.shares, self.tensors, sh);
         Ok(())
     }
 }

@@ -32,6 +32,7 @@ use crate::{Pool, WindowMode};
 pub use barrier::{readback_blocks, readback_words};
 pub use cores::CoreAlloc;
 pub use join::{joins_len, nodes_len, preds_len, JOINS, JOIN_MIN, JOIN_NODES};
+pub use once::{once_len, OnceTables, Writer, ONCE_TABLES, ONCE_TENSORS};
 
 mod barrier;
 mod claim;
@@ -39,6 +40,7 @@ pub mod cores;
 mod issue;
 mod join;
 pub mod limits;
+mod once;
 mod record;
 mod retire;
 mod step;
@@ -405,6 +407,9 @@ pub struct Shared<'m, C, L> {
     /// `writers[x]`: writes of tensor `x` in the global map whose task has not retired (a
     /// read that no write can follow skips the map when there are none, §3.5).
     pub writers: &'m [AtomicU32],
+    /// The written-once tables (§4.8, `once.rs`): the writers of shared tensors written once,
+    /// out of the global map; [`once_len`] words, 0 at launch (or none: no tables).
+    pub once: &'m [AtomicU64],
     /// `rate_limit`: the clock reading ([`Env::now_ns`]) from which the launch's next issue is
     /// allowed, 0 at launch (§4.3, [`IssueTiming::next_turn`]).
     pub next_issue: &'m Padded,
@@ -541,6 +546,10 @@ pub struct Counts {
     pub joins: u64,
     /// Reads a join stood for: looked up once for all of them.
     pub joined: u64,
+    /// Writes filed in a written-once table (§4.8), out of the global map.
+    pub once_writes: u64,
+    /// Writes such a table did not take (spilled to the global map).
+    pub once_spills: u64,
     /// Times generation found the window full.
     pub stalls: u64,
     /// Tasks placed beyond the window in benchmark mode.
@@ -585,6 +594,8 @@ impl core::ops::AddAssign for Counts {
             cross,
             joins,
             joined,
+            once_writes,
+            once_spills,
             stalls,
             overflows,
             stolen,
@@ -606,6 +617,8 @@ impl core::ops::AddAssign for Counts {
         self.cross += cross;
         self.joins += joins;
         self.joined += joined;
+        self.once_writes += once_writes;
+        self.once_spills += once_spills;
         self.stalls += stalls;
         self.overflows += overflows;
         self.stolen += stolen;
@@ -794,6 +807,8 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     /// one of them to complete.
     joins: join::Joins,
     join_wait: bool,
+    /// The launch's written-once tables (§4.8), as every AICPU lays them out.
+    once: once::OnceTables,
     /// Whether a tensor of the global map is stepped: only then may a task's need be lowered
     /// for a join (`need_of`).
     stepped_shared: bool,

@@ -2,6 +2,7 @@
 //! AICPU's own TensorMap and the global one, and its registration on its predecessors.
 
 use super::join::Joins;
+use super::once::OnceTables;
 use super::retire::release_task;
 use super::*;
 
@@ -35,6 +36,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             recent,
             map,
             joins,
+            once,
             counts,
             ..
         } = self;
@@ -44,6 +46,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         // Reads a join stands for (§4.7) are looked up in neither map below: they are
         // skipped in a copy of the uses.
         let joinable = u.joinable();
+        let mut done = 0u32;
         if joinable != 0 {
             let at = JoinAt {
                 me,
@@ -51,14 +54,67 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 global: handle,
                 regions: uses,
             };
-            match join_reads(sh, at, t, joinable, map, joins, counts, preds, env)? {
-                Some((0, n)) => found = n,
+            match join_reads(sh, at, t, joinable, map, joins, once, counts, preds, env)? {
                 Some((joined, n)) => {
                     found = n;
-                    uses = joins.skip(uses, joined);
+                    done = joined;
                 }
                 None => return Ok(false),
             }
+        }
+        // Shared tensors written once with a table (§4.8): their writes filed and their
+        // reads answered there, without the lock; a write the table does not take, and the
+        // reads of a tensor with such a write, also go to the global map.
+        if global && once.any() {
+            for (r, io) in t.ios().iter().enumerate() {
+                if done & 1 << r != 0 || !once.has(io.tensor) {
+                    continue;
+                }
+                match uses[r] {
+                    (Use::Skip, _) => {}
+                    (Use::Lookup, true) if !io.writes() => {
+                        let before = found;
+                        once.read(sh.once, io, |w| {
+                            let q = Pred {
+                                aicpu: w.handle / cap,
+                                slot: w.handle % cap,
+                                id: w.id,
+                            };
+                            let head = &sh.waitable(q.aicpu, q.slot)?.waiters;
+                            if waitlist::completed(head, tag_of(q.id))
+                                || (found > before && preds[found - 1] == q)
+                            {
+                                return Ok(());
+                            }
+                            *preds
+                                .get_mut(found)
+                                .ok_or(SchedError::Memory("predecessor scratch"))? = q;
+                            found += 1;
+                            Ok(())
+                        })?;
+                        if !once.spilled(sh.once, io.tensor) {
+                            done |= 1 << r;
+                        }
+                    }
+                    (Use::Insert, true) if io.writes() => {
+                        if once.write(sh.once, io, t.id, handle) {
+                            done |= 1 << r;
+                            counts.once_writes += 1;
+                        } else {
+                            counts.once_spills += 1;
+                        }
+                    }
+                    _ => {
+                        if io.writes() {
+                            once.spill(sh.once, io.tensor);
+                            counts.once_spills += 1;
+                        }
+                    }
+                }
+            }
+        }
+        if done != 0 {
+            uses = joins.skip(uses, done);
         }
         // Local tensors first: only this AICPU's own tasks can be found there. A task that
         // only looks up tensors with no live entry there has nothing to do in it.
@@ -238,6 +294,7 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
     joinable: u32,
     map: &mut TensorMap<S>,
     joins: &mut Joins,
+    once: &OnceTables,
     counts: &mut Counts,
     preds: &mut [Pred],
     env: &mut impl Env,
@@ -270,9 +327,11 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
             // Nothing to find while the tensor has no live entry (its map's counts, or for
             // the global map its live writers): the read is left to the maps, which skip it.
             let live = if at.regions[r].1 {
-                sh.writers
-                    .get(io.tensor as usize)
-                    .is_none_or(|w| w.load(Ordering::Acquire) != 0)
+                once.has(io.tensor)
+                    || sh
+                        .writers
+                        .get(io.tensor as usize)
+                        .is_none_or(|w| w.load(Ordering::Acquire) != 0)
             } else {
                 !map.quiet(io.tensor)
             };
@@ -291,7 +350,9 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
     let Some((r, j)) = opening else {
         return Ok(Some((joined, found)));
     };
-    let (c, over) = if at.regions[r].1 {
+    let (c, over) = if at.regions[r].1 && once.has(t.ios()[r].tensor) {
+        lookup_once(sh, once, t, at.global, r, spare)?
+    } else if at.regions[r].1 {
         sh.map
             .with_map(|gm| lookup_alone(gm, t, at.global, r, spare, |h| (h / cap, h % cap)))?
     } else {
@@ -346,5 +407,47 @@ fn lookup_alone<M: Storage>(
             None => over = true,
         },
     )?;
+    Ok((c, over))
+}
+
+/// [`lookup_alone`] of region `r` of `t` (handle `handle` in the global map), a read of a
+/// tensor with a written-once table: its writers from the table that have not completed, and
+/// if the table has spilled, those in the global map too.
+fn lookup_once<C: AsRef<[Cell]>, L: MapLock>(
+    sh: &Shared<'_, C, L>,
+    once: &OnceTables,
+    t: &Task,
+    handle: u32,
+    r: usize,
+    into: &mut [Pred],
+) -> Result<(usize, bool), SchedError> {
+    let cap = sh.cap;
+    let io = &t.ios()[r];
+    let (mut c, mut over) = (0usize, false);
+    once.read(sh.once, io, |w| {
+        let q = Pred {
+            aicpu: w.handle / cap,
+            slot: w.handle % cap,
+            id: w.id,
+        };
+        if waitlist::completed(&sh.waitable(q.aicpu, q.slot)?.waiters, tag_of(q.id)) {
+            return Ok(());
+        }
+        match into.get_mut(c) {
+            Some(d) => {
+                *d = q;
+                c += 1;
+            }
+            None => over = true,
+        }
+        Ok(())
+    })?;
+    if once.spilled(sh.once, io.tensor) && !over {
+        let (more, o) = sh.map.with_map(|gm| {
+            lookup_alone(gm, t, handle, r, &mut into[c..], |h| (h / cap, h % cap))
+        })?;
+        c += more;
+        over = o;
+    }
     Ok((c, over))
 }

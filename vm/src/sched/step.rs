@@ -1,6 +1,7 @@
 //! An AICPU's scheduler: building it over its buffers, and its loop (spec/runtime.md §4.3):
 //! completions, dispatch, deferred registrations, generation.
 
+use super::once::once_tables;
 use super::retire::release_task;
 use super::*;
 
@@ -143,6 +144,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 }
             }
         }
+        let once = once_tables(&program, local.shares, local.tensors, sh);
         need(
             local.cores.iter().all(|&c| (c as usize) < sh.cores.len()),
             "core index past the handshake slots",
@@ -266,6 +268,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             map: local.map,
             joins: join::Joins::new(),
             join_wait: false,
+            once,
             stepped_shared,
             need: 0,
             deferred: None,

@@ -1,0 +1,374 @@
+//! Written-once tables (spec/runtime.md §4.8): the writers of a shared tensor written once,
+//! filed by their cells in shared memory, so that its writes and reads skip the global map and
+//! its lock.
+//!
+//! A tensor **written once** (§3.5) is stepped by an outermost loop: step `t` writes points of
+//! row `t`, each element by one task at most, and reads rows `t − c`, `1 ≤ c ≤ reach`. Its
+//! writes are only inserted and its reads only looked up, so a read needs, of each element it
+//! names, just the one task that wrote it. A table of `rows × cols` cells, `rows` a power of
+//! two above `reach`, holds in cell `(r mod rows, col)` the row and the writer (id and handle)
+//! of the element written last there. A write is two stores, a read a load pair a cell,
+//! whichever AICPU made them; none takes the lock, and no entry is left to retire.
+//!
+//! No lock is needed because the needs order every access of a cell (§4.1 step 4): a read of
+//! row `r` is recorded after every task below its own id, or, for a read a join stands for,
+//! below the first task of its step (§4.7) — either way after the writers of row `r`, which
+//! are in step `r`. A write of row `r + rows` is recorded after every task before its step,
+//! and so after every reader of row `r` (their steps are at most `r + reach < r + rows`). The
+//! watermark that publishes those records (Release, Acquire) orders the cells' plain
+//! (Relaxed) stores and loads. A cell whose row is not the one read holds no writer of it.
+//!
+//! A write the table cannot take — coordinates outside it, an id of 2⁴⁰ or more, or a cell
+//! whose element may still be read — **spills**: it goes to the global map as before, and the
+//! table's spill word, set before the write's record is published, sends every later read of
+//! the tensor to the map too.
+
+use super::*;
+use crate::share::OnceShape;
+use crate::Io;
+
+/// Tables a launch has at most (tensors past the first [`ONCE_TENSORS`] have none).
+pub const ONCE_TABLES: usize = 8;
+/// Tensors that may have a table: those below it (a bit each in a word).
+pub const ONCE_TENSORS: usize = 64;
+/// Bits of a cell's second word below the writer's id: its handle (`aicpu × cap + slot`).
+const HANDLE_BITS: u32 = 24;
+
+/// Words of [`Shared::once`] for `n` AICPUs of `cap` slots: a spill word per table, then two
+/// words a cell, as many cells as the windows have slots. A table that does not fit in what
+/// the tables before it left is not made: its tensor goes to the global map.
+pub fn once_len(n: usize, cap: usize) -> usize {
+    ONCE_TABLES + 2 * n * cap
+}
+
+/// One tensor's table: cells `rows × cols` from word `base` of [`Shared::once`], its spill
+/// word at `spill`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Table {
+    tensor: u16,
+    rank: u8,
+    rows_mask: u32,
+    cols: u32,
+    base: u32,
+    spill: u32,
+}
+
+/// An AICPU's description of the launch's tables: every AICPU lays them out alike from the
+/// same program, bindings and sizes ([`OnceTables::lay_out`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OnceTables {
+    tables: [Table; ONCE_TABLES],
+    len: u8,
+    /// Bit `x`: tensor `x` has a table.
+    tensors: u64,
+}
+
+/// The writer a cell holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Writer {
+    /// Its id.
+    pub id: u64,
+    /// Its handle: `aicpu × cap + slot`.
+    pub handle: u32,
+}
+
+impl OnceTables {
+    /// Lays the tables out in `words` words: for each tensor below [`ONCE_TENSORS`] in order
+    /// with a [`crate::share::once_shape`], `rows` the power of two above its reach (at least
+    /// 2), while they fit. Handles must fit the cells' 24 bits (`handles`: `n × cap`).
+    pub fn lay_out(
+        shapes: impl Iterator<Item = (u16, OnceShape)>,
+        words: usize,
+        handles: usize,
+    ) -> OnceTables {
+        let mut t = OnceTables::default();
+        if handles > 1 << HANDLE_BITS || words < ONCE_TABLES {
+            return t;
+        }
+        let mut next = ONCE_TABLES;
+        for (x, s) in shapes {
+            if x as usize >= ONCE_TENSORS || t.len as usize == ONCE_TABLES {
+                break;
+            }
+            let Some(rows) = (s.reach as u64 + 1).max(2).checked_next_power_of_two() else {
+                continue;
+            };
+            let cells = rows.saturating_mul(s.cols as u64);
+            if cells.saturating_mul(2) > (words - next) as u64 {
+                continue;
+            }
+            t.tables[t.len as usize] = Table {
+                tensor: x,
+                rank: s.rank,
+                rows_mask: (rows - 1) as u32,
+                cols: s.cols,
+                base: next as u32,
+                spill: t.len as u32,
+            };
+            t.len += 1;
+            t.tensors |= 1 << x;
+            next += 2 * cells as usize;
+        }
+        t
+    }
+
+    /// Whether any tensor has a table.
+    #[inline(always)]
+    pub fn any(&self) -> bool {
+        self.tensors != 0
+    }
+
+    /// Whether `tensor` has a table.
+    #[inline(always)]
+    pub fn has(&self, tensor: u16) -> bool {
+        (tensor as usize) < ONCE_TENSORS && self.tensors & 1 << tensor != 0
+    }
+
+    #[inline(always)]
+    fn of(&self, tensor: u16) -> Option<&Table> {
+        if !self.has(tensor) {
+            return None;
+        }
+        self.tables[..self.len as usize]
+            .iter()
+            .find(|t| t.tensor == tensor)
+    }
+
+    /// Whether a write of `tensor` has spilled to the global map: its reads look there too.
+    #[inline(always)]
+    pub fn spilled(&self, words: &[AtomicU64], tensor: u16) -> bool {
+        self.of(tensor)
+            .is_some_and(|t| words[t.spill as usize].load(Ordering::Relaxed) != 0)
+    }
+
+    /// Sends the reads of `tensor` to the global map too, from the record being made on
+    /// (whose publication orders this store before every read that needs it).
+    pub fn spill(&self, words: &[AtomicU64], tensor: u16) {
+        if let Some(t) = self.of(tensor) {
+            words[t.spill as usize].store(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Files the write `io` of task `id` (handle `handle`) in its tensor's table. Returns
+    /// false, having set the table's spill word, when the table cannot take it: the write
+    /// then goes to the global map.
+    pub fn write(&self, words: &[AtomicU64], io: &Io, id: u64, handle: u32) -> bool {
+        let Some(t) = self.of(io.tensor) else {
+            return false;
+        };
+        match t.cell_of_point(io) {
+            Some((r, cell)) if id < 1 << (64 - HANDLE_BITS) => {
+                let key = &words[cell];
+                let old = key.load(Ordering::Relaxed);
+                // An older element of the cell may be dropped once every read of it is
+                // recorded: its row is `rows` or more below.
+                if old == 0 || (old - 1).wrapping_add(t.rows_mask as u64) < r as u64 {
+                    key.store(r as u64 + 1, Ordering::Relaxed);
+                    words[cell + 1].store(id << HANDLE_BITS | handle as u64, Ordering::Relaxed);
+                    return true;
+                }
+            }
+            _ => {}
+        }
+        words[t.spill as usize].store(1, Ordering::Relaxed);
+        false
+    }
+
+    /// Calls `f` with the writer of each element of the read `io` its tensor's table holds
+    /// (one call a cell, columns in order). Elements outside the table have no writer there.
+    pub fn read(
+        &self,
+        words: &[AtomicU64],
+        io: &Io,
+        mut f: impl FnMut(Writer) -> Result<(), SchedError>,
+    ) -> Result<(), SchedError> {
+        let Some(t) = self.of(io.tensor) else {
+            return Ok(());
+        };
+        let (r, end) = io.ranges[0];
+        if io.ndims == 0 || end != r.wrapping_add(1) {
+            return Err(SchedError::Corrupted(
+                "a read of a tensor written once names other than one row",
+            ));
+        }
+        if r < 0 {
+            return Ok(());
+        }
+        let (lo, hi) = if t.rank == 2 && io.ndims >= 2 {
+            let (lo, hi) = io.ranges[1];
+            (lo.max(0), hi.min(t.cols as i64))
+        } else {
+            (0, t.cols as i64)
+        };
+        let row = t.row_base(r);
+        let key = r as u64 + 1;
+        for c in lo..hi {
+            let cell = row + 2 * c as usize;
+            if words[cell].load(Ordering::Relaxed) == key {
+                let w = words[cell + 1].load(Ordering::Relaxed);
+                f(Writer {
+                    id: w >> HANDLE_BITS,
+                    handle: (w & ((1 << HANDLE_BITS) - 1)) as u32,
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Table {
+    /// The first word of row `r`'s cells.
+    #[inline(always)]
+    fn row_base(&self, r: i64) -> usize {
+        self.base as usize + 2 * (r as u64 & self.rows_mask as u64) as usize * self.cols as usize
+    }
+
+    /// The row and the cell's first word of point `io`, when it is a point of the table's
+    /// rank inside it (row not negative, column in `0..cols`).
+    #[inline(always)]
+    fn cell_of_point(&self, io: &Io) -> Option<(i64, usize)> {
+        if io.ndims != self.rank {
+            return None;
+        }
+        let (r, r_end) = io.ranges[0];
+        let (c, c_end) = if self.rank == 2 { io.ranges[1] } else { (0, 1) };
+        let inside = r >= 0
+            && r_end == r.wrapping_add(1)
+            && (0..self.cols as i64).contains(&c)
+            && c_end == c + 1;
+        inside.then(|| (r, self.row_base(r) + 2 * c as usize))
+    }
+}
+
+/// The launch's tables for program `v`, its tensors' analysis `shares` and bindings
+/// `tensors`, in `sh`'s words: the same on every AICPU.
+pub(super) fn once_tables<C, L>(
+    v: &crate::Verified<'_>,
+    shares: &[Sharing],
+    tensors: &[Binding],
+    sh: &Shared<'_, C, L>,
+) -> OnceTables {
+    let shapes = shares
+        .iter()
+        .zip(tensors)
+        .take(v.tensors().len())
+        .enumerate()
+        .filter_map(|(x, (s, b))| Some((x as u16, share::once_shape(v, s, x as u16, b)?)));
+    OnceTables::lay_out(shapes, sh.once.len(), sh.n as usize * sh.cap as usize)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::Dir;
+    use std::vec::Vec;
+
+    fn words(n: usize) -> Vec<AtomicU64> {
+        (0..n).map(|_| AtomicU64::new(0)).collect()
+    }
+
+    fn io(tensor: u16, dir: Dir, dims: &[(i64, i64)]) -> Io {
+        let mut io = Io {
+            tensor,
+            dir: dir as u8,
+            ndims: dims.len() as u8,
+            ..Io::default()
+        };
+        io.ranges[..dims.len()].copy_from_slice(dims);
+        io
+    }
+
+    fn shape(rank: u8, cols: u32, reach: u32) -> OnceShape {
+        OnceShape { rank, cols, reach }
+    }
+
+    fn writers(t: &OnceTables, w: &[AtomicU64], read: &Io) -> Vec<(u64, u32)> {
+        let mut found = Vec::new();
+        t.read(w, read, |x| {
+            found.push((x.id, x.handle));
+            Ok(())
+        })
+        .unwrap();
+        found
+    }
+
+    /// Tables are laid out in tensor order while they fit, `rows` the power of two above the
+    /// reach (at least 2); a tensor whose table does not fit in what is left is passed over.
+    #[test]
+    fn tables_are_laid_out_while_they_fit() {
+        let shapes = [
+            (0, shape(2, 10, 1)),  // 2 rows × 10: 40 words
+            (1, shape(2, 100, 3)), // 4 rows × 100: too large
+            (2, shape(1, 1, 4)),   // 8 rows × 1: 16 words
+        ];
+        let t = OnceTables::lay_out(shapes.into_iter(), ONCE_TABLES + 60, 12);
+        assert!(t.has(0) && !t.has(1) && t.has(2) && !t.has(3));
+        assert_eq!(t.tables[0].rows_mask, 1);
+        assert_eq!(t.tables[1].rows_mask, 7);
+        assert_eq!(t.tables[1].base as usize, ONCE_TABLES + 40);
+        // Handles past 24 bits, or no words: no tables.
+        assert!(!OnceTables::lay_out(shapes.into_iter(), 1 << 20, (1 << 24) + 1).any());
+        assert!(!OnceTables::lay_out(shapes.into_iter(), 0, 12).any());
+    }
+
+    /// A read finds, of each element it names, the task that wrote it, and nothing of an
+    /// element not written (another row in the same cell, a row below zero, columns past the
+    /// table's).
+    #[test]
+    fn reads_find_the_writers_of_their_elements() {
+        let t = OnceTables::lay_out([(3, shape(2, 4, 1))].into_iter(), 64, 8);
+        let w = words(64);
+        for c in 0..4 {
+            assert!(t.write(
+                &w,
+                &io(3, Dir::Out, &[(5, 6), (c, c + 1)]),
+                100 + c as u64,
+                c as u32
+            ));
+        }
+        let row5 = |lo, hi| io(3, Dir::In, &[(5, 6), (lo, hi)]);
+        assert_eq!(writers(&t, &w, &row5(1, 3)), [(101, 1), (102, 2)]);
+        assert_eq!(writers(&t, &w, &row5(-2, 9)).len(), 4);
+        // The whole row, dimension 1 unnamed.
+        assert_eq!(writers(&t, &w, &io(3, Dir::In, &[(5, 6)])).len(), 4);
+        // Row 7 shares row 5's cells (2 rows), row -1 is nothing's.
+        assert!(writers(&t, &w, &io(3, Dir::In, &[(7, 8)])).is_empty());
+        assert!(writers(&t, &w, &io(3, Dir::In, &[(-1, 0)])).is_empty());
+        // A tensor without a table has no writers there.
+        assert!(writers(&t, &w, &io(2, Dir::In, &[(5, 6)])).is_empty());
+        // A read of two rows is not one a stepped tensor makes.
+        assert!(t.read(&w, &io(3, Dir::In, &[(4, 6)]), |_| Ok(())).is_err());
+        assert!(!t.spilled(&w, 3));
+    }
+
+    /// A write spills — the table keeps what it held and its spill word is set — when its
+    /// cell holds an element of a row fewer than `rows` below (a read of it may be to come),
+    /// when its id does not fit the cell, or when it is not a point inside the table.
+    #[test]
+    fn writes_the_table_cannot_take_spill() {
+        let t = OnceTables::lay_out([(0, shape(2, 2, 1))].into_iter(), 64, 8);
+        let w = words(64);
+        let at = |r, c| io(0, Dir::Out, &[(r, r + 1), (c, c + 1)]);
+        assert!(t.write(&w, &at(4, 0), 1, 1));
+        // Row 5 is another cell; row 6 may drop row 4's element (2 rows below).
+        assert!(t.write(&w, &at(5, 0), 2, 2));
+        assert!(!t.spilled(&w, 0));
+        assert!(t.write(&w, &at(6, 0), 3, 3));
+        // A second write of row 6's point may not drop the first (fewer than 2 rows below).
+        assert!(!t.write(&w, &at(6, 0), 4, 4));
+        assert!(t.spilled(&w, 0));
+        assert_eq!(
+            writers(&t, &w, &io(0, Dir::In, &[(6, 7), (0, 1)])),
+            [(3, 3)]
+        );
+        let w = words(64);
+        assert!(!t.write(&w, &at(1, 0), 1 << 40, 0));
+        assert!(t.spilled(&w, 0));
+        for bad in [at(1, 2), at(-1, 0), io(0, Dir::Out, &[(1, 2)])] {
+            let w = words(64);
+            assert!(!t.write(&w, &bad, 1, 0));
+            assert!(t.spilled(&w, 0));
+        }
+    }
+}
