@@ -2,7 +2,7 @@
 //! AICPU's own TensorMap and the global one, and its registration on its predecessors.
 
 use super::join::Joins;
-use super::once::OnceTables;
+use super::once::{OnceTables, Writer};
 use super::retire::release_task;
 use super::*;
 
@@ -75,15 +75,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     (Use::Lookup, true) if !io.writes() => {
                         let before = found;
                         once.read(sh.once, io, |w| {
-                            let q = Pred {
-                                aicpu: w.handle / cap,
-                                slot: w.handle % cap,
-                                id: w.id,
+                            let Some(q) = live_writer(sh, w)? else {
+                                return Ok(());
                             };
-                            let head = &sh.waitable(q.aicpu, q.slot)?.waiters;
-                            if waitlist::completed(head, tag_of(q.id))
-                                || (found > before && preds[found - 1] == q)
-                            {
+                            if found > before && preds[found - 1] == q {
                                 return Ok(());
                             }
                             *preds
@@ -425,14 +420,9 @@ fn lookup_once<C: AsRef<[Cell]>, L: MapLock>(
     let io = &t.ios()[r];
     let (mut c, mut over) = (0usize, false);
     once.read(sh.once, io, |w| {
-        let q = Pred {
-            aicpu: w.handle / cap,
-            slot: w.handle % cap,
-            id: w.id,
-        };
-        if waitlist::completed(&sh.waitable(q.aicpu, q.slot)?.waiters, tag_of(q.id)) {
+        let Some(q) = live_writer(sh, w)? else {
             return Ok(());
-        }
+        };
         match into.get_mut(c) {
             Some(d) => {
                 *d = q;
@@ -450,4 +440,17 @@ fn lookup_once<C: AsRef<[Cell]>, L: MapLock>(
         over = o;
     }
     Ok((c, over))
+}
+
+/// The writer `w` a written-once table holds as a predecessor, unless it has completed (its
+/// list is closed, or its slot holds another task).
+#[inline(always)]
+fn live_writer<C, L>(sh: &Shared<'_, C, L>, w: Writer) -> Result<Option<Pred>, SchedError> {
+    let q = Pred {
+        aicpu: w.handle / sh.cap,
+        slot: w.handle % sh.cap,
+        id: w.id,
+    };
+    let head = &sh.waitable(q.aicpu, q.slot)?.waiters;
+    Ok((!waitlist::completed(head, tag_of(q.id))).then_some(q))
 }
