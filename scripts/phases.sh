@@ -10,7 +10,8 @@
 # belongs to — inlined code counts where it was written, not where it was inlined:
 #
 #   generation       vm/src/interp/                  walking the program, filling task records
-#   dependencies     vm/src/tmap/, vm/src/share.rs   TensorMap lookups and inserts, tensor classes
+#   dependencies     vm/src/tmap/, vm/src/share.rs,  TensorMap lookups and inserts, tensor classes,
+#                    vm/src/sched/once.rs            the written-once tables
 #   registration     vm/src/sched/record.rs, vm/src/waitlist.rs   recording a task, joining its
 #                                                    predecessors' successor lists
 #   dispatch         vm/src/sched/issue.rs, vm/src/handshake.rs, vm/src/desc.rs
@@ -46,7 +47,7 @@ callgrind_annotate --auto=no --threshold=100 "$out/cg" 2> /dev/null |
   awk -v tasks="$tasks" -v file="$1" '
     function phase_of_file(f) {
       if (f ~ /(^|\/)vm\/src\/interp\//) return "generation"
-      if (f ~ /(^|\/)vm\/src\/tmap\// || f ~ /(^|\/)vm\/src\/share\.rs/) return "dependencies"
+      if (f ~ /(^|\/)vm\/src\/tmap\// || f ~ /(^|\/)vm\/src\/share\.rs/ || f ~ /(^|\/)vm\/src\/sched\/once\.rs/) return "dependencies"
       if (f ~ /(^|\/)vm\/src\/sched\/record\.rs/ || f ~ /(^|\/)vm\/src\/waitlist\.rs/) return "registration"
       if (f ~ /(^|\/)vm\/src\/sched\/issue\.rs/ || f ~ /(^|\/)vm\/src\/handshake\.rs/ || f ~ /(^|\/)vm\/src\/desc\.rs/) return "dispatch"
       if (f ~ /(^|\/)vm\/src\/sched\/retire\.rs/ || f ~ /(^|\/)vm\/src\/ring\.rs/) return "completion"
@@ -56,7 +57,7 @@ callgrind_annotate --auto=no --threshold=100 "$out/cg" 2> /dev/null |
     }
     function phase_of_function(fn) {
       if (fn ~ /interp::/) return "generation"
-      if (fn ~ /tmap::|share::/) return "dependencies"
+      if (fn ~ /tmap::|share::|sched::once::/) return "dependencies"
       if (fn ~ /sched::record::/) return "registration"
       if (fn ~ /sched::issue::/) return "dispatch"
       if (fn ~ /sched::retire::/) return "completion"
