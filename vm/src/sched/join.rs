@@ -173,7 +173,12 @@ impl Joins {
         s.fanin.store(1, Ordering::Relaxed);
         waitlist::open(&s.waiters, tag_of(id));
         let first_node = n * cap * NODES + at * JOIN_NODES;
-        for (i, p) in writers.iter().enumerate() {
+        // Each AICPU starts at another place in the list: the AICPUs opening joins for one
+        // row at once then meet on fewer writers' lists at a time.
+        let start = writers.len() * me as usize / n;
+        for k in 0..writers.len() {
+            let i = (start + k) % writers.len();
+            let p = &writers[i];
             let target = sh.waitable(p.aicpu, p.slot)?;
             let node = first_node + i;
             let nd = sh
