@@ -349,9 +349,9 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
         lookup_once(sh, once, t, at.global, r, spare)?
     } else if at.regions[r].1 {
         sh.map
-            .with_map(|gm| lookup_alone(gm, t, at.global, r, spare, |h| (h / cap, h % cap)))?
+            .with_map(|gm| lookup_alone(gm, t, at.global, r, spare, Handles::Global(cap)))?
     } else {
-        lookup_alone(map, t, at.local, r, spare, |h| (me, h))?
+        lookup_alone(map, t, at.local, r, spare, Handles::Local(me))?
     };
     if over {
         // More writers than a join has nodes: the region is left to the maps.
@@ -371,17 +371,27 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
     Ok(Some((joined, found)))
 }
 
+/// What a map's handles are: `aicpu × cap + slot` in the global map (its `cap`), slots of one
+/// AICPU in a local map (that AICPU).
+#[derive(Clone, Copy)]
+enum Handles {
+    Global(u32),
+    Local(u32),
+}
+
 /// Looks region `r` of `t` (whose handle in `map` is `handle`) up alone in `map` (a read, only
-/// looked up: the map is not changed), its writers into `into` as predecessors (`pred_of`
-/// turns a handle into AICPU and slot). Returns how many it found and whether more did not
-/// fit.
+/// looked up: the map is not changed), its writers into `into` as predecessors (`handles`
+/// says what a handle of `map` is). Returns how many it found and whether more did not
+/// fit. Not inlined: its callers (a join's opening, rare) would each carry a copy of the
+/// map's lookup.
+#[inline(never)]
 fn lookup_alone<M: Storage>(
     map: &mut TensorMap<M>,
     t: &Task,
     handle: u32,
     r: usize,
     into: &mut [Pred],
-    pred_of: impl Fn(u32) -> (u32, u32),
+    handles: Handles,
 ) -> Result<(usize, bool), MapError> {
     let (mut c, mut over) = (0usize, false);
     map.add_some(
@@ -391,7 +401,10 @@ fn lookup_alone<M: Storage>(
         |k, _| if k == r { Use::Lookup } else { Use::Skip },
         &mut |p| match into.get_mut(c) {
             Some(d) => {
-                let (aicpu, slot) = pred_of(p.handle);
+                let (aicpu, slot) = match handles {
+                    Handles::Global(cap) => (p.handle / cap, p.handle % cap),
+                    Handles::Local(me) => (me, p.handle),
+                };
                 *d = Pred {
                     aicpu,
                     slot,
@@ -433,9 +446,9 @@ fn lookup_once<C: AsRef<[Cell]>, L: MapLock>(
         Ok(())
     })?;
     if once.spilled(sh.once, io.tensor) && !over {
-        let (more, o) = sh.map.with_map(|gm| {
-            lookup_alone(gm, t, handle, r, &mut into[c..], |h| (h / cap, h % cap))
-        })?;
+        let (more, o) = sh
+            .map
+            .with_map(|gm| lookup_alone(gm, t, handle, r, &mut into[c..], Handles::Global(cap)))?;
         c += more;
         over = o;
     }
