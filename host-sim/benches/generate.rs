@@ -162,7 +162,7 @@ fn with_window_deps(b: divan::Bencher, mode: &str) {
     }
     b.counter(divan::counter::ItemsCount::new(owned))
         .bench_local(|| {
-            d.map.reset();
+            d.reset();
             expand(divan::black_box(&bytes), 1, &mut d);
             assert_eq!(d.error, None);
         });

@@ -38,8 +38,7 @@ fn main() {
     let (mut total, mut work) = (0, 0);
     let t0 = std::time::Instant::now();
     for _ in 0..repeat {
-        d.map.reset();
-        d.edges = 0;
+        d.reset();
         let (v0, p0) = (d.map.visits(), d.map.probes());
         let mut it = Interpreter::new(v, rp, 0, 1).unwrap();
         it.run_to_end(&mut d).unwrap();

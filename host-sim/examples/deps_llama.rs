@@ -31,8 +31,7 @@ fn main() {
     let (mut total, mut visits) = (0, 0);
     let t0 = std::time::Instant::now();
     for _ in 0..repeat {
-        d.map.reset();
-        d.edges = 0;
+        d.reset();
         let mut it = Interpreter::new(v, rp, 0, 1).unwrap();
         it.run_to_end(&mut d).unwrap();
         assert_eq!(d.error, None, "the map refused a task");

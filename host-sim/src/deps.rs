@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use crate::hash::FastHash;
 
+use ptovm_vm::sync::{AtomicU64, Ordering};
 use ptovm_vm::{tmap, Io};
 
 use crate::reference::RefTask;
@@ -476,6 +477,10 @@ pub struct InOrderWindow {
     /// The ids the map found for the task being added (to count a structural producer the
     /// map also finds once).
     found: Vec<u64>,
+    /// The written-once tables (spec/runtime.md §4.8) one AICPU's scheduler would give the
+    /// program, and their words: the writers of tensors written once, outside the map.
+    once: ptovm_vm::sched::OnceTables,
+    once_words: Vec<AtomicU64>,
 }
 
 impl InOrderWindow {
@@ -495,7 +500,20 @@ impl InOrderWindow {
             chains: Vec::new(),
             uses: Default::default(),
             found: Vec::new(),
+            once: Default::default(),
+            once_words: Vec::new(),
         })
+    }
+
+    /// Empties the window for another run of the same program: the map, the tables, the
+    /// count of edges and the error.
+    pub fn reset(&mut self) {
+        self.map.reset();
+        for w in &self.once_words {
+            w.store(0, Ordering::Relaxed);
+        }
+        self.edges = 0;
+        self.error = None;
     }
 
     /// Records from now on as the scheduler of one AICPU records for `interp`'s program and
@@ -508,12 +526,23 @@ impl InOrderWindow {
         let v = interp.program();
         self.shares = vec![Default::default(); v.tensors().len()];
         ptovm_vm::share::analyze(interp, &mut self.shares)?;
+        let mut tables = Vec::new();
         for (x, (s, t)) in self.shares.iter().zip(v.tensors()).enumerate() {
             let b = ptovm_vm::desc::Binding::declared(t, interp.params());
             if let Some((rank, cols)) = ptovm_vm::share::dense_table(s, &b, interp.aicpus()) {
                 self.map.set_dense(x as u16, rank, cols);
             }
+            if let Some(o) = ptovm_vm::share::once_shape(v, s, x as u16, &b, interp.aicpus()) {
+                tables.push((x as u16, o));
+            }
         }
+        // As one AICPU's scheduler lays them out (`sched::once_len` for one window).
+        let words = ptovm_vm::sched::once_len(1, self.window as usize);
+        self.once =
+            ptovm_vm::sched::OnceTables::lay_out(tables.into_iter(), words, self.window as usize);
+        self.once_words = (0..if self.once.any() { words } else { 0 })
+            .map(|_| AtomicU64::new(0))
+            .collect();
         self.uses = Default::default();
         self.chains = (0..v.code().len() as u32)
             .map(|site| ptovm_vm::share::chain(v, &self.shares, site))
@@ -598,6 +627,18 @@ impl InOrderWindow {
         // tensor past the classes goes to the "global" one). As in the scheduler, a task that
         // only looks up tensors with no live entry skips the map.
         let map = &mut self.map;
+        if self.once.any() {
+            return Self::with_tables(
+                map,
+                (&self.once, &self.once_words, self.window),
+                t,
+                h,
+                u.regions,
+                chain,
+                &mut self.edges,
+                &mut self.found,
+            );
+        }
         if u.global || u.local_needed(map) {
             return Self::look_up(
                 map,
@@ -610,6 +651,90 @@ impl InOrderWindow {
             );
         }
         self.edges += bits(chain);
+        Ok(())
+    }
+
+    /// [`InOrderWindow::look_up`] for a program with written-once tables (`once`, its words
+    /// and the window): the regions of their tensors filed and answered there, as the
+    /// scheduler does (spec/runtime.md §4.8), a writer counted while it is in the window; the
+    /// rest, and the reads of a tensor whose table spilled, in the map. Each predecessor
+    /// counts once.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn with_tables(
+        map: &mut HeapMap,
+        (once, words, window): (&ptovm_vm::sched::OnceTables, &[AtomicU64], u64),
+        t: &ptovm_vm::Task,
+        h: u32,
+        regions: &[(tmap::Use, bool)],
+        chain: u64,
+        edges: &mut u64,
+        found: &mut Vec<u64>,
+    ) -> Result<(), tmap::MapError> {
+        use tmap::Use;
+        found.clear();
+        let mut uses = [(Use::Skip, false); ptovm_vm::limits::MAX_TASK_IO];
+        uses[..regions.len()].copy_from_slice(regions);
+        let mut rest = false;
+        for (r, io) in t.ios().iter().enumerate() {
+            if !once.has(io.tensor) {
+                rest |= uses[r].0 != Use::Skip;
+                continue;
+            }
+            match uses[r].0 {
+                Use::Skip => {}
+                Use::Lookup if !io.writes() => {
+                    // Within one read, each cell's writer is another task (each writes one
+                    // element of it): only those of earlier reads may repeat.
+                    let before = found.len();
+                    let answered = once.read(words, io, |w| {
+                        if t.id.wrapping_sub(w.id) < window && !found[..before].contains(&w.id) {
+                            found.push(w.id);
+                        }
+                        Ok::<(), ()>(())
+                    });
+                    if answered != Ok(true) {
+                        return Err(tmap::MapError::Unanswerable { tensor: io.tensor });
+                    }
+                    if once.spilled(words, io.tensor) {
+                        rest = true;
+                    } else {
+                        uses[r].0 = Use::Skip;
+                    }
+                }
+                Use::Insert if io.writes() => {
+                    if once.write(words, io, t.id, h) {
+                        uses[r].0 = Use::Skip;
+                    } else {
+                        rest = true;
+                    }
+                }
+                _ => {
+                    if io.writes() {
+                        once.spill(words, io.tensor);
+                    }
+                    rest = true;
+                }
+            }
+        }
+        *edges += found.len() as u64;
+        if rest {
+            let from_tables = found.len();
+            map.add_some(t.id, h, t.ios(), |k, _| uses[k].0, &mut |p| {
+                if !found[..from_tables].contains(&p.id) {
+                    *edges += 1;
+                    found.push(p.id);
+                }
+            })?;
+        }
+        let mut m = chain;
+        while m != 0 {
+            let d = m.trailing_zeros() as u64;
+            m &= m - 1;
+            if !found.contains(&(t.id - d)) {
+                *edges += 1;
+            }
+        }
         Ok(())
     }
 

@@ -103,8 +103,7 @@ pub fn generate_with_deps(
     if let Some(e) = d.error {
         return Err(e.into());
     }
-    d.map.reset();
-    d.edges = 0;
+    d.reset();
     let mut it = Interpreter::new(v, p, 0, 1)?;
     let t0 = Instant::now();
     it.run_to_end(&mut d)?;

@@ -270,13 +270,14 @@ fn aicpus_without_work_of_their_own_steal() {
     }
 }
 
-/// Shared tensors written once with a table (spec/runtime.md §4.8): their writes filed and
-/// their reads answered outside the global map, without its lock. Two modules: a stencil that
-/// also reads two rows back (a table of 4 rows), and Task Bench's all_to_all (whose joins look
-/// their rows up in the table). In any interleaving, window and AICPU count every task starts
-/// after all its reference predecessors ended. Every fourth run starts with the tables' cells
-/// taken by a row no write may drop, so that every write spills to the global map and the
-/// reads look there too.
+/// Tensors written once with a table (spec/runtime.md §4.8): their writes filed and their
+/// reads answered outside the maps, for a shared tensor without the lock. Three modules: a
+/// stencil that also reads a range two rows back (a table of 4 rows; shared, local on one
+/// AICPU), Task Bench's all_to_all (whose joins look their rows up in the table) and no_comm
+/// (local, keyed in dimension 1: each AICPU's columns). In any interleaving, window and AICPU
+/// count every task starts after all its reference predecessors ended. Every fifth run starts
+/// with the tables' cells taken by a row no write may drop, so that every write spills to its
+/// map and the reads look there too.
 #[test]
 fn written_once_tables_hold_the_writers_in_any_interleaving() {
     let two_back = "@param W = 12\n@param T = 8\n@tensor G: f32[T, W]\n\
@@ -296,6 +297,10 @@ fn written_once_tables_hold_the_writers_in_any_interleaving() {
         "taskbench/all_to_all.pto",
         &[("W", 20, vec![]), ("T", 6, vec![])],
     );
+    let (no_comm, no_comm_params) = ptovm_tests::example(
+        "taskbench/no_comm.pto",
+        &[("W", 12, vec![]), ("T", 8, vec![])],
+    );
     let (mut filed, mut spilled) = (0, 0);
     for seed in 0..160u64 {
         let (n, window) = (
@@ -304,10 +309,14 @@ fn written_once_tables_hold_the_writers_in_any_interleaving() {
         );
         let cfg = config(seed, window);
         let extra = ptovm_tests::sched::Extra {
-            cells_taken: seed % 4 == 3,
+            cells_taken: seed % 5 == 0,
             ..Default::default()
         };
-        for (bytes, params) in [(&two_back, &two_back_params), (&all_to_all, &a2a_params)] {
+        for (bytes, params) in [
+            (&two_back, &two_back_params),
+            (&all_to_all, &a2a_params),
+            (&no_comm, &no_comm_params),
+        ] {
             let r = run_with(bytes, params, (n, window), cfg, seed, extra.clone())
                 .unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
             check(bytes, params, n, &r).unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));

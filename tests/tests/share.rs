@@ -757,6 +757,28 @@ fn the_in_order_window_finds_exactly_the_reference_edges_in_it() {
     for (name, bytes, params) in ptovm_tests::examples() {
         run(&bytes, &params, name);
     }
+    // Task Bench's patterns: their tensor is written once, so the window answers it from its
+    // written-once table (spec/runtime.md §4.8), which must count the same edges.
+    for pattern in [
+        "trivial",
+        "no_comm",
+        "stencil_1d",
+        "stencil_1d_periodic",
+        "dom",
+        "tree",
+        "fft",
+        "all_to_all",
+        "nearest",
+        "spread",
+        "random_nearest",
+        "chain",
+    ] {
+        let (bytes, params) = ptovm_tests::example(
+            &format!("taskbench/{pattern}.pto"),
+            &[("W", 8, vec![]), ("T", 12, vec![]), ("S", 3, vec![])],
+        );
+        run(&bytes, &params, pattern);
+    }
     // Task 4 finds X quiet (its writer, task 0, left a window of 4); task 6, whose site is 16
     // instructions after task 4's and so takes its place in the per-site memory, reads Y,
     // whose writer (task 3) is still in the window, with nothing inserted in between: the

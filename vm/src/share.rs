@@ -818,17 +818,25 @@ pub struct OnceShape {
     pub reach: u32,
 }
 
-/// The written-once table tensor `x` (its analysis `s`, its binding `b`) may have: a shared
-/// tensor written once of rank 1 or 2 whose every write names exactly its rank's dimensions
-/// (a point: `x[t]` or `x[t, i]`) and every read one to its rank's dimensions (row `t − c`, its
-/// columns a point or a range, or all of them). `None` for any other tensor.
+/// The written-once table tensor `x` (its analysis `s`, its binding `b`) may have among
+/// `aicpus` AICPUs: a tensor written once of rank 1 or 2 whose every write names exactly its
+/// rank's dimensions (a point: `x[t]` or `x[t, i]`) and every read one to its rank's
+/// dimensions (row `t − c`, its columns a point or a range, or all of them) — shared, or local
+/// with one AICPU, or local keyed in dimension 1 (each column then has one owner, which
+/// writes and reads all of its rows). `None` for any other tensor.
 pub fn once_shape(
     v: &crate::Verified<'_>,
     s: &Sharing,
     x: u16,
     b: &crate::desc::Binding,
+    aicpus: u32,
 ) -> Option<OnceShape> {
-    if s.class != Class::Shared || !s.written_once || !(b.rank == 1 || b.rank == 2) {
+    let class_fits = match s.class {
+        Class::Shared => true,
+        Class::Local => aicpus == 1 || (b.rank == 2 && matches!(s.key_dimension(), Some((1, _)))),
+        Class::ReadOnly => false,
+    };
+    if !class_fits || !s.written_once || !(b.rank == 1 || b.rank == 2) {
         return None;
     }
     let cols = if b.rank == 2 { b.dims[1] } else { 1 };

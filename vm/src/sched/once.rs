@@ -1,6 +1,6 @@
-//! Written-once tables (spec/runtime.md §4.8): the writers of a shared tensor written once,
-//! filed by their cells in shared memory, so that its writes and reads skip the global map and
-//! its lock.
+//! Written-once tables (spec/runtime.md §4.8): the writers of a tensor written once, filed by
+//! their cells in shared memory, so that its writes and reads skip the maps — for a shared
+//! tensor, the global map and its lock.
 //!
 //! A tensor **written once** (§3.5) is stepped by an outermost loop: step `t` writes points of
 //! row `t`, each element by one task at most, and reads rows `t − c`, `1 ≤ c ≤ reach`. Its
@@ -8,18 +8,20 @@
 //! names, just the one task that wrote it. A table of `rows × cols` cells, `rows` a power of
 //! two above `reach`, holds in cell `(r mod rows, col)` the row and the writer (id and handle)
 //! of the element written last there. A write is two stores, a read a load pair a cell,
-//! whichever AICPU made them; none takes the lock, and no entry is left to retire.
+//! whichever AICPU made them; none takes a lock, and no entry is left to retire.
 //!
-//! No lock is needed because the needs order every access of a cell (§4.1 step 4): a read of
-//! row `r` is recorded after every task below its own id, or, for a read a join stands for,
-//! below the first task of its step (§4.7) — either way after the writers of row `r`, which
-//! are in step `r`. A write of row `r + rows` is recorded after every task before its step,
-//! and so after every reader of row `r` (their steps are at most `r + reach < r + rows`). The
-//! watermark that publishes those records (Release, Acquire) orders the cells' plain
-//! (Relaxed) stores and loads. A cell whose row is not the one read holds no writer of it.
+//! A local tensor's cells are each touched by one AICPU, in id order: the only one with the
+//! tensor (one AICPU), or its column's owner (a tensor keyed in dimension 1). A shared tensor's
+//! need no lock because the needs order every access of a cell (§4.1 step 4): a read of row
+//! `r` is recorded after every task below its own id, or, for a read a join stands for, below
+//! the first task of its step (§4.7) — either way after the writers of row `r`, which are in
+//! step `r`. A write of row `r + rows` is recorded after every task before its step, and so
+//! after every reader of row `r` (their steps are at most `r + reach < r + rows`). The
+//! watermark that publishes those records (Release, Acquire) orders the cells' plain (Relaxed)
+//! stores and loads. A cell whose row is not the one read holds no writer of it.
 //!
 //! A write the table cannot take — coordinates outside it, an id of 2⁴⁰ or more, or a cell
-//! whose element may still be read — **spills**: it goes to the global map as before, and the
+//! whose element may still be read — **spills**: it goes to the tensor's map as before, and the
 //! table's spill word, set before the write's record is published, sends every later read of
 //! the tensor to the map too.
 
@@ -34,11 +36,15 @@ pub const ONCE_TENSORS: usize = 64;
 /// Bits of a cell's second word below the writer's id: its handle (`aicpu × cap + slot`).
 const HANDLE_BITS: u32 = 24;
 
+/// Cells of [`Shared::once`] a window slot brings: a table holds at least two rows, and a
+/// row of a step as wide as the window then still fits.
+pub const ONCE_CELLS_PER_SLOT: usize = 2;
+
 /// Words of [`Shared::once`] for `n` AICPUs of `cap` slots: a spill word per table, then two
-/// words a cell, as many cells as the windows have slots. A table that does not fit in what
-/// the tables before it left is not made: its tensor goes to the global map.
+/// words a cell, [`ONCE_CELLS_PER_SLOT`] cells a slot of the windows. A table that does not
+/// fit in what the tables before it left is not made: its tensor goes to its map.
 pub fn once_len(n: usize, cap: usize) -> usize {
-    ONCE_TABLES + 2 * n * cap
+    ONCE_TABLES + 2 * ONCE_CELLS_PER_SLOT * n * cap
 }
 
 /// One tensor's table: cells `rows × cols` from word `base` of [`Shared::once`], its spill
@@ -134,14 +140,14 @@ impl OnceTables {
             .find(|t| t.tensor == tensor)
     }
 
-    /// Whether a write of `tensor` has spilled to the global map: its reads look there too.
+    /// Whether a write of `tensor` has spilled to its map: its reads look there too.
     #[inline(always)]
     pub fn spilled(&self, words: &[AtomicU64], tensor: u16) -> bool {
         self.of(tensor)
             .is_some_and(|t| words[t.spill as usize].load(Ordering::Relaxed) != 0)
     }
 
-    /// Sends the reads of `tensor` to the global map too, from the record being made on
+    /// Sends the reads of `tensor` to its map too, from the record being made on
     /// (whose publication orders this store before every read that needs it).
     pub fn spill(&self, words: &[AtomicU64], tensor: u16) {
         if let Some(t) = self.of(tensor) {
@@ -151,7 +157,7 @@ impl OnceTables {
 
     /// Files the write `io` of task `id` (handle `handle`) in its tensor's table. Returns
     /// false, having set the table's spill word, when the table cannot take it: the write
-    /// then goes to the global map.
+    /// then goes to the tensor's map.
     pub fn write(&self, words: &[AtomicU64], io: &Io, id: u64, handle: u32) -> bool {
         let Some(t) = self.of(io.tensor) else {
             return false;
@@ -176,23 +182,23 @@ impl OnceTables {
 
     /// Calls `f` with the writer of each element of the read `io` its tensor's table holds
     /// (one call a cell, columns in order). Elements outside the table have no writer there.
-    pub fn read(
+    /// Returns false, having called nothing, for a read that names other than one row, which
+    /// no read of a tensor written once does (§3.5): the table cannot answer it.
+    pub fn read<E>(
         &self,
         words: &[AtomicU64],
         io: &Io,
-        mut f: impl FnMut(Writer) -> Result<(), SchedError>,
-    ) -> Result<(), SchedError> {
+        mut f: impl FnMut(Writer) -> Result<(), E>,
+    ) -> Result<bool, E> {
         let Some(t) = self.of(io.tensor) else {
-            return Ok(());
+            return Ok(true);
         };
         let (r, end) = io.ranges[0];
         if io.ndims == 0 || end != r.wrapping_add(1) {
-            return Err(SchedError::Corrupted(
-                "a read of a tensor written once names other than one row",
-            ));
+            return Ok(false);
         }
         if r < 0 {
-            return Ok(());
+            return Ok(true);
         }
         let (lo, hi) = if t.rank == 2 && io.ndims >= 2 {
             let (lo, hi) = io.ranges[1];
@@ -212,7 +218,7 @@ impl OnceTables {
                 })?;
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -253,7 +259,7 @@ pub(super) fn once_tables<C, L>(
         .zip(tensors)
         .take(v.tensors().len())
         .enumerate()
-        .filter_map(|(x, (s, b))| Some((x as u16, share::once_shape(v, s, x as u16, b)?)));
+        .filter_map(|(x, (s, b))| Some((x as u16, share::once_shape(v, s, x as u16, b, sh.n)?)));
     OnceTables::lay_out(shapes, sh.once.len(), sh.n as usize * sh.cap as usize)
 }
 
@@ -285,11 +291,11 @@ mod tests {
 
     fn writers(t: &OnceTables, w: &[AtomicU64], read: &Io) -> Vec<(u64, u32)> {
         let mut found = Vec::new();
-        t.read(w, read, |x| {
+        let answered = t.read(w, read, |x| {
             found.push((x.id, x.handle));
-            Ok(())
-        })
-        .unwrap();
+            Ok::<(), ()>(())
+        });
+        assert_eq!(answered, Ok(true));
         found
     }
 
@@ -338,7 +344,10 @@ mod tests {
         // A tensor without a table has no writers there.
         assert!(writers(&t, &w, &io(2, Dir::In, &[(5, 6)])).is_empty());
         // A read of two rows is not one a stepped tensor makes.
-        assert!(t.read(&w, &io(3, Dir::In, &[(4, 6)]), |_| Ok(())).is_err());
+        assert_eq!(
+            t.read(&w, &io(3, Dir::In, &[(4, 6)]), |_| Ok::<(), ()>(())),
+            Ok(false)
+        );
         assert!(!t.spilled(&w, 3));
     }
 

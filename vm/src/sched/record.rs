@@ -62,19 +62,19 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 None => return Ok(false),
             }
         }
-        // Shared tensors written once with a table (§4.8): their writes filed and their
-        // reads answered there, without the lock; a write the table does not take, and the
-        // reads of a tensor with such a write, also go to the global map.
-        if global && once.any() {
+        // Tensors written once with a table (§4.8): their writes filed and their reads
+        // answered there, for a shared tensor without the lock; a write the table does not
+        // take, and the reads of a tensor with such a write, also go to the tensor's map.
+        if once.any() {
             for (r, io) in t.ios().iter().enumerate() {
                 if done & 1 << r != 0 || !once.has(io.tensor) {
                     continue;
                 }
                 match uses[r] {
                     (Use::Skip, _) => {}
-                    (Use::Lookup, true) if !io.writes() => {
+                    (Use::Lookup, _) if !io.writes() => {
                         let before = found;
-                        once.read(sh.once, io, |w| {
+                        once.read::<SchedError>(sh.once, io, |w| {
                             let Some(q) = live_writer(sh, w)? else {
                                 return Ok(());
                             };
@@ -86,12 +86,14 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                                 .ok_or(SchedError::Memory("predecessor scratch"))? = q;
                             found += 1;
                             Ok(())
-                        })?;
+                        })?
+                        .then_some(())
+                        .ok_or(SchedError::Corrupted(UNANSWERED))?;
                         if !once.spilled(sh.once, io.tensor) {
                             done |= 1 << r;
                         }
                     }
-                    (Use::Insert, true) if io.writes() => {
+                    (Use::Insert, _) if io.writes() => {
                         if once.write(sh.once, io, t.id, handle) {
                             done |= 1 << r;
                             counts.once_writes += 1;
@@ -112,8 +114,13 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             uses = joins.skip(uses, done);
         }
         // Local tensors first: only this AICPU's own tasks can be found there. A task that
-        // only looks up tensors with no live entry there has nothing to do in it.
-        let needed = u.local_needed(map);
+        // only looks up tensors with no live entry there has nothing to do in it, nor one
+        // whose local regions the tables took.
+        let needed = if done == 0 {
+            u.local_needed(map)
+        } else {
+            uses.iter().any(|&(u, g)| u != Use::Skip && !g) && u.local_needed(map)
+        };
         if needed {
             map.add_some(
                 t.id,
@@ -321,15 +328,15 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
         } else if opening.is_none() {
             // Nothing to find while the tensor has no live entry (its map's counts, or for
             // the global map its live writers): the read is left to the maps, which skip it.
-            let live = if at.regions[r].1 {
-                once.has(io.tensor)
-                    || sh
-                        .writers
+            // (A tensor with a written-once table may have writers there.)
+            let live = once.has(io.tensor)
+                || if at.regions[r].1 {
+                    sh.writers
                         .get(io.tensor as usize)
                         .is_none_or(|w| w.load(Ordering::Acquire) != 0)
-            } else {
-                !map.quiet(io.tensor)
-            };
+                } else {
+                    !map.quiet(io.tensor)
+                };
             if live {
                 // Every join waits for writers that have not completed: the task waits for
                 // one to, as for a window slot.
@@ -345,14 +352,24 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
     let Some((r, j)) = opening else {
         return Ok(Some((joined, found)));
     };
-    let (c, over) = if at.regions[r].1 && once.has(t.ios()[r].tensor) {
-        lookup_once(sh, once, t, at.global, r, spare)?
-    } else if at.regions[r].1 {
-        sh.map
-            .with_map(|gm| lookup_alone(gm, t, at.global, r, spare, Handles::Global(cap)))?
-    } else {
-        lookup_alone(map, t, at.local, r, spare, Handles::Local(me))?
-    };
+    // Its writers: in its tensor's written-once table, and in its map unless the tensor has a
+    // table that took every write.
+    let tensor = t.ios()[r].tensor;
+    let (mut c, mut over) = (0, false);
+    if once.has(tensor) {
+        (c, over) = table_writers(sh, once, &t.ios()[r], spare)?;
+    }
+    if !over && (!once.has(tensor) || once.spilled(sh.once, tensor)) {
+        let more = if at.regions[r].1 {
+            sh.map.with_map(|gm| {
+                lookup_alone(gm, t, at.global, r, &mut spare[c..], Handles::Global(cap))
+            })?
+        } else {
+            lookup_alone(map, t, at.local, r, &mut spare[c..], Handles::Local(me))?
+        };
+        c += more.0;
+        over = more.1;
+    }
     if over {
         // More writers than a join has nodes: the region is left to the maps.
         return Ok(Some((joined, found)));
@@ -370,6 +387,9 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
     }
     Ok(Some((joined, found)))
 }
+
+/// Why a table read fails: no read of a tensor written once names several rows.
+const UNANSWERED: &str = "a read of a tensor written once names other than one row";
 
 /// What a map's handles are: `aicpu × cap + slot` in the global map (its `cap`), slots of one
 /// AICPU in a local map (that AICPU).
@@ -418,21 +438,16 @@ fn lookup_alone<M: Storage>(
     Ok((c, over))
 }
 
-/// [`lookup_alone`] of region `r` of `t` (handle `handle` in the global map), a read of a
-/// tensor with a written-once table: its writers from the table that have not completed, and
-/// if the table has spilled, those in the global map too.
-fn lookup_once<C: AsRef<[Cell]>, L: MapLock>(
+/// The writers of the read `io` a written-once table holds that have not completed, into
+/// `into` as predecessors. Returns how many it found and whether more did not fit.
+fn table_writers<C, L>(
     sh: &Shared<'_, C, L>,
     once: &OnceTables,
-    t: &Task,
-    handle: u32,
-    r: usize,
+    io: &crate::Io,
     into: &mut [Pred],
 ) -> Result<(usize, bool), SchedError> {
-    let cap = sh.cap;
-    let io = &t.ios()[r];
     let (mut c, mut over) = (0usize, false);
-    once.read(sh.once, io, |w| {
+    once.read::<SchedError>(sh.once, io, |w| {
         let Some(q) = live_writer(sh, w)? else {
             return Ok(());
         };
@@ -444,14 +459,9 @@ fn lookup_once<C: AsRef<[Cell]>, L: MapLock>(
             None => over = true,
         }
         Ok(())
-    })?;
-    if once.spilled(sh.once, io.tensor) && !over {
-        let (more, o) = sh
-            .map
-            .with_map(|gm| lookup_alone(gm, t, handle, r, &mut into[c..], Handles::Global(cap)))?;
-        c += more;
-        over = o;
-    }
+    })?
+    .then_some(())
+    .ok_or(SchedError::Corrupted(UNANSWERED))?;
     Ok((c, over))
 }
 

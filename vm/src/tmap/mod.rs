@@ -164,6 +164,14 @@ pub enum MapError {
         /// Handles in the layout.
         handles: u32,
     },
+    /// A read of a tensor written once that names more than one row, which its written-once
+    /// table (spec/runtime.md §4.8, kept beside a map by its user) cannot answer; no program's
+    /// read of such a tensor does (§3.5).
+    #[error("a read of tensor {tensor} names more than one row of its written-once table")]
+    Unanswerable {
+        /// The tensor.
+        tensor: u16,
+    },
     /// A tensor index past the layout's.
     #[error("tensor {tensor} out of range (the map has {tensors})")]
     Tensor {
