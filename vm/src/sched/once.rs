@@ -51,7 +51,6 @@ pub fn once_len(n: usize, cap: usize) -> usize {
 /// word at `spill`.
 #[derive(Clone, Copy, Debug, Default)]
 struct Table {
-    tensor: u16,
     rank: u8,
     rows_mask: u32,
     cols: u32,
@@ -61,12 +60,22 @@ struct Table {
 
 /// An AICPU's description of the launch's tables: every AICPU lays them out alike from the
 /// same program, bindings and sizes ([`OnceTables::lay_out`]).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct OnceTables {
     tables: [Table; ONCE_TABLES],
     len: u8,
-    /// Bit `x`: tensor `x` has a table.
-    tensors: u64,
+    /// `index[x]`: 1 + the table of tensor `x`, 0 if it has none.
+    index: [u8; ONCE_TENSORS],
+}
+
+impl Default for OnceTables {
+    fn default() -> OnceTables {
+        OnceTables {
+            tables: [Table::default(); ONCE_TABLES],
+            len: 0,
+            index: [0; ONCE_TENSORS],
+        }
+    }
 }
 
 /// The writer a cell holds.
@@ -104,7 +113,6 @@ impl OnceTables {
                 continue;
             }
             t.tables[t.len as usize] = Table {
-                tensor: x,
                 rank: s.rank,
                 rows_mask: (rows - 1) as u32,
                 cols: s.cols,
@@ -112,7 +120,7 @@ impl OnceTables {
                 spill: t.len as u32,
             };
             t.len += 1;
-            t.tensors |= 1 << x;
+            t.index[x as usize] = t.len;
             next += 2 * cells as usize;
         }
         t
@@ -121,23 +129,19 @@ impl OnceTables {
     /// Whether any tensor has a table.
     #[inline(always)]
     pub fn any(&self) -> bool {
-        self.tensors != 0
+        self.len != 0
     }
 
     /// Whether `tensor` has a table.
     #[inline(always)]
     pub fn has(&self, tensor: u16) -> bool {
-        (tensor as usize) < ONCE_TENSORS && self.tensors & 1 << tensor != 0
+        self.index.get(tensor as usize).is_some_and(|&i| i != 0)
     }
 
     #[inline(always)]
     fn of(&self, tensor: u16) -> Option<&Table> {
-        if !self.has(tensor) {
-            return None;
-        }
-        self.tables[..self.len as usize]
-            .iter()
-            .find(|t| t.tensor == tensor)
+        let i = *self.index.get(tensor as usize)? as usize;
+        self.tables.get(i.checked_sub(1)?)
     }
 
     /// Whether a write of `tensor` has spilled to its map: its reads look there too.
