@@ -727,15 +727,22 @@ impl InOrderWindow {
                 }
             })?;
         }
+        *edges += Self::unfound(chain, t.id, found);
+        Ok(())
+    }
+
+    /// How many of the structural producers `chain` (distances from task `id`) are not among
+    /// the predecessors `found`: each counts once.
+    #[inline]
+    fn unfound(chain: u64, id: u64, found: &[u64]) -> u64 {
         let mut m = chain;
+        let mut n = 0;
         while m != 0 {
             let d = m.trailing_zeros() as u64;
             m &= m - 1;
-            if !found.contains(&(t.id - d)) {
-                *edges += 1;
-            }
+            n += u64::from(!found.contains(&(id - d)));
         }
-        Ok(())
+        n
     }
 
     /// The distances `d` with `d < window` and `d <= id`, as a mask.
@@ -780,14 +787,7 @@ impl InOrderWindow {
                 found.push(p.id);
             }
         })?;
-        let mut m = chain;
-        while m != 0 {
-            let d = m.trailing_zeros() as u64;
-            m &= m - 1;
-            if !found.contains(&(t.id - d)) {
-                *edges += 1;
-            }
-        }
+        *edges += Self::unfound(chain, t.id, found);
         Ok(())
     }
 }

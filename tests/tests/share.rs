@@ -759,20 +759,10 @@ fn the_in_order_window_finds_exactly_the_reference_edges_in_it() {
     }
     // Task Bench's patterns: their tensor is written once, so the window answers it from its
     // written-once table (spec/runtime.md §4.8), which must count the same edges.
-    for pattern in [
-        "trivial",
-        "no_comm",
-        "stencil_1d",
-        "stencil_1d_periodic",
-        "dom",
-        "tree",
-        "fft",
-        "all_to_all",
-        "nearest",
-        "spread",
-        "random_nearest",
-        "chain",
-    ] {
+    for pattern in ptovm_tests::taskbench::PATTERNS
+        .into_iter()
+        .chain(["chain"])
+    {
         let (bytes, params) = ptovm_tests::example(
             &format!("taskbench/{pattern}.pto"),
             &[("W", 8, vec![]), ("T", 12, vec![]), ("S", 3, vec![])],
