@@ -12,7 +12,7 @@
 //!
 //! A local tensor's cells are each touched by one AICPU, in id order: the only one with the
 //! tensor (one AICPU), or its column's owner (a tensor keyed in dimension 1). A shared tensor's
-//! need no lock because the needs order every access of a cell (§4.1 step 4): a read of row
+//! cells need no lock either: the needs order every access of a cell (§4.1 step 4). A read of row
 //! `r` is recorded after every task below its own id, or, for a read a join stands for, below
 //! the first task of its step (§4.7) — either way after the writers of row `r`, which are in
 //! step `r`. A write of row `r + rows` is recorded after every task before its step, and so
@@ -31,7 +31,7 @@ use crate::Io;
 
 /// Tables a launch has at most (tensors past the first [`ONCE_TENSORS`] have none).
 pub const ONCE_TABLES: usize = 8;
-/// Tensors that may have a table: those below it (a bit each in a word).
+/// Tensors that may have a table: those below it (an entry each in [`OnceTables`]' index).
 pub const ONCE_TENSORS: usize = 64;
 /// Bits of a cell's second word below the writer's id: its handle (`aicpu × cap + slot`).
 const HANDLE_BITS: u32 = 24;

@@ -371,7 +371,8 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
         over = more.1;
     }
     if over {
-        // More writers than a join has nodes: the region is left to the maps.
+        // More writers than a join has nodes: the region is left to the task's own lookup
+        // (its table's, or its map's).
         return Ok(Some((joined, found)));
     }
     joined |= 1 << r;
