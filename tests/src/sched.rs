@@ -296,11 +296,8 @@ pub struct Extra {
     /// Under shared cores, the cube and vector core counts (`None`: 1 to `2n` of each, by the
     /// seed).
     pub cores: Option<(usize, usize)>,
-    /// Write no task descriptors, as a simulator's scheduler benchmark: regions are then not
-    /// checked against the tensors' extents.
-    pub no_descriptors: bool,
     /// Fill the written-once tables' cells (spec/runtime.md §4.8) with a row no write may
-    /// drop: every write spills to the global map, and the tables' reads find nothing.
+    /// drop: every write spills to its tensor's map, and the tables' reads find nothing.
     pub cells_taken: bool,
 }
 
@@ -317,7 +314,6 @@ pub fn run_with(
         arena,
         memory,
         cores,
-        no_descriptors,
         cells_taken,
     } = extra;
     let v = verify(bytes).unwrap();
@@ -361,9 +357,6 @@ pub fn run_with(
         .collect();
     let core_aicpu: Vec<u32> = (0..ncores as u32).map(|c| c % n).collect();
     let mut region = Region::new(&v, n, cap, &types, core_aicpu);
-    if no_descriptors {
-        region.desc_words = 0;
-    }
     if cells_taken {
         for w in &region.once[ptovm_vm::sched::ONCE_TABLES..] {
             w.store(1 << 62, std::sync::atomic::Ordering::Relaxed);

@@ -805,9 +805,9 @@ pub fn dense_table(s: &Sharing, b: &crate::desc::Binding, aicpus: u32) -> Option
     }
 }
 
-/// The shape of a **written-once table** (spec/runtime.md §4.8, `sched::once`): a shared
-/// tensor written once (§3.5) whose writers a table of its cells holds, outside the global
-/// map and its lock.
+/// The shape of a **written-once table** (spec/runtime.md §4.8, `sched::once`): a tensor
+/// written once (§3.5) whose writers a table of its cells holds, outside the maps (for a
+/// shared tensor, outside the global map's lock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OnceShape {
     /// The tensor's rank: 1 or 2.

@@ -73,22 +73,12 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 match uses[r] {
                     (Use::Skip, _) => {}
                     (Use::Lookup, _) if !io.writes() => {
-                        let before = found;
-                        once.read::<SchedError>(sh.once, io, |w| {
-                            let Some(q) = live_writer(sh, w)? else {
-                                return Ok(());
-                            };
-                            if found > before && preds[found - 1] == q {
-                                return Ok(());
-                            }
-                            *preds
-                                .get_mut(found)
-                                .ok_or(SchedError::Memory("predecessor scratch"))? = q;
-                            found += 1;
-                            Ok(())
-                        })?
-                        .then_some(())
-                        .ok_or(SchedError::Corrupted(UNANSWERED))?;
+                        // Each cell's writer is another task: one writes one point of a row.
+                        let (n, over) = table_writers(sh, once, io, &mut preds[found..])?;
+                        if over {
+                            return Err(SchedError::Memory("predecessor scratch"));
+                        }
+                        found += n;
                         if !once.spilled(sh.once, io.tensor) {
                             done |= 1 << r;
                         }
