@@ -481,6 +481,9 @@ pub struct InOrderWindow {
     /// program, and their words: the writers of tensors written once, outside the map.
     once: ptovm_vm::sched::OnceTables,
     once_words: Vec<AtomicU64>,
+    /// What the tables do for each site's regions, by instruction index: worked out at the
+    /// site's first task that goes the long way (`None` before).
+    plans: Vec<Option<ptovm_vm::sched::SitePlan>>,
 }
 
 impl InOrderWindow {
@@ -502,6 +505,7 @@ impl InOrderWindow {
             found: Vec::new(),
             once: Default::default(),
             once_words: Vec::new(),
+            plans: Vec::new(),
         })
     }
 
@@ -544,6 +548,7 @@ impl InOrderWindow {
             .map(|_| AtomicU64::new(0))
             .collect();
         self.uses = Default::default();
+        self.plans = vec![None; v.code().len()];
         self.chains = (0..v.code().len() as u32)
             .map(|site| ptovm_vm::share::chain(v, &self.shares, site))
             .collect();
@@ -568,11 +573,18 @@ impl InOrderWindow {
     #[inline]
     fn quick(&mut self, t: &ptovm_vm::Task) -> bool {
         let (id, mask) = (t.id, self.mask);
-        // (`mask` is 0 for a window that is not a power of two, or below `SPAN`.) A program
-        // with written-once tables reads them in `with_tables`: the map's quiet tensors say
-        // nothing of what the tables hold.
-        if id < SPAN || mask == 0 || self.once.any() || !self.map.idle((id & mask) as u32) {
+        // (`mask` is 0 for a window that is not a power of two, or below `SPAN`.)
+        if id < SPAN || mask == 0 || !self.map.idle((id & mask) as u32) {
             return false;
+        }
+        // A site whose regions the tables answer skips the map; one with some of them goes
+        // the long way: the map's quiet tensors say nothing of what the tables hold.
+        if self.once.any() {
+            match self.plans.get(t.site as usize) {
+                Some(Some(p)) if p.all => return self.tables_only(t, *p),
+                Some(Some(p)) if !p.any => {}
+                _ => return false,
+            }
         }
         let Some(chain) = self.uses.no_map(t, self.map.inserted()) else {
             return false;
@@ -583,15 +595,70 @@ impl InOrderWindow {
         true
     }
 
+    /// A task of a site whose every region is skipped or answered by a table (`plan`),
+    /// whose handle's previous task left nothing to retire: as
+    /// [`InOrderWindow::with_tables`] adds it when no read's table has spilled and every
+    /// write is taken, which this checks first. Says whether it added `t` (nothing changed
+    /// if not).
+    #[inline]
+    fn tables_only(&mut self, t: &ptovm_vm::Task, plan: ptovm_vm::sched::SitePlan) -> bool {
+        let Some((_, _, chain)) = self.uses.remembered(t) else {
+            return false;
+        };
+        let (once, words, window) = (&self.once, &self.once_words[..], self.window);
+        let ios = t.ios();
+        if !once.clear(words, &plan, ios, t.id) {
+            return false;
+        }
+        let found = &mut self.found;
+        found.clear();
+        // As in `with_tables`: only the writers of earlier reads may repeat.
+        let (mut read, mut before) = (0, 0);
+        let answered = once.read_plan(words, &plan, ios, |n, w| {
+            if n != read {
+                (read, before) = (n, found.len());
+            }
+            if t.id.wrapping_sub(w.id) < window && !found[..before].contains(&w.id) {
+                found.push(w.id);
+            }
+            Ok::<(), ()>(())
+        });
+        if answered != Ok(true) {
+            // The long way reports it.
+            return false;
+        }
+        once.write_plan(words, &plan, ios, t.id, (t.id & self.mask) as u32);
+        self.edges += found.len() as u64 + Self::unfound(chain, t.id, found);
+        true
+    }
+
     /// [`InOrderWindow::add`], for the tasks [`InOrderWindow::quick`] leaves.
     #[inline(never)]
     fn task_slow(&mut self, t: &ptovm_vm::Task) -> bool {
         match self.add(t) {
-            Ok(()) => true,
+            Ok(()) => {
+                if self.once.any() {
+                    self.note_site(t);
+                }
+                true
+            }
             Err(e) => {
                 self.error = Some(e);
                 false
             }
+        }
+    }
+
+    /// Works out the plan of `t`'s site, if not yet, from its remembered uses.
+    fn note_site(&mut self, t: &ptovm_vm::Task) {
+        let Some(slot) = self.plans.get_mut(t.site as usize) else {
+            return;
+        };
+        if slot.is_some() {
+            return;
+        }
+        if let Some((_, regions, _)) = self.uses.remembered(t) {
+            *slot = Some(self.once.plan(t.ios(), regions));
         }
     }
 }

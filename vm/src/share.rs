@@ -1162,6 +1162,21 @@ impl SiteUses {
     /// first look for a caller that then skips the maps.
     #[inline]
     pub fn no_map(&self, t: &crate::Task, inserted: u64) -> Option<u64> {
+        let (k, _, chain) = self.remembered(t)?;
+        let quiet = match self.needs[k].any {
+            LOCAL_NONE => true,
+            LOCAL_UNLESS_QUIET => self.quiet_at[k].get() == inserted,
+            _ => false,
+        };
+        quiet.then_some(chain)
+    }
+
+    /// The entry of `t`'s site, the uses of its regions and the predecessors the program names
+    /// ([`Chain::producers`]), when its site is remembered and those uses are the site's —
+    /// `t` is not in the first or last iteration of a carried tensor's loop. `None`: ask
+    /// [`SiteUses::of`]. Changes nothing.
+    #[inline]
+    pub fn remembered(&self, t: &crate::Task) -> Option<(usize, &[(Use, bool)], u64)> {
         let k = t.site as usize % USE_SITES;
         if self.site[k] != t.site {
             return None;
@@ -1170,12 +1185,8 @@ impl SiteUses {
         if c.carried != 0 && t.iter & (crate::interp::ITER_FIRST | crate::interp::ITER_LAST) != 0 {
             return None;
         }
-        let quiet = match self.needs[k].any {
-            LOCAL_NONE => true,
-            LOCAL_UNLESS_QUIET => self.quiet_at[k].get() == inserted,
-            _ => false,
-        };
-        quiet.then(|| c.producers(t.iter))
+        let regions = self.uses[k].get(..t.ios().len())?;
+        Some((k, regions, c.producers(t.iter)))
     }
 
     /// [`TaskUses::joinable`] of site `site` if it is remembered, else 0: for the watermark

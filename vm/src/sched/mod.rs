@@ -32,7 +32,7 @@ use crate::{Pool, WindowMode};
 pub use barrier::{readback_blocks, readback_words};
 pub use cores::CoreAlloc;
 pub use join::{joins_len, nodes_len, preds_len, JOINS, JOIN_MIN, JOIN_NODES};
-pub use once::{once_len, OnceTables, Writer, ONCE_TABLES, ONCE_TENSORS};
+pub use once::{once_len, OnceTables, SitePlan, Writer, ONCE_TABLES, ONCE_TENSORS};
 
 mod barrier;
 mod claim;

@@ -26,6 +26,7 @@
 //! the tensor to the map too.
 
 use super::*;
+use crate::limits::MAX_TASK_IO;
 use crate::share::OnceShape;
 use crate::Io;
 
@@ -166,19 +167,9 @@ impl OnceTables {
         let Some(t) = self.of(io.tensor) else {
             return false;
         };
-        match t.cell_of_point(io) {
-            Some((r, cell)) if id < 1 << (64 - HANDLE_BITS) => {
-                let key = &words[cell];
-                let old = key.load(Ordering::Relaxed);
-                // An older element of the cell may be dropped once every read of it is
-                // recorded: its row is `rows` or more below.
-                if old == 0 || (old - 1).wrapping_add(t.rows_mask as u64) < r as u64 {
-                    key.store(r as u64 + 1, Ordering::Relaxed);
-                    words[cell + 1].store(id << HANDLE_BITS | handle as u64, Ordering::Relaxed);
-                    return true;
-                }
-            }
-            _ => {}
+        if let Some((r, cell)) = t.free_cell(words, io, id) {
+            Table::fill(words, r, cell, id, handle);
+            return true;
         }
         words[t.spill as usize].store(1, Ordering::Relaxed);
         false
@@ -192,11 +183,131 @@ impl OnceTables {
         &self,
         words: &[AtomicU64],
         io: &Io,
+        f: impl FnMut(Writer) -> Result<(), E>,
+    ) -> Result<bool, E> {
+        match self.of(io.tensor) {
+            Some(t) => t.read(words, io, f),
+            None => Ok(true),
+        }
+    }
+
+    /// What the tables do for the regions `ios` of a site's tasks, which go to the maps as
+    /// `regions` says: for a caller that remembers it by site and then adds each task with
+    /// [`OnceTables::clear`], [`OnceTables::read_plan`] and [`OnceTables::write_plan`].
+    pub fn plan(&self, ios: &[Io], regions: &[(Use, bool)]) -> SitePlan {
+        let mut p = SitePlan {
+            all: true,
+            ..SitePlan::default()
+        };
+        let (mut reads, mut writes) = ([(0u8, 0u8); MAX_TASK_IO], [(0u8, 0u8); MAX_TASK_IO]);
+        let (mut nr, mut nw) = (0, 0);
+        for (k, (io, &(u, _))) in ios.iter().zip(regions).enumerate() {
+            let table = self.index.get(io.tensor as usize).map_or(0, |&i| i);
+            match u {
+                Use::Skip => {}
+                Use::Lookup if table != 0 && !io.writes() => {
+                    reads[nr] = (k as u8, table - 1);
+                    nr += 1;
+                }
+                Use::Insert if table != 0 && io.writes() => {
+                    writes[nw] = (k as u8, table - 1);
+                    nw += 1;
+                }
+                _ => {
+                    p.all = false;
+                    p.any |= table != 0;
+                }
+            }
+        }
+        p.any |= nr + nw != 0;
+        p.ops[..nr].copy_from_slice(&reads[..nr]);
+        p.ops[nr..nr + nw].copy_from_slice(&writes[..nw]);
+        p.reads = nr as u8;
+        p.len = (nr + nw) as u8;
+        p
+    }
+
+    /// Whether the tables answer every region of `plan` (an [`SitePlan::all`] plan) for task
+    /// `id`, whose regions are `ios`, without a map: no read's table has spilled, and each
+    /// write's cell takes it. Changes nothing.
+    #[inline]
+    pub fn clear(&self, words: &[AtomicU64], plan: &SitePlan, ios: &[Io], id: u64) -> bool {
+        let (reads, writes) = plan.ops[..plan.len as usize].split_at(plan.reads as usize);
+        reads.iter().all(|&(_, x)| {
+            words[self.tables[x as usize].spill as usize].load(Ordering::Relaxed) == 0
+        }) && writes.iter().all(|&(k, x)| {
+            self.tables[x as usize]
+                .free_cell(words, &ios[k as usize], id)
+                .is_some()
+        })
+    }
+
+    /// [`OnceTables::read`] of each read `plan` answers, in order, `f` told the read's index
+    /// among them too. Returns false, having stopped there, for a read the tables cannot
+    /// answer.
+    #[inline]
+    pub fn read_plan<E>(
+        &self,
+        words: &[AtomicU64],
+        plan: &SitePlan,
+        ios: &[Io],
+        mut f: impl FnMut(usize, Writer) -> Result<(), E>,
+    ) -> Result<bool, E> {
+        for (n, &(k, x)) in plan.ops[..plan.reads as usize].iter().enumerate() {
+            if !self.tables[x as usize].read(words, &ios[k as usize], |w| f(n, w))? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Files each write `plan` answers, of task `id` (handle `handle`), as
+    /// [`OnceTables::write`] does; for a task [`OnceTables::clear`] said they all fit.
+    #[inline]
+    pub fn write_plan(
+        &self,
+        words: &[AtomicU64],
+        plan: &SitePlan,
+        ios: &[Io],
+        id: u64,
+        handle: u32,
+    ) {
+        for &(k, x) in &plan.ops[plan.reads as usize..plan.len as usize] {
+            let t = &self.tables[x as usize];
+            match t.free_cell(words, &ios[k as usize], id) {
+                Some((r, cell)) => Table::fill(words, r, cell, id, handle),
+                None => words[t.spill as usize].store(1, Ordering::Relaxed),
+            }
+        }
+    }
+}
+
+/// What the written-once tables do for the regions of one site's tasks
+/// ([`OnceTables::plan`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SitePlan {
+    /// The regions the tables answer and their tables: the reads, then the writes.
+    ops: [(u8, u8); MAX_TASK_IO],
+    reads: u8,
+    len: u8,
+    /// Whether every region not skipped goes to a table (a read looked up, a write
+    /// inserted): its tasks need no map while their tables take them.
+    pub all: bool,
+    /// Whether some region goes to a table.
+    pub any: bool,
+}
+
+impl Table {
+    /// Calls `f` with the writer of each element of the read `io` the table holds, for
+    /// [`OnceTables::read`].
+    #[inline]
+    fn read<E>(
+        &self,
+        words: &[AtomicU64],
+        io: &Io,
         mut f: impl FnMut(Writer) -> Result<(), E>,
     ) -> Result<bool, E> {
-        let Some(t) = self.of(io.tensor) else {
-            return Ok(true);
-        };
+        let t = self;
         let (r, end) = io.ranges[0];
         if io.ndims == 0 || end != r.wrapping_add(1) {
             return Ok(false);
@@ -224,13 +335,31 @@ impl OnceTables {
         }
         Ok(true)
     }
-}
 
-impl Table {
+    /// Stores in `cell` (of row `r`) the writer `id`, `handle`.
+    #[inline(always)]
+    fn fill(words: &[AtomicU64], r: i64, cell: usize, id: u64, handle: u32) {
+        words[cell].store(r as u64 + 1, Ordering::Relaxed);
+        words[cell + 1].store(id << HANDLE_BITS | handle as u64, Ordering::Relaxed);
+    }
+
     /// The first word of row `r`'s cells.
     #[inline(always)]
     fn row_base(&self, r: i64) -> usize {
         self.base as usize + 2 * (r as u64 & self.rows_mask as u64) as usize * self.cols as usize
+    }
+
+    /// The row and the cell's first word of the write `io` of task `id`, when the cell may
+    /// take it: `io` is a point inside the table, `id` fits the cell, and the cell is empty
+    /// or its element may be dropped — every read of it is recorded, its row being `rows` or
+    /// more below.
+    #[inline(always)]
+    fn free_cell(&self, words: &[AtomicU64], io: &Io, id: u64) -> Option<(i64, usize)> {
+        let (r, cell) = self.cell_of_point(io)?;
+        let old = words[cell].load(Ordering::Relaxed);
+        let free = id < 1 << (64 - HANDLE_BITS)
+            && (old == 0 || (old - 1).wrapping_add(self.rows_mask as u64) < r as u64);
+        free.then_some((r, cell))
     }
 
     /// The row and the cell's first word of point `io`, when it is a point of the table's
@@ -383,5 +512,64 @@ mod tests {
             assert!(!t.write(&w, &bad, 1, 0));
             assert!(t.spilled(&w, 0));
         }
+    }
+
+    /// A site's plan lists the reads and writes the tables answer; a task of a plan whose
+    /// regions all go to tables is clear while no read's table has spilled and every
+    /// write's cell takes it, and its plan's reads and writes then do what `read` and
+    /// `write` do.
+    #[test]
+    fn a_sites_plan_reads_and_writes_as_the_tables_do() {
+        let t = OnceTables::lay_out([(1, shape(2, 4, 1))].into_iter(), 64, 8);
+        let w = words(64);
+        let write = io(1, Dir::Out, &[(3, 4), (2, 3)]);
+        let read = io(1, Dir::In, &[(2, 3), (1, 4)]);
+        let other = io(0, Dir::In, &[(0, 1)]);
+        let ios = [read, other, write];
+        // Regions of another tensor go to the map, unless skipped.
+        let p = t.plan(
+            &ios,
+            &[
+                (Use::Lookup, true),
+                (Use::Lookup, true),
+                (Use::Insert, true),
+            ],
+        );
+        assert!(p.any && !p.all);
+        let uses = [(Use::Lookup, true), (Use::Skip, false), (Use::Insert, true)];
+        let p = t.plan(&ios, &uses);
+        assert!(p.any && p.all);
+        // A write of a table's tensor that is also looked up goes to the map too.
+        let q = t.plan(
+            &ios,
+            &[(Use::Lookup, true), (Use::Skip, false), (Use::Record, true)],
+        );
+        assert!(q.any && !q.all);
+        assert!(!t.plan(&[other], &[(Use::Lookup, true)]).any);
+        for c in 0..4 {
+            assert!(t.write(
+                &w,
+                &io(1, Dir::Out, &[(2, 3), (c, c + 1)]),
+                10 + c as u64,
+                c as u32
+            ));
+        }
+        assert!(t.clear(&w, &p, &ios, 20));
+        let mut found = Vec::new();
+        let answered = t.read_plan(&w, &p, &ios, |n, x| {
+            found.push((n, x.id));
+            Ok::<(), ()>(())
+        });
+        assert_eq!(answered, Ok(true));
+        assert_eq!(found, [(0, 11), (0, 12), (0, 13)]);
+        t.write_plan(&w, &p, &ios, 20, 5);
+        assert_eq!(writers(&t, &w, &io(1, Dir::In, &[(3, 4)])), [(20, 5)]);
+        // The same write again: its cell no longer takes it; nothing spilled yet.
+        assert!(!t.clear(&w, &p, &ios, 21));
+        assert!(!t.spilled(&w, 1));
+        // A spilled table sends its reads to the map.
+        t.spill(&w, 1);
+        let ios = [read, other, io(1, Dir::Out, &[(3, 4), (0, 1)])];
+        assert!(!t.clear(&w, &p, &ios, 22));
     }
 }
