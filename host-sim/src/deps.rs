@@ -602,7 +602,7 @@ impl InOrderWindow {
     /// if not).
     #[inline]
     fn tables_only(&mut self, t: &ptovm_vm::Task, plan: ptovm_vm::sched::SitePlan) -> bool {
-        let Some((_, _, chain)) = self.uses.remembered(t) else {
+        let Some(chain) = self.uses.remembered(t).map(|r| r.chain) else {
             return false;
         };
         let (once, words, window) = (&self.once, &self.once_words[..], self.window);
@@ -657,8 +657,8 @@ impl InOrderWindow {
         if slot.is_some() {
             return;
         }
-        if let Some((_, regions, _)) = self.uses.remembered(t) {
-            *slot = Some(self.once.plan(t.ios(), regions));
+        if let Some(r) = self.uses.remembered(t) {
+            *slot = Some(self.once.plan(t.ios(), r.regions));
         }
     }
 }

@@ -957,6 +957,16 @@ pub struct SiteUses {
     task_quiet_at: Cell<u64>,
 }
 
+/// What [`SiteUses::remembered`] says of a task.
+#[derive(Clone, Copy, Debug)]
+pub struct Remembered<'a> {
+    entry: usize,
+    /// Each region's use and whether it goes to the global map (`use_of`).
+    pub regions: &'a [(Use, bool)],
+    /// The predecessors the program names, by distance ([`Chain::producers`]).
+    pub chain: u64,
+}
+
 /// How a task's regions go to the maps ([`SiteUses::of`]).
 #[derive(Clone, Copy, Debug)]
 pub struct TaskUses<'a> {
@@ -1162,7 +1172,8 @@ impl SiteUses {
     /// first look for a caller that then skips the maps.
     #[inline]
     pub fn no_map(&self, t: &crate::Task, inserted: u64) -> Option<u64> {
-        let (k, _, chain) = self.remembered(t)?;
+        let r = self.remembered(t)?;
+        let (k, chain) = (r.entry, r.chain);
         let quiet = match self.needs[k].any {
             LOCAL_NONE => true,
             LOCAL_UNLESS_QUIET => self.quiet_at[k].get() == inserted,
@@ -1171,12 +1182,11 @@ impl SiteUses {
         quiet.then_some(chain)
     }
 
-    /// The entry of `t`'s site, the uses of its regions and the predecessors the program names
-    /// ([`Chain::producers`]), when its site is remembered and those uses are the site's —
-    /// `t` is not in the first or last iteration of a carried tensor's loop. `None`: ask
+    /// What is remembered of `t`'s site, when it is and its uses are `t`'s — `t` is not in
+    /// the first or last iteration of a carried tensor's loop. `None`: ask
     /// [`SiteUses::of`]. Changes nothing.
     #[inline]
-    pub fn remembered(&self, t: &crate::Task) -> Option<(usize, &[(Use, bool)], u64)> {
+    pub fn remembered(&self, t: &crate::Task) -> Option<Remembered<'_>> {
         let k = t.site as usize % USE_SITES;
         if self.site[k] != t.site {
             return None;
@@ -1186,7 +1196,11 @@ impl SiteUses {
             return None;
         }
         let regions = self.uses[k].get(..t.ios().len())?;
-        Some((k, regions, c.producers(t.iter)))
+        Some(Remembered {
+            entry: k,
+            regions,
+            chain: c.producers(t.iter),
+        })
     }
 
     /// [`TaskUses::joinable`] of site `site` if it is remembered, else 0: for the watermark
