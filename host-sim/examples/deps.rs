@@ -49,10 +49,11 @@ fn main() {
     let dt = t0.elapsed();
     let per = total as f64 / repeat as f64;
     println!(
-        "{total} tasks in {dt:?}: {:.1} ns/task, {:.0} tasks/ms; per run: {} edges, {:.2} lists probed and entries examined a task; map {} bytes",
+        "{total} tasks in {dt:?}: {:.1} ns/task, {:.0} tasks/ms; per run: {} edges ({} registrations), {:.2} lists probed and entries examined a task; map {} bytes",
         dt.as_nanos() as f64 / total as f64,
         total as f64 / dt.as_secs_f64() / 1e3,
         d.edges,
+        d.registrations(),
         work as f64 / per,
         layout.bytes(),
     );

@@ -725,7 +725,8 @@ fn a_chain_spans_at_most_chain_span_tasks() {
 /// for `d` below the window), on chained programs and the bundled examples.
 #[test]
 fn the_in_order_window_finds_exactly_the_reference_edges_in_it() {
-    let run = |bytes: &[u8], params: &ptovm_tests::Params, what: &str| {
+    let run = |bytes: &[u8], params: &ptovm_tests::Params, what: &str| -> u64 {
+        let mut registrations = 0;
         let v = verify(bytes).unwrap();
         let vals = values(params);
         let p = RuntimeParams::new(&v, &vals).unwrap();
@@ -747,7 +748,10 @@ fn the_in_order_window_finds_exactly_the_reference_edges_in_it() {
                 .filter(|e| e.to - e.from < window as u64)
                 .count() as u64;
             assert_eq!(d.edges, want, "{what}, window {window}");
+            assert!(d.registrations() <= d.edges, "{what}, window {window}");
+            registrations = d.registrations();
         }
+        registrations
     };
     for seed in 0..300u64 {
         let src = ptovm_tests::chained_program(seed);
@@ -769,6 +773,15 @@ fn the_in_order_window_finds_exactly_the_reference_edges_in_it() {
         );
         run(&bytes, &params, pattern);
     }
+    // all_to_all at W = 40: every task reads a whole row of 40, wide enough for a join
+    // (spec/runtime.md §4.7). The window's joins stand for the row's writers: its edges stay
+    // the reference's, and it registers a row's 40 writers once and each task once on the
+    // join instead of 40 times: 2 × 40 a row from the second row on.
+    let (bytes, params) = ptovm_tests::example(
+        "taskbench/all_to_all.pto",
+        &[("W", 40, vec![]), ("T", 6, vec![])],
+    );
+    assert_eq!(run(&bytes, &params, "all_to_all, W = 40"), 5 * 2 * 40);
     // Task 4 finds X quiet (its writer, task 0, left a window of 4); task 6, whose site is 16
     // instructions after task 4's and so takes its place in the per-site memory, reads Y,
     // whose writer (task 3) is still in the window, with nothing inserted in between: the

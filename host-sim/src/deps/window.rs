@@ -2,9 +2,11 @@
 //! ([`InOrderWindow`]): one AICPU's scheduler, its window completing in order.
 
 use ptovm_vm::sync::{AtomicU64, Ordering};
-use ptovm_vm::tmap;
+use ptovm_vm::tmap::{self, Use};
 
 use super::{heap_map, DepMode, HeapMap};
+
+mod joins;
 
 /// The distance of a structural producer is below this ([`ptovm_vm::share::CHAIN_SPAN`]).
 const SPAN: u64 = ptovm_vm::share::CHAIN_SPAN as u64;
@@ -32,8 +34,13 @@ pub struct InOrderWindow {
     pub window: u64,
     /// `window − 1` for a window that is a power of two of at least [`SPAN`], else 0.
     mask: u64,
-    /// Edges found so far.
+    /// Edges found so far: the predecessors still in the window, each once (a join counts
+    /// as its writers there).
     pub edges: u64,
+    /// Of `edges`, those the joins stood for, and what was registered for them instead: a
+    /// task on a join once, a join on each of its writers once ([`InOrderWindow::registrations`]).
+    joined_edges: u64,
+    join_registrations: u64,
     /// Why the map refused a task, if it did (generation then pauses there).
     pub error: Option<tmap::MapError>,
     /// The tensor classes (spec/runtime.md §3.5) the scheduler would use: read-only tensors
@@ -46,8 +53,8 @@ pub struct InOrderWindow {
     chains: Vec<ptovm_vm::share::Chain>,
     /// Each site's uses, as the scheduler remembers them.
     uses: ptovm_vm::share::SiteUses,
-    /// The ids the map found for the task being added (to count a structural producer the
-    /// map also finds once).
+    /// The ids the joins, the tables and the map found for the task being added, where one
+    /// may be found twice (to count each predecessor once).
     found: Vec<u64>,
     /// The written-once tables (spec/runtime.md §4.8) one AICPU's scheduler would give the
     /// program, and their words: the writers of tensors written once, outside the map.
@@ -56,6 +63,8 @@ pub struct InOrderWindow {
     /// What the tables do for each site's regions, by instruction index: worked out at the
     /// site's first task that goes the long way (`None` before).
     plans: Vec<Option<ptovm_vm::sched::SitePlan>>,
+    /// The joins one AICPU's scheduler would keep (spec/runtime.md §4.7).
+    joins: joins::WindowJoins,
 }
 
 impl InOrderWindow {
@@ -70,6 +79,8 @@ impl InOrderWindow {
                 0
             },
             edges: 0,
+            joined_edges: 0,
+            join_registrations: 0,
             error: None,
             shares: Vec::new(),
             chains: Vec::new(),
@@ -78,18 +89,29 @@ impl InOrderWindow {
             once: Default::default(),
             once_words: Vec::new(),
             plans: Vec::new(),
+            joins: Default::default(),
         })
     }
 
     /// Empties the window for another run of the same program: the map, the tables, the
-    /// count of edges and the error.
+    /// joins, the counts and the error.
     pub fn reset(&mut self) {
         self.map.reset();
         for w in &self.once_words {
             w.store(0, Ordering::Relaxed);
         }
+        self.joins.reset();
         self.edges = 0;
+        self.joined_edges = 0;
+        self.join_registrations = 0;
         self.error = None;
+    }
+
+    /// The registrations one AICPU makes for the edges found so far: one an edge, but for
+    /// those joins stood for (spec/runtime.md §4.7), where a task registers on the join once
+    /// and the join on each of its writers once.
+    pub fn registrations(&self) -> u64 {
+        self.edges - self.joined_edges + self.join_registrations
     }
 
     /// Records from now on as the scheduler of one AICPU records for `interp`'s program and
@@ -230,7 +252,10 @@ impl InOrderWindow {
             return;
         }
         if let Some(r) = self.uses.remembered(t) {
-            *slot = Some(self.once.plan(t.ios(), r.regions));
+            let mut plan = self.once.plan(t.ios(), r.regions);
+            // Reads a join may stand for go the long way, where the joins are.
+            plan.all &= self.uses.joinable_at(t.site) == 0;
+            *slot = Some(plan);
         }
     }
 }
@@ -264,6 +289,38 @@ impl InOrderWindow {
         if t.id < SPAN || self.window < SPAN {
             chain &= Self::in_window(t.id, self.window);
         }
+        self.found.clear();
+        // Reads a join stands for (§4.7) are done there, and skipped below.
+        let mut regions = u.regions;
+        let mut skipping = [(Use::Skip, false); ptovm_vm::limits::MAX_TASK_IO];
+        let joinable = u.joinable();
+        if joinable != 0 {
+            let lookups = regions
+                .iter()
+                .filter(|(u, _)| matches!(u, Use::Lookup | Use::Find | Use::Record))
+                .count();
+            let at = joins::Lookup {
+                map: &mut self.map,
+                handle: h,
+                once: &self.once,
+                words: &self.once_words,
+                window: self.window,
+            };
+            let others = chain != 0 || lookups > 1;
+            let j = self.joins.reads(t, joinable, at, others, &mut self.found)?;
+            self.edges += j.edges;
+            self.joined_edges += j.edges;
+            self.join_registrations += j.registrations;
+            if j.done != 0 {
+                skipping[..regions.len()].copy_from_slice(regions);
+                for (r, s) in skipping.iter_mut().enumerate() {
+                    if j.done & 1 << r != 0 {
+                        s.0 = Use::Skip;
+                    }
+                }
+                regions = &skipping[..regions.len()];
+            }
+        }
         // One instance: every region is local (the flag says which map, not whether; a
         // tensor past the classes goes to the "global" one). As in the scheduler, a task that
         // only looks up tensors with no live entry skips the map.
@@ -274,22 +331,14 @@ impl InOrderWindow {
                 (&self.once, &self.once_words, self.window),
                 t,
                 h,
-                u.regions,
+                regions,
                 chain,
                 &mut self.edges,
                 &mut self.found,
             );
         }
         if u.global || u.local_needed(map) {
-            return Self::look_up(
-                map,
-                t,
-                h,
-                u.regions,
-                chain,
-                &mut self.edges,
-                &mut self.found,
-            );
+            return Self::look_up(map, t, h, regions, chain, &mut self.edges, &mut self.found);
         }
         self.edges += bits(chain);
         Ok(())
@@ -313,7 +362,8 @@ impl InOrderWindow {
         found: &mut Vec<u64>,
     ) -> Result<(), tmap::MapError> {
         use tmap::Use;
-        found.clear();
+        // Predecessors the joins found come first in `found`.
+        let start = found.len();
         let mut uses = [(Use::Skip, false); ptovm_vm::limits::MAX_TASK_IO];
         uses[..regions.len()].copy_from_slice(regions);
         let mut rest = false;
@@ -358,7 +408,7 @@ impl InOrderWindow {
                 }
             }
         }
-        *edges += found.len() as u64;
+        *edges += (found.len() - start) as u64;
         if rest {
             let from_tables = found.len();
             map.add_some(t.id, h, t.ios(), |k, _| uses[k].0, &mut |p| {
@@ -421,11 +471,15 @@ impl InOrderWindow {
         edges: &mut u64,
         found: &mut Vec<u64>,
     ) -> Result<(), tmap::MapError> {
-        found.clear();
+        // Predecessors the joins found come first in `found` (when other lookups may meet
+        // them again).
+        let from_joins = found.len();
         map.add_some(t.id, h, t.ios(), |k, _| uses[k].0, &mut |p| {
-            *edges += 1;
-            if chain != 0 {
-                found.push(p.id);
+            if from_joins == 0 || !found[..from_joins].contains(&p.id) {
+                *edges += 1;
+                if chain != 0 {
+                    found.push(p.id);
+                }
             }
         })?;
         *edges += Self::unfound(chain, t.id, found);
