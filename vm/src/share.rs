@@ -960,7 +960,6 @@ pub struct SiteUses {
 /// What [`SiteUses::remembered`] says of a task.
 #[derive(Clone, Copy, Debug)]
 pub struct Remembered<'a> {
-    entry: usize,
     /// Each region's use and whether it goes to the global map (`use_of`).
     pub regions: &'a [(Use, bool)],
     /// The predecessors the program names, by distance ([`Chain::producers`]).
@@ -1172,14 +1171,13 @@ impl SiteUses {
     /// first look for a caller that then skips the maps.
     #[inline]
     pub fn no_map(&self, t: &crate::Task, inserted: u64) -> Option<u64> {
-        let r = self.remembered(t)?;
-        let (k, chain) = (r.entry, r.chain);
+        let k = self.entry(t)?;
         let quiet = match self.needs[k].any {
             LOCAL_NONE => true,
             LOCAL_UNLESS_QUIET => self.quiet_at[k].get() == inserted,
             _ => false,
         };
-        quiet.then_some(chain)
+        quiet.then(|| self.chains[k].producers(t.iter))
     }
 
     /// What is remembered of `t`'s site, when it is and its uses are `t`'s — `t` is not in
@@ -1187,20 +1185,21 @@ impl SiteUses {
     /// [`SiteUses::of`]. Changes nothing.
     #[inline]
     pub fn remembered(&self, t: &crate::Task) -> Option<Remembered<'_>> {
-        let k = t.site as usize % USE_SITES;
-        if self.site[k] != t.site {
-            return None;
-        }
-        let c = &self.chains[k];
-        if c.carried != 0 && t.iter & (crate::interp::ITER_FIRST | crate::interp::ITER_LAST) != 0 {
-            return None;
-        }
-        let regions = self.uses[k].get(..t.ios().len())?;
+        let k = self.entry(t)?;
         Some(Remembered {
-            entry: k,
-            regions,
-            chain: c.producers(t.iter),
+            regions: self.uses[k].get(..t.ios().len())?,
+            chain: self.chains[k].producers(t.iter),
         })
+    }
+
+    /// The entry remembering `t`'s site, when there is one and its uses are `t`'s (`t` is not
+    /// in the first or last iteration of a carried tensor's loop).
+    #[inline(always)]
+    fn entry(&self, t: &crate::Task) -> Option<usize> {
+        let k = t.site as usize % USE_SITES;
+        let c = &self.chains[k];
+        let ends = t.iter & (crate::interp::ITER_FIRST | crate::interp::ITER_LAST) != 0;
+        (self.site[k] == t.site && (c.carried == 0 || !ends)).then_some(k)
     }
 
     /// [`TaskUses::joinable`] of site `site` if it is remembered, else 0: for the watermark

@@ -151,7 +151,7 @@ impl InOrderWindow {
 }
 
 impl ptovm_vm::Sink for InOrderWindow {
-    #[inline]
+    #[inline(always)]
     fn task(&mut self, t: &ptovm_vm::Task) -> bool {
         if self.quick(t) {
             return true;
@@ -171,15 +171,16 @@ impl InOrderWindow {
         if id < SPAN || mask == 0 || !self.map.idle((id & mask) as u32) {
             return false;
         }
-        // A site whose regions the tables answer skips the map; one with some of them goes
-        // the long way: the map's quiet tensors say nothing of what the tables hold.
         if self.once.any() {
-            match self.plans.get(t.site as usize) {
-                Some(Some(p)) if p.all => return self.tables_only(t, *p),
-                Some(Some(p)) if !p.any => {}
-                _ => return false,
-            }
+            return self.quick_with_tables(t);
         }
+        self.no_map(t)
+    }
+
+    /// [`InOrderWindow::quick`]'s end: `t` if neither the map nor the tables have anything to
+    /// do for it.
+    #[inline(always)]
+    fn no_map(&mut self, t: &ptovm_vm::Task) -> bool {
         let Some(chain) = self.uses.no_map(t, self.map.inserted()) else {
             return false;
         };
@@ -189,12 +190,25 @@ impl InOrderWindow {
         true
     }
 
+    /// [`InOrderWindow::quick`] in a program with written-once tables (out of line: the
+    /// others' quick path stays short). A site whose regions the tables answer skips the map;
+    /// one with some of them goes the long way: the map's quiet tensors say nothing of what
+    /// the tables hold.
+    #[inline(never)]
+    fn quick_with_tables(&mut self, t: &ptovm_vm::Task) -> bool {
+        match self.plans.get(t.site as usize) {
+            Some(Some(p)) if p.all => self.tables_only(t, *p),
+            Some(Some(p)) if !p.any => self.no_map(t),
+            _ => false,
+        }
+    }
+
     /// A task of a site whose every region is skipped or answered by a table (`plan`),
     /// whose handle's previous task left nothing to retire: as
     /// [`InOrderWindow::with_tables`] adds it when no read's table has spilled and every
     /// write is taken, which this checks first. Says whether it added `t` (nothing changed
     /// if not).
-    #[inline]
+    #[inline(always)]
     fn tables_only(&mut self, t: &ptovm_vm::Task, plan: ptovm_vm::sched::SitePlan) -> bool {
         let Some(chain) = self.uses.remembered(t).map(|r| r.chain) else {
             return false;
@@ -292,7 +306,7 @@ impl InOrderWindow {
         self.found.clear();
         // Reads a join stands for (§4.7) are done there, and skipped below.
         let mut regions = u.regions;
-        let mut skipping = [(Use::Skip, false); ptovm_vm::limits::MAX_TASK_IO];
+        let skipping: [(Use, bool); ptovm_vm::limits::MAX_TASK_IO];
         let joinable = u.joinable();
         if joinable != 0 {
             let lookups = regions
@@ -312,12 +326,14 @@ impl InOrderWindow {
             self.joined_edges += j.edges;
             self.join_registrations += j.registrations;
             if j.done != 0 {
-                skipping[..regions.len()].copy_from_slice(regions);
-                for (r, s) in skipping.iter_mut().enumerate() {
+                let mut skip = [(Use::Skip, false); ptovm_vm::limits::MAX_TASK_IO];
+                skip[..regions.len()].copy_from_slice(regions);
+                for (r, s) in skip.iter_mut().enumerate() {
                     if j.done & 1 << r != 0 {
                         s.0 = Use::Skip;
                     }
                 }
+                skipping = skip;
                 regions = &skipping[..regions.len()];
             }
         }
