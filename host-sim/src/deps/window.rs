@@ -197,7 +197,10 @@ impl InOrderWindow {
     #[inline(never)]
     fn quick_with_tables(&mut self, t: &ptovm_vm::Task) -> bool {
         match self.plans.get(t.site as usize) {
-            Some(Some(p)) if p.all => self.tables_only(t, *p),
+            Some(Some(p)) if p.all => {
+                let p = *p;
+                self.tables_only(t, &p)
+            }
             Some(Some(p)) if !p.any => self.no_map(t),
             _ => false,
         }
@@ -205,37 +208,32 @@ impl InOrderWindow {
 
     /// A task of a site whose every region is skipped or answered by a table (`plan`),
     /// whose handle's previous task left nothing to retire: as
-    /// [`InOrderWindow::with_tables`] adds it when no read's table has spilled and every
-    /// write is taken, which this checks first. Says whether it added `t` (nothing changed
-    /// if not).
+    /// [`InOrderWindow::with_tables`] adds it when the tables take it alone
+    /// ([`ptovm_vm::sched::OnceTables::add_planned`]). Says whether it added `t` (nothing
+    /// changed if not).
     #[inline(always)]
-    fn tables_only(&mut self, t: &ptovm_vm::Task, plan: ptovm_vm::sched::SitePlan) -> bool {
+    fn tables_only(&mut self, t: &ptovm_vm::Task, plan: &ptovm_vm::sched::SitePlan) -> bool {
         let Some(chain) = self.uses.remembered(t).map(|r| r.chain) else {
             return false;
         };
         let (once, words, window) = (&self.once, &self.once_words[..], self.window);
-        let ios = t.ios();
-        if !once.clear(words, &plan, ios, t.id) {
-            return false;
-        }
         let found = &mut self.found;
         found.clear();
         // As in `with_tables`: only the writers of earlier reads may repeat.
         let (mut read, mut before) = (0, 0);
-        let answered = once.read_plan(words, &plan, ios, |n, w| {
+        let h = (t.id & self.mask) as u32;
+        let added = once.add_planned(words, plan, t.ios(), (t.id, h), |n, w| {
             if n != read {
                 (read, before) = (n, found.len());
             }
             if t.id.wrapping_sub(w.id) < window && !found[..before].contains(&w.id) {
                 found.push(w.id);
             }
-            Ok::<(), ()>(())
         });
-        if answered != Ok(true) {
-            // The long way reports it.
+        if !added {
+            // The long way spills, or reports, what the tables cannot take.
             return false;
         }
-        once.write_plan(words, &plan, ios, t.id, (t.id & self.mask) as u32);
         self.edges += found.len() as u64 + Self::unfound(chain, t.id, found);
         true
     }

@@ -193,7 +193,7 @@ impl OnceTables {
 
     /// What the tables do for the regions `ios` of a site's tasks, which go to the maps as
     /// `regions` says: for a caller that remembers it by site and then adds each task with
-    /// [`OnceTables::clear`], [`OnceTables::read_plan`] and [`OnceTables::write_plan`].
+    /// [`OnceTables::add_planned`].
     pub fn plan(&self, ios: &[Io], regions: &[(Use, bool)]) -> SitePlan {
         let mut p = SitePlan {
             all: true,
@@ -220,6 +220,7 @@ impl OnceTables {
             }
         }
         p.any |= nr + nw != 0;
+        p.all &= nw <= PLANNED_WRITES;
         p.ops[..nr].copy_from_slice(&reads[..nr]);
         p.ops[nr..nr + nw].copy_from_slice(&writes[..nw]);
         p.reads = nr as u8;
@@ -227,60 +228,62 @@ impl OnceTables {
         p
     }
 
-    /// Whether the tables answer every region of `plan` (an [`SitePlan::all`] plan) for task
-    /// `id`, whose regions are `ios`, without a map: no read's table has spilled, and each
-    /// write's cell takes it. Changes nothing.
+    /// Adds task `id` (handle `handle`), whose regions are `ios`, by its site's `plan`, one
+    /// whose regions all go to tables ([`SitePlan::all`]): calls `f` with the index among the
+    /// plan's reads and the writer of each element each read finds there, then files the
+    /// writes. Returns false, having filed nothing (`f` may have been called), when the
+    /// tables cannot take the task alone: a read's table has spilled (its map has writers
+    /// too), a read names other than one row, or a write's cell does not take it (the task's
+    /// caller then goes the long way, which spills it).
     #[inline]
-    pub fn clear(&self, words: &[AtomicU64], plan: &SitePlan, ios: &[Io], id: u64) -> bool {
-        let (reads, writes) = plan.ops[..plan.len as usize].split_at(plan.reads as usize);
-        reads.iter().all(|&(_, x)| {
-            words[self.tables[x as usize].spill as usize].load(Ordering::Relaxed) == 0
-        }) && writes.iter().all(|&(k, x)| {
-            self.tables[x as usize]
-                .free_cell(words, &ios[k as usize], id)
-                .is_some()
-        })
-    }
-
-    /// [`OnceTables::read`] of each read `plan` answers, in order, `f` told the read's index
-    /// among them too. Returns false, having stopped there, for a read the tables cannot
-    /// answer.
-    #[inline]
-    pub fn read_plan<E>(
+    pub fn add_planned(
         &self,
         words: &[AtomicU64],
         plan: &SitePlan,
         ios: &[Io],
-        mut f: impl FnMut(usize, Writer) -> Result<(), E>,
-    ) -> Result<bool, E> {
-        for (n, &(k, x)) in plan.ops[..plan.reads as usize].iter().enumerate() {
-            if !self.tables[x as usize].read(words, &ios[k as usize], |w| f(n, w))? {
-                return Ok(false);
+        (id, handle): (u64, u32),
+        mut f: impl FnMut(usize, Writer),
+    ) -> bool {
+        let ops = &plan.ops[..(plan.len as usize).min(MAX_TASK_IO)];
+        let (reads, writes) = ops.split_at((plan.reads as usize).min(ops.len()));
+        // The writes' cells first: nothing is filed unless all take them.
+        let mut cells = [(0u64, 0usize); PLANNED_WRITES];
+        for (c, &(k, x)) in cells.iter_mut().zip(writes) {
+            let t = &self.tables[x as usize % ONCE_TABLES];
+            match ios
+                .get(k as usize)
+                .and_then(|io| t.free_cell(words, io, id))
+            {
+                Some((r, cell)) => *c = (r as u64 + 1, cell),
+                None => return false,
             }
         }
-        Ok(true)
-    }
-
-    /// Files each write `plan` answers, of task `id` (handle `handle`), as
-    /// [`OnceTables::write`] does; for a task [`OnceTables::clear`] said they all fit.
-    #[inline]
-    pub fn write_plan(
-        &self,
-        words: &[AtomicU64],
-        plan: &SitePlan,
-        ios: &[Io],
-        id: u64,
-        handle: u32,
-    ) {
-        for &(k, x) in &plan.ops[plan.reads as usize..plan.len as usize] {
-            let t = &self.tables[x as usize];
-            match t.free_cell(words, &ios[k as usize], id) {
-                Some((r, cell)) => Table::fill(words, r, cell, id, handle),
-                None => words[t.spill as usize].store(1, Ordering::Relaxed),
+        for (n, &(k, x)) in reads.iter().enumerate() {
+            let t = &self.tables[x as usize % ONCE_TABLES];
+            let Some(io) = ios.get(k as usize) else {
+                return false;
+            };
+            let spilled = words[t.spill as usize].load(Ordering::Relaxed) != 0;
+            if spilled
+                || t.read(words, io, |w| -> Result<(), ()> {
+                    f(n, w);
+                    Ok(())
+                }) != Ok(true)
+            {
+                return false;
             }
         }
+        let writer = id << HANDLE_BITS | handle as u64;
+        for &(key, cell) in &cells[..writes.len()] {
+            words[cell].store(key, Ordering::Relaxed);
+            words[cell + 1].store(writer, Ordering::Relaxed);
+        }
+        true
     }
 }
+
+/// The most writes a [`SitePlan`] may answer and still have all its regions go to tables.
+const PLANNED_WRITES: usize = 4;
 
 /// What the written-once tables do for the regions of one site's tasks
 /// ([`OnceTables::plan`]).
@@ -515,9 +518,9 @@ mod tests {
     }
 
     /// A site's plan lists the reads and writes the tables answer; a task of a plan whose
-    /// regions all go to tables is clear while no read's table has spilled and every
-    /// write's cell takes it, and its plan's reads and writes then do what `read` and
-    /// `write` do.
+    /// regions all go to tables is added by it while no read's table has spilled, every
+    /// read names one row and every write's cell takes it, its reads and writes doing what
+    /// `read` and `write` do; otherwise nothing is filed.
     #[test]
     fn a_sites_plan_reads_and_writes_as_the_tables_do() {
         let t = OnceTables::lay_out([(1, shape(2, 4, 1))].into_iter(), 64, 8);
@@ -554,22 +557,28 @@ mod tests {
                 c as u32
             ));
         }
-        assert!(t.clear(&w, &p, &ios, 20));
-        let mut found = Vec::new();
-        let answered = t.read_plan(&w, &p, &ios, |n, x| {
-            found.push((n, x.id));
-            Ok::<(), ()>(())
-        });
-        assert_eq!(answered, Ok(true));
-        assert_eq!(found, [(0, 11), (0, 12), (0, 13)]);
-        t.write_plan(&w, &p, &ios, 20, 5);
+        let add = |id: u64, ios: &[Io]| {
+            let mut found = Vec::new();
+            let added = t.add_planned(&w, &p, ios, (id, 5), |n, x| found.push((n, x.id)));
+            (added, found)
+        };
+        assert_eq!(add(20, &ios), (true, std::vec![(0, 11), (0, 12), (0, 13)]));
         assert_eq!(writers(&t, &w, &io(1, Dir::In, &[(3, 4)])), [(20, 5)]);
-        // The same write again: its cell no longer takes it; nothing spilled yet.
-        assert!(!t.clear(&w, &p, &ios, 21));
+        // The same write again: its cell no longer takes it, and the task is not added
+        // (nothing filed, nothing spilled: the long way spills it).
+        assert!(!add(21, &ios).0);
+        assert_eq!(writers(&t, &w, &io(1, Dir::In, &[(3, 4)])), [(20, 5)]);
         assert!(!t.spilled(&w, 1));
-        // A spilled table sends its reads to the map.
+        // A write elsewhere is taken while no read's table has spilled; after a spill, the
+        // reads need the map, and nothing is filed.
+        let other_column = [read, other, io(1, Dir::Out, &[(3, 4), (0, 1)])];
         t.spill(&w, 1);
-        let ios = [read, other, io(1, Dir::Out, &[(3, 4), (0, 1)])];
-        assert!(!t.clear(&w, &p, &ios, 22));
+        assert!(!add(22, &other_column).0);
+        assert_eq!(writers(&t, &w, &io(1, Dir::In, &[(3, 4)])), [(20, 5)]);
+        // A read of two rows is not the tables' to answer.
+        let w = words(64);
+        let two_rows = [io(1, Dir::In, &[(1, 3)]), other, write];
+        assert!(!add(23, &two_rows).0);
+        assert!(writers(&t, &w, &io(1, Dir::In, &[(3, 4)])).is_empty());
     }
 }
