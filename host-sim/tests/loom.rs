@@ -657,9 +657,10 @@ fn a_written_once_cell_is_read_between_its_writers() {
             cols: 1,
             reach: 1,
         };
-        let t = OnceTables::lay_out([(0u16, shape)].into_iter(), ONCE_TABLES + 4, 3);
+        // Two rows' join words, then two cells of two words.
+        let t = OnceTables::lay_out([(0u16, shape)].into_iter(), ONCE_TABLES + 8, 3);
         let words: Arc<Vec<AtomicU64>> =
-            Arc::new((0..ONCE_TABLES + 4).map(|_| AtomicU64::new(0)).collect());
+            Arc::new((0..ONCE_TABLES + 8).map(|_| AtomicU64::new(0)).collect());
         // The watermarks of the first writer (task 1) and of the reader (task 2).
         let marks = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
         let first = {
@@ -695,5 +696,141 @@ fn a_written_once_cell_is_read_between_its_writers() {
         first.join().unwrap();
         reader.join().unwrap();
         assert!(!t.spilled(&words, 0));
+    });
+}
+
+/// A row's join (spec/runtime.md §4.7) published for the other AICPUs: the join's AICPU opens
+/// the join's list, publishes it as its row's join, registers it on the row's writer, drops
+/// its guard and then completes the writer, while another AICPU's task reads the row's join
+/// word. That task either finds nothing yet (it would open a join of its own) or finds this
+/// join, with its tag, and registers on it; it becomes ready exactly once, and, if it found
+/// the join, only after the writer completed — also when it finds the join already closed.
+/// (A writer completing on another thread while the join registers is
+/// `a_join_releases_its_task_after_all_its_writers`.)
+#[test]
+fn a_rows_join_stands_for_its_writers_on_another_aicpu() {
+    use ptovm_vm::sched::{OnceTables, RowJoin, ONCE_TABLES};
+    use ptovm_vm::share::OnceShape;
+    use ptovm_vm::{Dir, Io};
+    let mut row = Io {
+        tensor: 0,
+        dir: Dir::In as u8,
+        ndims: 1,
+        ..Io::default()
+    };
+    row.ranges[0] = (4, 5);
+    loom::model(move || {
+        // One column, reach 1: two rows of join words and cells.
+        let shape = OnceShape {
+            rank: 2,
+            cols: 1,
+            reach: 1,
+        };
+        let tables = OnceTables::lay_out([(0u16, shape)].into_iter(), ONCE_TABLES + 8, 4);
+        let words: Arc<Vec<AtomicU64>> =
+            Arc::new((0..ONCE_TABLES + 8).map(|_| AtomicU64::new(0)).collect());
+        // The writer's list (tag 1); the join's list, closed from its last use (tag 8), and
+        // its fanin; the task's fanin (its guard). Node 0: the join on the writer; node 1:
+        // the task on the join.
+        let writer = Arc::new(AtomicU64::new(waitlist::pack(1, NIL)));
+        let join = Arc::new(AtomicU64::new(waitlist::pack(8, NIL)));
+        waitlist::close(&join, 8);
+        let join_fanin = Arc::new(AtomicU32::new(0));
+        let task_fanin = Arc::new(AtomicU32::new(1));
+        let nodes = Arc::new([
+            Node {
+                next: AtomicU32::new(NIL),
+            },
+            Node {
+                next: AtomicU32::new(NIL),
+            },
+        ]);
+        let done = Arc::new(AtomicBool::new(false));
+        // Whether the task registered on the join (then it may become ready only after the
+        // writer completed), and how many times it became ready.
+        let waits = Arc::new(AtomicBool::new(false));
+        let ready = Arc::new(AtomicU32::new(0));
+        let release_task = {
+            let (task_fanin, done, ready, waits) = (
+                task_fanin.clone(),
+                done.clone(),
+                ready.clone(),
+                waits.clone(),
+            );
+            move || {
+                if waitlist::release(&task_fanin) {
+                    assert!(
+                        !waits.load(Ordering::Relaxed) || done.load(Ordering::Acquire),
+                        "the task became ready before the writer completed"
+                    );
+                    ready.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        };
+        let opener = {
+            let (words, writer, join, join_fanin, nodes, done, release_task) = (
+                words.clone(),
+                writer.clone(),
+                join.clone(),
+                join_fanin.clone(),
+                nodes.clone(),
+                done.clone(),
+                release_task.clone(),
+            );
+            thread::spawn(move || {
+                // A release of the join's fanin: the last closes it and releases the task.
+                let release_join = || {
+                    if waitlist::release(&join_fanin) {
+                        let mut cur = waitlist::close_open(&join);
+                        while cur != NIL {
+                            assert_eq!(cur, 1, "only the task waits on the join");
+                            let next = nodes[1].next.load(Ordering::Acquire);
+                            release_task();
+                            cur = next;
+                        }
+                    }
+                };
+                // `Joins::open`: the guard, the list open with a new tag, published.
+                join_fanin.store(1, Ordering::Relaxed);
+                waitlist::open(&join, 9);
+                let j = RowJoin {
+                    aicpu: 0,
+                    join: 0,
+                    tag: 9,
+                };
+                tables.publish_join(&words, &row, j);
+                waitlist::register(&writer, 1, 0, &join_fanin, |first| {
+                    nodes[0].next.store(first, Ordering::Relaxed)
+                });
+                release_join();
+                // The writer completes: its list closed, the join released.
+                done.store(true, Ordering::Release);
+                if waitlist::close(&writer, 1) != NIL {
+                    release_join();
+                }
+            })
+        };
+        // The other AICPU's task.
+        if let Some(j) = tables.row_join(&words, &row) {
+            assert_eq!((j.aicpu, j.join, j.tag), (0, 0, 9), "the join as published");
+            // (Set before the registration: a release it lets through checks the writer.)
+            waits.store(true, Ordering::Relaxed);
+            let registered = waitlist::register(&join, j.tag, 1, &task_fanin, |first| {
+                nodes[1].next.store(first, Ordering::Relaxed)
+            });
+            if !registered {
+                assert!(
+                    done.load(Ordering::Acquire),
+                    "a closed join's writer completed"
+                );
+            }
+        }
+        release_task();
+        opener.join().unwrap();
+        assert_eq!(
+            ready.load(Ordering::Relaxed),
+            1,
+            "the task became ready once"
+        );
     });
 }

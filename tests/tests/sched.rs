@@ -330,8 +330,10 @@ fn written_once_tables_hold_the_writers_in_any_interleaving() {
 /// Joins (spec/runtime.md §4.7): every task of a step reads a whole row of the step before
 /// (Task Bench's all_to_all), or two rows, one of them only partly (a module of its own): each
 /// AICPU opens a join for a row's writers and its later readers of the row register on it
-/// instead. In any interleaving, window and AICPU count every task starts after all its
-/// reference predecessors ended; joins are opened and stand for reads.
+/// instead; a join for a whole row is published as its row's, and the other AICPUs' readers of
+/// the row register on it too. In any interleaving, window and AICPU count every task starts
+/// after all its reference predecessors ended; joins are opened, stand for reads, and stand
+/// for other AICPUs' reads.
 #[test]
 fn joins_stand_for_the_writers_of_a_row_in_any_interleaving() {
     let two_rows = "@param W = 24\n@param T = 7\n@tensor G: f32[T, W]\n\
@@ -350,7 +352,7 @@ fn joins_stand_for_the_writers_of_a_row_in_any_interleaving() {
         "taskbench/all_to_all.pto",
         &[("W", 20, vec![]), ("T", 6, vec![])],
     );
-    let (mut opened, mut joined) = (0, 0);
+    let (mut opened, mut joined, mut shared) = (0, 0, 0);
     for seed in 0..160u64 {
         let (n, window) = (
             [1, 2, 3, 6][seed as usize % 4],
@@ -361,7 +363,11 @@ fn joins_stand_for_the_writers_of_a_row_in_any_interleaving() {
             let r = checked_run(bytes, params, (n, window), cfg, seed);
             opened += r.counts.joins;
             joined += r.counts.joined;
+            shared += r.counts.joined_shared;
         }
     }
-    assert!(opened > 0 && joined > 0, "{opened} joins, {joined} reads");
+    assert!(
+        opened > 0 && joined > shared && shared > 0,
+        "{opened} joins, {joined} reads, {shared} of another AICPU's join"
+    );
 }

@@ -414,6 +414,7 @@ impl Report {
         self.cross_aicpu_edges = k.cross;
         self.joins = k.joins;
         self.joined_reads = k.joined;
+        self.shared_joined_reads = k.joined_shared;
         self.once_writes = k.once_writes;
         self.once_spills = k.once_spills;
         self.window_stalls = k.stalls;

@@ -141,7 +141,9 @@ impl Joins {
 
     /// Opens join `j` (from [`Joins::free`]) for `io`, registered on `writers`; returns it as
     /// a predecessor. Counts its registrations in `counts`. If every writer has completed
-    /// already, it closes at once and imposes nothing.
+    /// already, it closes at once and imposes nothing. `publish` is told the join once its
+    /// list is open and before it registers on its writers: other tasks may register on it
+    /// from then on (its guard keeps it from completing before its registrations are done).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn open<C: AsRef<[Cell]>, L>(
         &mut self,
@@ -152,6 +154,7 @@ impl Joins {
         writers: &[Pred],
         counts: &mut Counts,
         env: &mut impl Env,
+        publish: impl FnOnce(Pred),
     ) -> Result<Pred, SchedError> {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
@@ -172,6 +175,12 @@ impl Joins {
         s.task.store(id, Ordering::Relaxed);
         s.fanin.store(1, Ordering::Relaxed);
         waitlist::open(&s.waiters, tag_of(id));
+        let q = Pred {
+            aicpu: me,
+            slot: sh.cap + j as u32,
+            id,
+        };
+        publish(q);
         let first_node = n * cap * NODES + at * JOIN_NODES;
         // Each AICPU starts at another place in the list: the AICPUs opening joins for one
         // row at once then meet on fewer writers' lists at a time.
@@ -197,10 +206,6 @@ impl Joins {
             }
         }
         retire::release_join(sh, me, me, sh.cap + j as u32, env)?;
-        Ok(Pred {
-            aicpu: me,
-            slot: sh.cap + j as u32,
-            id,
-        })
+        Ok(q)
     }
 }

@@ -32,7 +32,7 @@ use crate::{Pool, WindowMode};
 pub use barrier::{readback_blocks, readback_words};
 pub use cores::CoreAlloc;
 pub use join::{joins_len, nodes_len, preds_len, JOINS, JOIN_MIN, JOIN_NODES};
-pub use once::{once_len, OnceTables, SitePlan, Writer, ONCE_TABLES, ONCE_TENSORS};
+pub use once::{once_len, OnceTables, RowJoin, SitePlan, Writer, ONCE_TABLES, ONCE_TENSORS};
 
 mod barrier;
 mod claim;
@@ -546,6 +546,8 @@ pub struct Counts {
     pub joins: u64,
     /// Reads a join stood for: looked up once for all of them.
     pub joined: u64,
+    /// Of those, reads another AICPU's join stood for, found as its row's join (§4.7).
+    pub joined_shared: u64,
     /// Writes filed in a written-once table (§4.8), out of the global map.
     pub once_writes: u64,
     /// Writes such a table did not take (spilled to the global map).
@@ -594,6 +596,7 @@ impl core::ops::AddAssign for Counts {
             cross,
             joins,
             joined,
+            joined_shared,
             once_writes,
             once_spills,
             stalls,
@@ -617,6 +620,7 @@ impl core::ops::AddAssign for Counts {
         self.cross += cross;
         self.joins += joins;
         self.joined += joined;
+        self.joined_shared += joined_shared;
         self.once_writes += once_writes;
         self.once_spills += once_spills;
         self.stalls += stalls;

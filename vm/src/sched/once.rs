@@ -41,11 +41,17 @@ const HANDLE_BITS: u32 = 24;
 /// row of a step as wide as the window then still fits.
 pub const ONCE_CELLS_PER_SLOT: usize = 2;
 
-/// Words of [`Shared::once`] for `n` AICPUs of `cap` slots: a spill word per table, then two
-/// words a cell, [`ONCE_CELLS_PER_SLOT`] cells a slot of the windows. A table that does not
-/// fit in what the tables before it left is not made: its tensor goes to its map.
+/// Rows of join words (two words a row) each table may have beyond its cells' words: a table
+/// of up to this many rows, whose cells take all the cells' words, still fits.
+pub const ONCE_JOIN_ROWS: usize = 4;
+
+/// Words of [`Shared::once`] for `n` AICPUs of `cap` slots: a spill word per table, then for
+/// each table two words a row (its row join) and two words a cell: room for
+/// [`ONCE_JOIN_ROWS`] rows of join words a table, and [`ONCE_CELLS_PER_SLOT`] cells a slot of
+/// the windows. A table that does not fit in what the tables before it left is not made: its
+/// tensor goes to its map.
 pub fn once_len(n: usize, cap: usize) -> usize {
-    ONCE_TABLES + 2 * ONCE_CELLS_PER_SLOT * n * cap
+    ONCE_TABLES * (1 + 2 * ONCE_JOIN_ROWS) + 2 * ONCE_CELLS_PER_SLOT * n * cap
 }
 
 /// One tensor's table: cells `rows × cols` from word `base` of [`Shared::once`], its spill
@@ -57,6 +63,8 @@ struct Table {
     cols: u32,
     base: u32,
     spill: u32,
+    /// The first word of its row joins: two a row, `base` follows them.
+    joins: u32,
 }
 
 /// An AICPU's description of the launch's tables: every AICPU lays them out alike from the
@@ -77,6 +85,20 @@ impl Default for OnceTables {
             index: [0; ONCE_TENSORS],
         }
     }
+}
+
+/// A join published as its row's ([`OnceTables::row_join`]): join `join` of AICPU `aicpu`,
+/// opened with tag `tag`. Its writers are the row's; a task registers on it as on its own
+/// AICPU's joins (a list that was closed, or reopened with another tag, takes nothing: the
+/// writers completed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowJoin {
+    /// The AICPU that opened it.
+    pub aicpu: u32,
+    /// Its index among that AICPU's joins (below [`super::JOINS`]).
+    pub join: u32,
+    /// The tag it was opened with.
+    pub tag: u32,
 }
 
 /// The writer a cell holds.
@@ -109,20 +131,23 @@ impl OnceTables {
             let Some(rows) = (s.reach as u64 + 1).max(2).checked_next_power_of_two() else {
                 continue;
             };
+            // Two words a row for its row join, then two a cell.
             let cells = rows.saturating_mul(s.cols as u64);
-            if cells.saturating_mul(2) > (words - next) as u64 {
+            let len = cells.saturating_add(rows).saturating_mul(2);
+            if len > (words - next) as u64 {
                 continue;
             }
             t.tables[t.len as usize] = Table {
                 rank: s.rank,
                 rows_mask: (rows - 1) as u32,
                 cols: s.cols,
-                base: next as u32,
+                base: (next + 2 * rows as usize) as u32,
                 spill: t.len as u32,
+                joins: next as u32,
             };
             t.len += 1;
             t.index[x as usize] = t.len;
-            next += 2 * cells as usize;
+            next += len as usize;
         }
         t
     }
@@ -189,6 +214,56 @@ impl OnceTables {
             Some(t) => t.read(words, io, f),
             None => Ok(true),
         }
+    }
+
+    /// The join another task opened for the writers of the read `io` (§4.7), when `io` is a
+    /// whole row of a rank-2 table and the row's join word names that row: every whole-row
+    /// read of the row has the same writers, whichever AICPU makes it. Returns the join's
+    /// AICPU, its index among that AICPU's joins, and the tag it was opened with.
+    #[inline]
+    pub fn row_join(&self, words: &[AtomicU64], io: &Io) -> Option<RowJoin> {
+        let (t, r) = self.whole_row(io)?;
+        let at = t.joins as usize + 2 * (r as u64 & t.rows_mask as u64) as usize;
+        // The row (Acquire), then the join its publisher stored before it: a later row's
+        // join cannot be published in between (its step records after this one's).
+        if words[at].load(Ordering::Acquire) != r as u64 + 1 {
+            return None;
+        }
+        let j = words[at + 1].load(Ordering::Relaxed);
+        Some(RowJoin {
+            aicpu: (j >> 32) as u32 & ((1 << 24) - 1),
+            join: (j >> 56) as u32,
+            tag: j as u32,
+        })
+    }
+
+    /// Publishes the join `join` of AICPU `aicpu`, opened with tag `tag` for the writers of
+    /// the read `io`, as its row's join, when `io` is a whole row of a rank-2 table (else
+    /// does nothing).
+    #[inline]
+    pub fn publish_join(&self, words: &[AtomicU64], io: &Io, j: RowJoin) {
+        let Some((t, r)) = self.whole_row(io) else {
+            return;
+        };
+        let at = t.joins as usize + 2 * (r as u64 & t.rows_mask as u64) as usize;
+        let packed =
+            (j.join as u64) << 56 | (j.aicpu as u64 & ((1 << 24) - 1)) << 32 | j.tag as u64;
+        words[at + 1].store(packed, Ordering::Relaxed);
+        words[at].store(r as u64 + 1, Ordering::Release);
+    }
+
+    /// The table and the row of the read `io` when it names one whole row of a rank-2 table
+    /// (its columns unnamed, or all of them and more).
+    #[inline]
+    fn whole_row(&self, io: &Io) -> Option<(&Table, i64)> {
+        let t = self.of(io.tensor)?;
+        let (r, end) = io.ranges[0];
+        let whole = t.rank == 2
+            && r >= 0
+            && end == r.wrapping_add(1)
+            && (io.ndims == 1
+                || io.ndims == 2 && io.ranges[1].0 <= 0 && io.ranges[1].1 >= t.cols as i64);
+        whole.then_some((t, r))
     }
 
     /// What the tables do for the regions `ios` of a site's tasks, which go to the maps as
@@ -439,16 +514,23 @@ mod tests {
     /// reach (at least 2); a tensor whose table does not fit in what is left is passed over.
     #[test]
     fn tables_are_laid_out_while_they_fit() {
+        // Each table: two words a row (its row join), then two a cell.
         let shapes = [
-            (0, shape(2, 10, 1)),  // 2 rows × 10: 40 words
+            (0, shape(2, 10, 1)),  // 2 rows × 10: 4 + 40 words
             (1, shape(2, 100, 3)), // 4 rows × 100: too large
-            (2, shape(1, 1, 4)),   // 8 rows × 1: 16 words
+            (2, shape(1, 1, 4)),   // 8 rows × 1: 16 + 16 words
         ];
-        let t = OnceTables::lay_out(shapes.into_iter(), ONCE_TABLES + 60, 12);
+        let t = OnceTables::lay_out(shapes.into_iter(), ONCE_TABLES + 76, 12);
         assert!(t.has(0) && !t.has(1) && t.has(2) && !t.has(3));
         assert_eq!(t.tables[0].rows_mask, 1);
+        assert_eq!(t.tables[0].joins as usize, ONCE_TABLES);
+        assert_eq!(t.tables[0].base as usize, ONCE_TABLES + 4);
         assert_eq!(t.tables[1].rows_mask, 7);
-        assert_eq!(t.tables[1].base as usize, ONCE_TABLES + 40);
+        assert_eq!(t.tables[1].joins as usize, ONCE_TABLES + 44);
+        assert_eq!(t.tables[1].base as usize, ONCE_TABLES + 60);
+        // One word fewer and the second does not fit.
+        let t = OnceTables::lay_out(shapes.into_iter(), ONCE_TABLES + 75, 12);
+        assert!(t.has(0) && !t.has(2));
         // Handles past 24 bits, or no words: no tables.
         assert!(!OnceTables::lay_out(shapes.into_iter(), 1 << 20, (1 << 24) + 1).any());
         assert!(!OnceTables::lay_out(shapes.into_iter(), 0, 12).any());
@@ -580,5 +662,42 @@ mod tests {
         let two_rows = [io(1, Dir::In, &[(1, 3)]), other, write];
         assert!(!add(23, &two_rows).0);
         assert!(writers(&t, &w, &io(1, Dir::In, &[(3, 4)])).is_empty());
+    }
+
+    /// A whole-row read finds the join published for its row, and nothing for another row
+    /// in the same words, a part of the row, or a tensor without a table.
+    #[test]
+    fn a_rows_join_is_found_by_whole_row_reads_of_that_row() {
+        let t = OnceTables::lay_out([(0, shape(2, 4, 1))].into_iter(), 64, 8);
+        let w = words(64);
+        let row = |r: i64| io(0, Dir::In, &[(r, r + 1), (0, 4)]);
+        assert_eq!(t.row_join(&w, &row(6)), None);
+        let j = RowJoin {
+            aicpu: 5,
+            join: 31,
+            tag: 0xdead_beef,
+        };
+        t.publish_join(&w, &row(6), j);
+        assert_eq!(t.row_join(&w, &row(6)), Some(j));
+        // The row with its columns unnamed, or more of them than the table has.
+        assert_eq!(t.row_join(&w, &io(0, Dir::In, &[(6, 7)])), Some(j));
+        assert_eq!(t.row_join(&w, &io(0, Dir::In, &[(6, 7), (-1, 9)])), Some(j));
+        // Row 8 shares row 6's words; part of the row; two rows; another tensor.
+        assert_eq!(t.row_join(&w, &row(8)), None);
+        assert_eq!(t.row_join(&w, &io(0, Dir::In, &[(6, 7), (1, 4)])), None);
+        assert_eq!(t.row_join(&w, &io(0, Dir::In, &[(5, 7)])), None);
+        assert_eq!(t.row_join(&w, &io(1, Dir::In, &[(6, 7)])), None);
+        // Publishing a part of a row does nothing; a later row replaces the entry.
+        t.publish_join(
+            &w,
+            &io(0, Dir::In, &[(8, 9), (0, 2)]),
+            RowJoin { tag: 1, ..j },
+        );
+        assert_eq!(t.row_join(&w, &row(8)), None);
+        t.publish_join(&w, &row(8), RowJoin { tag: 2, ..j });
+        assert_eq!(t.row_join(&w, &row(8)), Some(RowJoin { tag: 2, ..j }));
+        assert_eq!(t.row_join(&w, &row(6)), None);
+        // The cells are untouched.
+        assert!(writers(&t, &w, &row(8)).is_empty());
     }
 }

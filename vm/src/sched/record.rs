@@ -2,7 +2,7 @@
 //! AICPU's own TensorMap and the global one, and its registration on its predecessors.
 
 use super::join::Joins;
-use super::once::{OnceTables, Writer};
+use super::once::{OnceTables, RowJoin, Writer};
 use super::retire::release_task;
 use super::*;
 
@@ -302,14 +302,25 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
         found += 1;
         Ok(())
     };
-    let (mut joined, mut hits) = (0u32, 0);
+    let (mut joined, mut hits, mut shared) = (0u32, 0, 0);
     let mut opening = None;
     let mut m = joinable;
     while m != 0 {
         let r = m.trailing_zeros() as usize;
         m &= m - 1;
         let io = &t.ios()[r];
-        if let Some(q) = joins.find(me, cap, io) {
+        // Its own join for the region, else the one its row's join word names (another
+        // AICPU's, or its own).
+        let held = joins.find(me, cap, io).or_else(|| {
+            let j = once.row_join(sh.once, io)?;
+            shared += u64::from(j.aicpu != me);
+            Some(Pred {
+                aicpu: j.aicpu,
+                slot: cap + j.join,
+                id: j.tag as u64,
+            })
+        });
+        if let Some(q) = held {
             joined |= 1 << r;
             hits += 1;
             if !waitlist::completed(&sh.waitable(q.aicpu, q.slot)?.waiters, tag_of(q.id)) {
@@ -339,6 +350,7 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
         }
     }
     counts.joined += hits;
+    counts.joined_shared += shared;
     let Some((r, j)) = opening else {
         return Ok(Some((joined, found)));
     };
@@ -371,7 +383,17 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
             push(q)?;
         }
     } else {
-        let q = joins.open(sh, me, j, &t.ios()[r], &spare[..c], counts, env)?;
+        // The other AICPUs' tasks reading the whole row use it too, as soon as its list is
+        // open.
+        let io = &t.ios()[r];
+        let q = joins.open(sh, me, j, io, &spare[..c], counts, env, |q| {
+            let row_join = RowJoin {
+                aicpu: me,
+                join: q.slot - cap,
+                tag: tag_of(q.id),
+            };
+            once.publish_join(sh.once, io, row_join);
+        })?;
         if !waitlist::completed(&sh.waitable(me, q.slot)?.waiters, tag_of(q.id)) {
             push(q)?;
         }
