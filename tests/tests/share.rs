@@ -782,6 +782,16 @@ fn the_in_order_window_finds_exactly_the_reference_edges_in_it() {
         &[("W", 40, vec![]), ("T", 6, vec![])],
     );
     assert_eq!(run(&bytes, &params, "all_to_all, W = 40"), 5 * 2 * 40);
+    // More rows in the window than an AICPU has joins (`JOINS` = 32): the oldest is reused,
+    // and the edges stay the reference's.
+    let (bytes, params) = ptovm_tests::example(
+        "taskbench/all_to_all.pto",
+        &[("W", 16, vec![]), ("T", 40, vec![])],
+    );
+    assert_eq!(
+        run(&bytes, &params, "all_to_all, W = 16, T = 40"),
+        39 * 2 * 16
+    );
     // Task 4 finds X quiet (its writer, task 0, left a window of 4); task 6, whose site is 16
     // instructions after task 4's and so takes its place in the per-site memory, reads Y,
     // whose writer (task 3) is still in the window, with nothing inserted in between: the

@@ -45,13 +45,19 @@ pub const ONCE_CELLS_PER_SLOT: usize = 2;
 /// of up to this many rows, whose cells take all the cells' words, still fits.
 pub const ONCE_JOIN_ROWS: usize = 4;
 
+/// Cells [`Shared::once`] has at least, whatever the windows: a step's row is as wide as the
+/// program makes it, not the window, and small windows keep tables for rows of up to 4,096
+/// elements (128 KiB).
+pub const ONCE_MIN_CELLS: usize = 8192;
+
 /// Words of [`Shared::once`] for `n` AICPUs of `cap` slots: a spill word per table, then for
 /// each table two words a row (its row join) and two words a cell: room for
 /// [`ONCE_JOIN_ROWS`] rows of join words a table, and [`ONCE_CELLS_PER_SLOT`] cells a slot of
-/// the windows. A table that does not fit in what the tables before it left is not made: its
-/// tensor goes to its map.
+/// the windows, at least [`ONCE_MIN_CELLS`]. A table that does not fit in what the tables
+/// before it left is not made: its tensor goes to its map.
 pub fn once_len(n: usize, cap: usize) -> usize {
-    ONCE_TABLES * (1 + 2 * ONCE_JOIN_ROWS) + 2 * ONCE_CELLS_PER_SLOT * n * cap
+    let cells = (ONCE_CELLS_PER_SLOT * n * cap).max(ONCE_MIN_CELLS);
+    ONCE_TABLES * (1 + 2 * ONCE_JOIN_ROWS) + 2 * cells
 }
 
 /// One tensor's table: cells `rows × cols` from word `base` of [`Shared::once`], its spill

@@ -33,8 +33,8 @@ impl Join {
     }
 }
 
-/// The joins of the window: at most [`JOINS`], reused in the order they were opened once their
-/// writers have all retired, as the scheduler reuses its own.
+/// The joins of the window: at most [`JOINS`], reused in the order they were opened, as the
+/// scheduler reuses its own ([`WindowJoins::free`]).
 #[derive(Clone, Debug, Default)]
 pub(super) struct WindowJoins {
     joins: Vec<Join>,
@@ -75,9 +75,8 @@ impl WindowJoins {
     /// The joinable reads of `t` (`joinable`, a bit a region, among `regions`), as the
     /// scheduler's `join_reads` does them: each read a join holds is done with it; the first
     /// other is looked up alone and opens a join for [`JOIN_MIN`] writers or more, or is
-    /// registered writer by writer below that (or when no join is free: the scheduler would
-    /// wait for one, the window cannot). A region with more writers than a join has nodes is
-    /// left to the task's own lookup. `found` holds the predecessors found so far and gets
+    /// registered writer by writer below that. A region with more writers than a join has
+    /// nodes is left to the task's own lookup. `found` holds the predecessors found so far and gets
     /// these when `others` (other lookups, or structural producers) may find them again.
     pub(super) fn reads(
         &mut self,
@@ -136,16 +135,15 @@ impl WindowJoins {
             if writers.len() < JOIN_MIN {
                 continue;
             }
-            if let Some(k) = self.free(t.id, at.window) {
-                j.registrations += 1;
-                let join = Join { key: *io, writers };
-                if k == self.joins.len() {
-                    self.joins.push(join);
-                } else {
-                    self.joins[k] = join;
-                }
-                self.last = k;
+            let k = self.free();
+            j.registrations += 1;
+            let join = Join { key: *io, writers };
+            if k == self.joins.len() {
+                self.joins.push(join);
+            } else {
+                self.joins[k] = join;
             }
+            self.last = k;
         }
         Ok(j)
     }
@@ -160,18 +158,19 @@ impl WindowJoins {
         Some(k)
     }
 
-    /// A join task `id` may open: a new one while fewer than [`JOINS`] are held, else the one
-    /// opened longest ago once its writers have all retired.
-    fn free(&mut self, id: u64, window: u64) -> Option<usize> {
+    /// The join task `id` opens: a new one while fewer than [`JOINS`] are held, else the one
+    /// opened longest ago. The scheduler would leave the task pending until that one's
+    /// writers completed (its generation then runs at most `JOINS` rows ahead of its
+    /// execution); the window cannot wait, and reuses it at once: the rows are read in order,
+    /// so the readers of the oldest join's row are behind, and a later one would find its
+    /// writers itself.
+    fn free(&mut self) -> usize {
         if self.joins.len() < JOINS {
-            return Some(self.joins.len());
+            return self.joins.len();
         }
         let k = self.next_victim;
-        if self.joins[k].live(id, window) != 0 {
-            return None;
-        }
         self.next_victim = (k + 1) % JOINS;
-        Some(k)
+        k
     }
 
     /// The writers of region `r` of `t` still in the window: from its tensor's written-once
