@@ -629,6 +629,25 @@ fn a_join_releases_its_task_after_all_its_writers() {
     });
 }
 
+/// A written-once table (spec/runtime.md §4.8) of tensor 0 of rank `rank`, one column and
+/// reach 1 — two rows of join words, two cells — for `handles` handles, and its words (inside
+/// a model: they are loom's).
+fn one_column_table(
+    rank: u8,
+    handles: usize,
+) -> (ptovm_vm::sched::OnceTables, Arc<Vec<AtomicU64>>) {
+    use ptovm_vm::sched::{OnceTables, ONCE_TABLES};
+    let shape = ptovm_vm::share::OnceShape {
+        rank,
+        cols: 1,
+        reach: 1,
+    };
+    let words = ONCE_TABLES + 8;
+    let t = OnceTables::lay_out([(0u16, shape)].into_iter(), words, handles);
+    assert!(t.has(0), "the table fits");
+    (t, Arc::new((0..words).map(|_| AtomicU64::new(0)).collect()))
+}
+
 /// A written-once table's cell (spec/runtime.md §4.8) is filed and read without a lock: its
 /// writer files it before publishing its watermark, a reader of its row reads it once that
 /// watermark reaches its need, and the writer of the row that takes the cell next (`rows`
@@ -637,8 +656,6 @@ fn a_join_releases_its_task_after_all_its_writers() {
 /// never the second, and the stores race no load.
 #[test]
 fn a_written_once_cell_is_read_between_its_writers() {
-    use ptovm_vm::sched::{OnceTables, ONCE_TABLES};
-    use ptovm_vm::share::OnceShape;
     use ptovm_vm::{Dir, Io};
     let point = |r: i64, dir: Dir| {
         let mut io = Io {
@@ -651,16 +668,8 @@ fn a_written_once_cell_is_read_between_its_writers() {
         io
     };
     loom::model(move || {
-        // One column, reach 1: rows 0 and 2 share a cell.
-        let shape = OnceShape {
-            rank: 1,
-            cols: 1,
-            reach: 1,
-        };
-        // Two rows' join words, then two cells of two words.
-        let t = OnceTables::lay_out([(0u16, shape)].into_iter(), ONCE_TABLES + 8, 3);
-        let words: Arc<Vec<AtomicU64>> =
-            Arc::new((0..ONCE_TABLES + 8).map(|_| AtomicU64::new(0)).collect());
+        // Rows 0 and 2 share a cell.
+        let (t, words) = one_column_table(1, 3);
         // The watermarks of the first writer (task 1) and of the reader (task 2).
         let marks = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
         let first = {
@@ -709,8 +718,7 @@ fn a_written_once_cell_is_read_between_its_writers() {
 /// `a_join_releases_its_task_after_all_its_writers`.)
 #[test]
 fn a_rows_join_stands_for_its_writers_on_another_aicpu() {
-    use ptovm_vm::sched::{OnceTables, RowJoin, ONCE_TABLES};
-    use ptovm_vm::share::OnceShape;
+    use ptovm_vm::sched::RowJoin;
     use ptovm_vm::{Dir, Io};
     let mut row = Io {
         tensor: 0,
@@ -720,15 +728,7 @@ fn a_rows_join_stands_for_its_writers_on_another_aicpu() {
     };
     row.ranges[0] = (4, 5);
     loom::model(move || {
-        // One column, reach 1: two rows of join words and cells.
-        let shape = OnceShape {
-            rank: 2,
-            cols: 1,
-            reach: 1,
-        };
-        let tables = OnceTables::lay_out([(0u16, shape)].into_iter(), ONCE_TABLES + 8, 4);
-        let words: Arc<Vec<AtomicU64>> =
-            Arc::new((0..ONCE_TABLES + 8).map(|_| AtomicU64::new(0)).collect());
+        let (tables, words) = one_column_table(2, 4);
         // The writer's list (tag 1); the join's list, closed from its last use (tag 8), and
         // its fanin; the task's fanin (its guard). Node 0: the join on the writer; node 1:
         // the task on the join.

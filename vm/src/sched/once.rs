@@ -506,6 +506,15 @@ mod tests {
         OnceShape { rank, cols, reach }
     }
 
+    /// Writes the four columns of row `row` of `tensor`, column `c` by task `first + c`
+    /// (handle `c`).
+    fn fill_row(t: &OnceTables, w: &[AtomicU64], (tensor, row): (u16, i64), first: u64) {
+        for c in 0..4 {
+            let point = io(tensor, Dir::Out, &[(row, row + 1), (c, c + 1)]);
+            assert!(t.write(w, &point, first + c as u64, c as u32));
+        }
+    }
+
     fn writers(t: &OnceTables, w: &[AtomicU64], read: &Io) -> Vec<(u64, u32)> {
         let mut found = Vec::new();
         let answered = t.read(w, read, |x| {
@@ -549,14 +558,7 @@ mod tests {
     fn reads_find_the_writers_of_their_elements() {
         let t = OnceTables::lay_out([(3, shape(2, 4, 1))].into_iter(), 64, 8);
         let w = words(64);
-        for c in 0..4 {
-            assert!(t.write(
-                &w,
-                &io(3, Dir::Out, &[(5, 6), (c, c + 1)]),
-                100 + c as u64,
-                c as u32
-            ));
-        }
+        fill_row(&t, &w, (3, 5), 100);
         let row5 = |lo, hi| io(3, Dir::In, &[(5, 6), (lo, hi)]);
         assert_eq!(writers(&t, &w, &row5(1, 3)), [(101, 1), (102, 2)]);
         assert_eq!(writers(&t, &w, &row5(-2, 9)).len(), 4);
@@ -637,14 +639,7 @@ mod tests {
         );
         assert!(q.any && !q.all);
         assert!(!t.plan(&[other], &[(Use::Lookup, true)]).any);
-        for c in 0..4 {
-            assert!(t.write(
-                &w,
-                &io(1, Dir::Out, &[(2, 3), (c, c + 1)]),
-                10 + c as u64,
-                c as u32
-            ));
-        }
+        fill_row(&t, &w, (1, 2), 10);
         let add = |id: u64, ios: &[Io]| {
             let mut found = Vec::new();
             let added = t.add_planned(&w, &p, ios, (id, 5), |n, x| found.push((n, x.id)));
