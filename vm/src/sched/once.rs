@@ -20,6 +20,9 @@
 //! watermark that publishes those records (Release, Acquire) orders the cells' plain (Relaxed)
 //! stores and loads. A cell whose row is not the one read holds no writer of it.
 //!
+//! Each table also has two **join words** a row (§4.7): the join an AICPU opened for the
+//! writers of a whole row, published for the other AICPUs' readers of the row.
+//!
 //! A write the table cannot take — coordinates outside it, an id of 2⁴⁰ or more, or a cell
 //! whose element may still be read — **spills**: it goes to the tensor's map as before, and the
 //! table's spill word, set before the write's record is published, sends every later read of
@@ -79,6 +82,8 @@ struct Table {
 pub struct OnceTables {
     tables: [Table; ONCE_TABLES],
     len: u8,
+    /// Whether row joins are published and looked up ([`OnceTables::row_join`]).
+    row_joins: bool,
     /// `index[x]`: 1 + the table of tensor `x`, 0 if it has none.
     index: [u8; ONCE_TENSORS],
 }
@@ -88,6 +93,7 @@ impl Default for OnceTables {
         OnceTables {
             tables: [Table::default(); ONCE_TABLES],
             len: 0,
+            row_joins: true,
             index: [0; ONCE_TENSORS],
         }
     }
@@ -243,9 +249,8 @@ impl OnceTables {
         })
     }
 
-    /// Publishes the join `join` of AICPU `aicpu`, opened with tag `tag` for the writers of
-    /// the read `io`, as its row's join, when `io` is a whole row of a rank-2 table (else
-    /// does nothing).
+    /// Publishes `j`, a join opened for the writers of the read `io`, as its row's join, when
+    /// `io` is a whole row of a rank-2 table (else does nothing).
     #[inline]
     pub fn publish_join(&self, words: &[AtomicU64], io: &Io, j: RowJoin) {
         let Some((t, r)) = self.whole_row(io) else {
@@ -259,9 +264,12 @@ impl OnceTables {
     }
 
     /// The table and the row of the read `io` when it names one whole row of a rank-2 table
-    /// (its columns unnamed, or all of them and more).
+    /// (its columns unnamed, or all of them and more), and the launch has row joins.
     #[inline]
     fn whole_row(&self, io: &Io) -> Option<(&Table, i64)> {
+        if !self.row_joins {
+            return None;
+        }
         let t = self.of(io.tensor)?;
         let (r, end) = io.ranges[0];
         let whole = t.rank == 2
@@ -477,7 +485,12 @@ pub(super) fn once_tables<C, L>(
         .take(v.tensors().len())
         .enumerate()
         .filter_map(|(x, (s, b))| Some((x as u16, share::once_shape(v, s, x as u16, b, sh.n)?)));
-    OnceTables::lay_out(shapes, sh.once.len(), sh.n as usize * sh.cap as usize)
+    let mut t = OnceTables::lay_out(shapes, sh.once.len(), sh.n as usize * sh.cap as usize);
+    // A `READBACK` lays the tables out again over words that may hold another layout's
+    // values: a join word there could name a row it does not stand for. Row joins are for
+    // programs without one.
+    t.row_joins = v.readbacks().is_empty();
+    t
 }
 
 #[cfg(all(test, not(loom)))]
