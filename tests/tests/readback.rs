@@ -325,3 +325,44 @@ fn the_verifier_and_the_launch_refuse_what_the_format_forbids() {
         Err(ptovm_vm::ParamError::Readback { elems: 5, .. })
     ));
 }
+
+/// Rows' joins (spec/runtime.md §4.7) are not shared in a program with a `READBACK`: the
+/// tables are laid out again after it, over words a join word could be read from. Two
+/// all_to_all loops around a `READBACK` still use joins, each AICPU its own, and run correctly.
+#[test]
+fn a_program_with_a_readback_shares_no_rows_joins() {
+    let src = "@param W = 20\n@param T = 5\n@param E = 2\n@param counts = [1, 1]\n\
+        @tensor counts: i32[E]\n@tensor G: f32[T, W]\n@tensor H: f32[T, W]\n\
+        @kernel count(): vector(out counts)\n@kernel first(t, i): vector(out g)\n\
+        @kernel step(t, i): vector(in a, out g)\n\
+        @workload w(%steps: dense_dyn(T), %points: dense_dyn(W)) {\n\
+          for_each t in %steps { parallel_for i in %points {\n\
+            cond t == 0 { task @first(t, i) resources(G[t, i]) }\n\
+            else { task @step(t, i) resources(G[t - 1, 0 : W], G[t, i]) } } }\n\
+          task @count() resources(counts)\n\
+          wait counts <= T\n\
+          for_each t in %steps { parallel_for i in %points {\n\
+            cond t == 0 { task @first(t, i) resources(H[t, i]) }\n\
+            else { task @step(t, i) resources(H[t - 1, 0 : W], H[t, i]) } } }\n\
+        }\n";
+    let bytes = code(src);
+    let v = verify(&bytes).unwrap();
+    // The module's defaults: W = 20 (rows wide enough for joins), T = 5, counts = [1, 1].
+    let bound = ptovm_host_sim::Defaults::new(&v, &[]).unwrap();
+    let vals = bound.values();
+    let p = RuntimeParams::new(&v, &vals).unwrap();
+    let (mut joined, mut shared) = (0, 0);
+    for seed in 0..6u64 {
+        let mut o = sim::Options::of_program(&v, 24, 48, ptovm_host_sim::DepMode::Overlap);
+        o.window = [1024, 64][seed as usize % 2];
+        o.check = true;
+        o.jitter = Some(seed);
+        let r = sim::run(v, p, o).unwrap_or_else(|e| panic!("{o:?}: {e}"));
+        assert!(r.checked);
+        assert_eq!(r.tasks_total, 2 * 5 * 20 + 1);
+        joined += r.joined_reads;
+        shared += r.shared_joined_reads;
+    }
+    assert!(joined > 0, "no joins");
+    assert_eq!(shared, 0);
+}
