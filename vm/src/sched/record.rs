@@ -311,15 +311,20 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
         let io = &t.ios()[r];
         // Its own join for the region, else the one its row's join word names (another
         // AICPU's, or its own).
-        let held = joins.find(me, cap, io).or_else(|| {
-            let j = once.row_join(sh.once, io)?;
-            shared += u64::from(j.aicpu != me);
-            Some(Pred {
-                aicpu: j.aicpu,
-                slot: cap + j.join,
-                id: j.tag as u64,
-            })
-        });
+        let mut held = joins.find(me, cap, io);
+        if held.is_none() {
+            if let Some(j) = once.row_join(sh.once, io) {
+                if j.aicpu >= sh.n || j.join as usize >= JOINS {
+                    return Err(SchedError::Corrupted("a row's join word"));
+                }
+                shared += u64::from(j.aicpu != me);
+                held = Some(Pred {
+                    aicpu: j.aicpu,
+                    slot: cap + j.join,
+                    id: j.tag as u64,
+                });
+            }
+        }
         if let Some(q) = held {
             joined |= 1 << r;
             hits += 1;
