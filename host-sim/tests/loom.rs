@@ -14,6 +14,13 @@ struct Node {
     next: AtomicU32,
 }
 
+/// `N` waiter nodes, none linked yet.
+fn nodes<const N: usize>() -> Arc<[Node; N]> {
+    Arc::new(core::array::from_fn(|_| Node {
+        next: AtomicU32::new(NIL),
+    }))
+}
+
 /// A consumer registers on a producer while the producer completes: the consumer becomes ready
 /// exactly once, and, if it registered, only after the producer completed.
 #[test]
@@ -76,14 +83,7 @@ fn two_consumers_and_a_completion() {
     loom::model(|| {
         let head = Arc::new(AtomicU64::new(waitlist::pack(3, NIL)));
         let fanins = Arc::new([AtomicU32::new(1), AtomicU32::new(1)]);
-        let nodes = Arc::new([
-            Node {
-                next: AtomicU32::new(NIL),
-            },
-            Node {
-                next: AtomicU32::new(NIL),
-            },
-        ]);
+        let nodes = nodes::<2>();
         let ready = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
         let mut hs = Vec::new();
         for i in 0..2usize {
@@ -527,17 +527,7 @@ fn a_join_releases_its_task_after_all_its_writers() {
         let join = Arc::new(AtomicU64::new(waitlist::pack(9, NIL)));
         let join_fanin = Arc::new(AtomicU32::new(1));
         let task_fanin = Arc::new(AtomicU32::new(1));
-        let nodes = Arc::new([
-            Node {
-                next: AtomicU32::new(NIL),
-            },
-            Node {
-                next: AtomicU32::new(NIL),
-            },
-            Node {
-                next: AtomicU32::new(NIL),
-            },
-        ]);
+        let nodes = nodes::<3>();
         let done = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
         let ready = Arc::new(AtomicU32::new(0));
         // A release of the join's fanin: the last one closes the join and releases the task
@@ -737,14 +727,7 @@ fn a_rows_join_stands_for_its_writers_on_another_aicpu() {
         waitlist::close(&join, 8);
         let join_fanin = Arc::new(AtomicU32::new(0));
         let task_fanin = Arc::new(AtomicU32::new(1));
-        let nodes = Arc::new([
-            Node {
-                next: AtomicU32::new(NIL),
-            },
-            Node {
-                next: AtomicU32::new(NIL),
-            },
-        ]);
+        let nodes = nodes::<2>();
         let done = Arc::new(AtomicBool::new(false));
         // Whether the task registered on the join (then it may become ready only after the
         // writer completed), and how many times it became ready.

@@ -957,6 +957,24 @@ pub struct SiteUses {
     task_quiet_at: Cell<u64>,
 }
 
+/// `uses` with the regions of `done` (a bit each) skipped, in neither map, in `into`: the
+/// regions a join (§4.7) or a written-once table (§4.8) answered.
+#[inline]
+pub fn skipping<'a>(
+    uses: &[(Use, bool)],
+    done: u32,
+    into: &'a mut [(Use, bool); limits::MAX_TASK_IO],
+) -> &'a [(Use, bool)] {
+    for (k, (d, &u)) in into.iter_mut().zip(uses).enumerate() {
+        *d = if done & 1 << k != 0 {
+            (Use::Skip, false)
+        } else {
+            u
+        };
+    }
+    &into[..uses.len()]
+}
+
 /// What [`SiteUses::remembered`] says of a task.
 #[derive(Clone, Copy, Debug)]
 pub struct Remembered<'a> {

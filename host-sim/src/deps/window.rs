@@ -304,7 +304,7 @@ impl InOrderWindow {
         self.found.clear();
         // Reads a join stands for (§4.7) are done there, and skipped below.
         let mut regions = u.regions;
-        let skipping: [(Use, bool); ptovm_vm::limits::MAX_TASK_IO];
+        let mut skipping;
         let joinable = u.joinable();
         if joinable != 0 {
             let lookups = regions
@@ -324,15 +324,8 @@ impl InOrderWindow {
             self.joined_edges += j.edges;
             self.join_registrations += j.registrations;
             if j.done != 0 {
-                let mut skip = [(Use::Skip, false); ptovm_vm::limits::MAX_TASK_IO];
-                skip[..regions.len()].copy_from_slice(regions);
-                for (r, s) in skip.iter_mut().enumerate() {
-                    if j.done & 1 << r != 0 {
-                        s.0 = Use::Skip;
-                    }
-                }
-                skipping = skip;
-                regions = &skipping[..regions.len()];
+                skipping = [(Use::Skip, false); ptovm_vm::limits::MAX_TASK_IO];
+                regions = ptovm_vm::share::skipping(regions, j.done, &mut skipping);
             }
         }
         // One instance: every region is local (the flag says which map, not whether; a

@@ -129,14 +129,7 @@ impl Joins {
 
     /// `uses` with the regions of `joined` (a bit each) skipped, in neither map.
     pub(super) fn skip(&mut self, uses: &[(Use, bool)], joined: u32) -> &[(Use, bool)] {
-        for (k, (d, &u)) in self.uses.iter_mut().zip(uses).enumerate() {
-            *d = if joined & 1 << k != 0 {
-                (Use::Skip, false)
-            } else {
-                u
-            };
-        }
-        &self.uses[..uses.len()]
+        share::skipping(uses, joined, &mut self.uses)
     }
 
     /// Opens join `j` (from [`Joins::free`]) for `io`, registered on `writers`; returns it as
