@@ -21,7 +21,7 @@
 use super::*;
 
 /// One operation of a folded expression: a stack machine whose top lives in a register.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub(super) struct FoldedNode {
     /// A computed value: the pushed constant, or the other operand of `RIGHT` / `LEFT`.
     k: i64,
@@ -31,15 +31,95 @@ pub(super) struct FoldedNode {
     op: u8,
     /// The runtime array of an `ELEM`.
     slot: u16,
+    /// The form and the operator in one ([`code_of`]): the evaluators dispatch once a node.
+    code: u8,
 }
 
 /// A node that is none (a template's unused room).
-pub(super) const EMPTY_FOLDED: FoldedNode = FoldedNode {
-    k: 0,
-    form: PUSH,
-    op: 0,
-    slot: 0,
-};
+pub(super) const EMPTY_FOLDED: FoldedNode = FoldedNode::new(PUSH, 0, 0, 0);
+
+impl Default for FoldedNode {
+    /// Pushing the variable.
+    fn default() -> FoldedNode {
+        FoldedNode::new(PUSH_VAR, 0, 0, 0)
+    }
+}
+
+impl FoldedNode {
+    /// A node of form `form` with operator `op`, value `k` and array `slot`.
+    pub(super) const fn new(form: u8, op: u8, k: i64, slot: u16) -> FoldedNode {
+        FoldedNode {
+            k,
+            form,
+            op,
+            slot,
+            code: code_of(form, op),
+        }
+    }
+}
+
+/// What a node computes, its form and its operator decided once when it is made, for the
+/// operations region bounds are made of; [`GENERIC`] for the others, which the evaluators
+/// take by form and operator (`eval_node`). Each code computes exactly what its form and
+/// operator do (the proptests compare the evaluators with the expression's own).
+const GENERIC: u8 = 0;
+/// `PUSH_VAR`.
+const C_PUSH_VAR: u8 = 1;
+/// `PUSH`.
+const C_PUSH: u8 = 2;
+/// `top + k` (`RIGHT` or `LEFT` `ADD`: the same sum, the same overflow).
+const C_ADD_K: u8 = 3;
+/// `top - k` (`RIGHT SUB`).
+const C_SUB_K: u8 = 4;
+/// `k - top` (`LEFT SUB`).
+const C_K_SUB: u8 = 5;
+/// `top * k` (`RIGHT` or `LEFT` `MUL`).
+const C_MUL_K: u8 = 6;
+/// `min(top, k)`, `max(top, k)` (`RIGHT` or `LEFT`).
+const C_MIN_K: u8 = 7;
+const C_MAX_K: u8 = 8;
+/// `top < k`, `top <= k`, `top > k`, `top >= k` (`RIGHT`).
+const C_LT_K: u8 = 9;
+const C_LE_K: u8 = 10;
+const C_GT_K: u8 = 11;
+const C_GE_K: u8 = 12;
+/// `second + top`, `second * top` (`BINARY`).
+const C_ADD: u8 = 13;
+const C_MUL: u8 = 14;
+/// `array[top]` (`UNARY ELEM`).
+const C_ELEM: u8 = 15;
+
+/// [`FoldedNode::code`] of form `form` with operator `op`.
+const fn code_of(form: u8, op: u8) -> u8 {
+    const ADD: u8 = ExprOp::ADD as u8;
+    const SUB: u8 = ExprOp::SUB as u8;
+    const MUL: u8 = ExprOp::MUL as u8;
+    const MIN: u8 = ExprOp::MIN as u8;
+    const MAX: u8 = ExprOp::MAX as u8;
+    const LT: u8 = ExprOp::LT as u8;
+    const LE: u8 = ExprOp::LE as u8;
+    const GT: u8 = ExprOp::GT as u8;
+    const GE: u8 = ExprOp::GE as u8;
+    const ELEM: u8 = ExprOp::ELEM as u8;
+    match (form, op) {
+        (PUSH_VAR, _) => C_PUSH_VAR,
+        (PUSH, _) => C_PUSH,
+        (RIGHT | LEFT, ADD) => C_ADD_K,
+        (RIGHT, SUB) => C_SUB_K,
+        (LEFT, SUB) => C_K_SUB,
+        (RIGHT | LEFT, MUL) => C_MUL_K,
+        (RIGHT | LEFT, MIN) => C_MIN_K,
+        (RIGHT | LEFT, MAX) => C_MAX_K,
+        (RIGHT, LT) => C_LT_K,
+        (RIGHT, LE) => C_LE_K,
+        (RIGHT, GT) => C_GT_K,
+        (RIGHT, GE) => C_GE_K,
+        (BINARY, ADD) => C_ADD,
+        (BINARY, MUL) => C_MUL,
+        (UNARY, ELEM) => C_ELEM,
+        _ => GENERIC,
+    }
+}
 
 /// Push the loop's variable.
 const PUSH_VAR: u8 = 0;
@@ -55,7 +135,7 @@ const RIGHT: u8 = 4;
 const LEFT: u8 = 5;
 
 /// The nodes of folded expressions one kept record holds, for all its fields.
-pub(super) const FOLDED_NODES: usize = 32;
+pub(super) const FOLDED_NODES: usize = 64;
 
 /// Folds the expression at node `start` for the loop at `depth` (its variable stays; the
 /// variables of the loops around have their values in `vars`) into `out`: gives the number of
@@ -88,12 +168,7 @@ pub(super) fn fold(
     let nodes = exprs.get(start as usize..).unwrap_or(&[]);
     for r in nodes.iter().take(limits::MAX_EXPR_LEN) {
         let op = r.opcode;
-        let node = |form, k| FoldedNode {
-            k,
-            form,
-            op,
-            slot: r.op1(),
-        };
+        let node = |form, k| FoldedNode::new(form, op, k, r.op1());
         let v = match ExprOp::from_u8(op)?.kind() {
             ExprKind::End => break,
             ExprKind::Leaf if op == ExprOp::VAR as u8 && r.op1() == depth as u16 => {
@@ -146,11 +221,7 @@ pub(super) fn fold(
     match (sp, st[0]) {
         (1, V::Runs) => Some(n),
         (1, V::Known(k)) => {
-            emit(FoldedNode {
-                k,
-                form: PUSH,
-                ..FoldedNode::default()
-            })?;
+            emit(FoldedNode::new(PUSH, 0, k, 0))?;
             Some(n)
         }
         _ => None,
@@ -166,27 +237,59 @@ pub(super) fn eval_folded(nodes: &[FoldedNode], v: i64, p: &RuntimeParams<'_>, p
     let mut below = [0i64; DEPTH];
     let mut sp = 0usize;
     let mut top = 0i64;
+    let ovf = RunError::Overflow { pc };
     for n in nodes {
-        top = match n.form {
-            PUSH_VAR | PUSH => {
+        top = match n.code {
+            C_PUSH_VAR | C_PUSH => {
                 below[sp % DEPTH] = top;
                 sp = sp.wrapping_add(1);
-                if n.form == PUSH_VAR {
+                if n.code == C_PUSH_VAR {
                     v
                 } else {
                     n.k
                 }
             }
-            UNARY => unary(n.op, n.slot, top, p, pc)?,
-            BINARY => {
+            C_ADD => {
+                sp = sp.wrapping_sub(1);
+                below[sp % DEPTH].checked_add(top).ok_or(ovf)?
+            }
+            C_MUL => {
+                sp = sp.wrapping_sub(1);
+                below[sp % DEPTH].checked_mul(top).ok_or(ovf)?
+            }
+            GENERIC if n.form == BINARY => {
                 sp = sp.wrapping_sub(1);
                 apply(n.op, below[sp % DEPTH], top, pc)?
             }
-            RIGHT => apply(n.op, top, n.k, pc)?,
-            _ => apply(n.op, n.k, top, pc)?,
+            _ => eval_on_top(n, top, p, pc)?,
         };
     }
     Ok(top)
+}
+
+/// What node `n`, of a form that takes the top alone (`UNARY`, `RIGHT`, `LEFT`), makes of
+/// the top `x`.
+#[inline(always)]
+fn eval_on_top(n: &FoldedNode, x: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
+    let ovf = RunError::Overflow { pc };
+    Ok(match n.code {
+        C_ADD_K => x.checked_add(n.k).ok_or(ovf)?,
+        C_SUB_K => x.checked_sub(n.k).ok_or(ovf)?,
+        C_K_SUB => n.k.checked_sub(x).ok_or(ovf)?,
+        C_MUL_K => x.checked_mul(n.k).ok_or(ovf)?,
+        C_MIN_K => x.min(n.k),
+        C_MAX_K => x.max(n.k),
+        C_LT_K => (x < n.k) as i64,
+        C_LE_K => (x <= n.k) as i64,
+        C_GT_K => (x > n.k) as i64,
+        C_GE_K => (x >= n.k) as i64,
+        C_ELEM => unary(n.op, n.slot, x, p, pc)?,
+        _ => match n.form {
+            RIGHT => apply(n.op, x, n.k, pc)?,
+            LEFT => apply(n.op, n.k, x, pc)?,
+            _ => unary(n.op, n.slot, x, p, pc)?,
+        },
+    })
 }
 
 /// Whether the folded expression `nodes` is a chain: the loop's variable, then operations on
@@ -207,11 +310,7 @@ pub(super) fn is_chain(nodes: &[FoldedNode]) -> bool {
 pub(super) fn eval_chain(ops: &[FoldedNode], v: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
     let mut x = v;
     for n in ops {
-        x = match n.form {
-            RIGHT => apply(n.op, x, n.k, pc)?,
-            LEFT => apply(n.op, n.k, x, pc)?,
-            _ => unary(n.op, n.slot, x, p, pc)?,
-        };
+        x = eval_on_top(n, x, p, pc)?;
     }
     Ok(x)
 }
@@ -424,7 +523,10 @@ pub(super) mod tests {
                     prop::sample::select(vec![ExprOp::NEG, ExprOp::NOT, ExprOp::ELEM])
                 )
                     .prop_map(|(mut a, op)| {
-                        a.push(node(op, 0, 0));
+                        // An element of the array (slot 1); of the scalar (slot 0), an
+                        // element of no array: an error, at any index.
+                        let slot = u16::from(op == ExprOp::ELEM && a.len() % 4 != 0);
+                        a.push(node(op, slot, 0));
                         a
                     }),
                 (inner.clone(), inner, prop::sample::select(binary.clone())).prop_map(
@@ -550,7 +652,7 @@ pub(super) mod tests {
         ) {
             let ops: Vec<FoldedNode> = ops
                 .iter()
-                .map(|&(op, form, k)| FoldedNode { k, form, op: op as u8, slot: 0 })
+                .map(|&(op, form, k)| FoldedNode::new(form, op as u8, k, 0))
                 .collect();
             if let Some(c) = Clamp::of(&ops) {
                 prop_assert_clamp_is_chain(c, &ops)?;
@@ -577,20 +679,22 @@ pub(super) mod tests {
         ) {
             // `x + k` or `x - k` (`k + x` for some), all of one sign.
             let add = |(j, &k): (usize, &i64), negative: bool| match (negative, j % 2) {
-                (true, _) => FoldedNode { k, form: RIGHT, op: ExprOp::SUB as u8, slot: 0 },
-                (false, 0) => FoldedNode { k, form: RIGHT, op: ExprOp::ADD as u8, slot: 0 },
-                (false, _) => FoldedNode { k, form: LEFT, op: ExprOp::ADD as u8, slot: 0 },
+                (true, _) => FoldedNode::new(RIGHT, ExprOp::SUB as u8, k, 0),
+                (false, 0) => FoldedNode::new(RIGHT, ExprOp::ADD as u8, k, 0),
+                (false, _) => FoldedNode::new(LEFT, ExprOp::ADD as u8, k, 0),
             };
             let mut ops: Vec<FoldedNode> =
                 before.iter().enumerate().map(|a| add(a, before_negative)).collect();
-            ops.extend(bounds.iter().enumerate().map(|(j, &(max, k))| FoldedNode {
-                k,
-                form: if j % 2 == 0 { RIGHT } else { LEFT },
-                op: if max { ExprOp::MAX } else { ExprOp::MIN } as u8,
-                slot: 0,
+            ops.extend(bounds.iter().enumerate().map(|(j, &(max, k))| {
+                FoldedNode::new(
+                    if j % 2 == 0 { RIGHT } else { LEFT },
+                    if max { ExprOp::MAX } else { ExprOp::MIN } as u8,
+                    k,
+                    0,
+                )
             }));
             ops.extend(after.iter().enumerate().map(|a| add(a, after_negative)));
-            ops.extend(divide.map(|(op, k)| FoldedNode { k, form: RIGHT, op: op as u8, slot: 0 }));
+            ops.extend(divide.map(|(op, k)| FoldedNode::new(RIGHT, op as u8, k, 0)));
             prop_assume!(!ops.is_empty());
             let c = Clamp::of(&ops);
             prop_assert!(c.is_some(), "{:?}", ops);
@@ -658,18 +762,76 @@ pub(super) mod tests {
             assert_eq!(c.write(&mut out[..CLAMP_NODES - 1]), None);
         }
         // An overflow is the chain's: `i - 1` at i64::MIN.
-        let c = Clamp::of(&[FoldedNode {
-            k: 1,
-            form: RIGHT,
-            op: ExprOp::SUB as u8,
-            slot: 0,
-        }])
-        .unwrap();
+        let c = Clamp::of(&[FoldedNode::new(RIGHT, ExprOp::SUB as u8, 1, 0)]).unwrap();
         let mut nodes = [FoldedNode::default(); CLAMP_NODES];
         c.write(&mut nodes).unwrap();
         assert_eq!(
             eval_clamp::<false>(&nodes, i64::MIN, 5),
             Err(RunError::Overflow { pc: 5 })
+        );
+    }
+
+    /// random_nearest's end of the right neighbours, `min(i + 1, W) + (i + 1 < W) *
+    /// keep[((t % P) * W + i) * 2 + 1]` (W, P scalars 0 and 1, `keep` the array in slot 2):
+    /// thirteen nodes, each of a code of its own, giving what the expression gives at every
+    /// `i`; with the left end (eleven) and two clamps (five each) it fits a template.
+    #[test]
+    fn random_nearest_bound_folds_to_coded_nodes() {
+        let e = [
+            node(ExprOp::VAR, 1, 0),
+            node(ExprOp::CONST, 0, 1),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::PARAM, 0, 0),
+            node(ExprOp::MIN, 0, 0),
+            node(ExprOp::VAR, 1, 0),
+            node(ExprOp::CONST, 0, 1),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::PARAM, 0, 0),
+            node(ExprOp::LT, 0, 0),
+            node(ExprOp::VAR, 0, 0),
+            node(ExprOp::PARAM, 1, 0),
+            node(ExprOp::MOD, 0, 0),
+            node(ExprOp::PARAM, 0, 0),
+            node(ExprOp::MUL, 0, 0),
+            node(ExprOp::VAR, 1, 0),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::CONST, 0, 2),
+            node(ExprOp::MUL, 0, 0),
+            node(ExprOp::CONST, 0, 1),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::ELEM, 2, 0),
+            node(ExprOp::MUL, 0, 0),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::END, 0, 0),
+        ];
+        let keep: Vec<u32> = (0..3 * 2 * 8).map(|k| (k * 7 % 3 == 0) as u32).collect();
+        let slots = [Value::Scalar(8), Value::Scalar(3), Value::Array(&keep)];
+        let p = RuntimeParams::unchecked(&slots);
+        let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
+        vars[0] = 4;
+        let mut out = [FoldedNode::default(); FOLDED_NODES];
+        let n = fold(&e, &p, &vars, (0, 1), &mut out).unwrap();
+        assert_eq!(n, 13);
+        assert!(
+            out[..n].iter().all(|x| x.code != GENERIC),
+            "{:?}",
+            &out[..n]
+        );
+        assert!(11 + n + 2 * CLAMP_NODES <= FOLDED_NODES);
+        for i in 0..8 {
+            vars[1] = i;
+            let want = eval_postfix(&e, &p, &vars, 0, 0);
+            assert_eq!(eval_folded(&out[..n], i, &p, 0), want);
+        }
+        // Past the array (`i` = 20 reads element 55 of 48): the expression's error.
+        vars[1] = 20;
+        assert!(matches!(
+            eval_postfix(&e, &p, &vars, 0, 0),
+            Err(RunError::Index { .. })
+        ));
+        assert_eq!(
+            eval_folded(&out[..n], 20, &p, 0),
+            eval_postfix(&e, &p, &vars, 0, 0)
         );
     }
 
