@@ -2,8 +2,8 @@
 //! module, a window completing in order, recording what the scheduler records (spec/runtime.md
 //! §3.5); for profiling and work counts:
 //! `cargo run --release -p ptovm-host-sim --example deps -- FILE.pto WINDOW REPEAT [NAME=VALUE…]`
-//! (scalar parameters; the others take the module's defaults). WINDOW 0 measures generation
-//! alone, with `ptovm bench`'s `generate`.
+//! (`NAME=V,V,…` gives an array; the parameters not given take the module's defaults). WINDOW 0
+//! measures generation alone, with `ptovm bench`'s `generate`.
 //! `deps_llama` is the same for the LLaMA layer with its tile count as the first argument.
 use ptovm_assembler::{assemble, Options};
 use ptovm_host_sim::{DepMode, InOrderWindow};
@@ -18,15 +18,24 @@ fn main() {
     let (window, repeat) = (num(1), num(2));
     let src = std::fs::read_to_string(path).expect("a readable file");
     let out = assemble("m", &src, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
-    let given: Vec<(&str, u32)> = a[3..]
+    // `NAME=VALUE` a scalar, `NAME=V,V,…` an array.
+    let given: Vec<(&str, &str)> = a[3..]
         .iter()
-        .map(|x| {
-            let (n, v) = x.split_once('=').expect(usage);
-            (n, v.parse().expect(usage))
-        })
+        .map(|x| x.split_once('=').expect(usage))
         .collect();
+    let number = |x: &str| -> u32 { x.parse().expect(usage) };
     let v = verify(&out.bytes).unwrap();
-    let bound = ptovm_host_sim::Defaults::new(&v, &given).unwrap_or_else(|e| panic!("{e}"));
+    let scalars: Vec<(&str, u32)> = given
+        .iter()
+        .filter(|(_, x)| !x.contains(','))
+        .map(|&(n, x)| (n, number(x)))
+        .collect();
+    let mut bound = ptovm_host_sim::Defaults::new(&v, &scalars).unwrap_or_else(|e| panic!("{e}"));
+    for &(n, x) in given.iter().filter(|(_, x)| x.contains(',')) {
+        bound = bound
+            .with_array(&v, n, x.split(',').map(number).collect())
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
     let vals = bound.values();
     let rp = RuntimeParams::new(&v, &vals).unwrap();
     if window == 0 {

@@ -1,6 +1,6 @@
 //! Runtime parameters for a program run outside the CLI (benchmarks, profiling examples, tests):
 //! every slot takes the default the module gave it (`@param`, kept in the bytecode), except the
-//! scalars named in the overrides.
+//! scalars named in the overrides and the arrays given with [`Defaults::with_array`].
 
 use ptovm_vm::{ParamDefault, ParamKind, Value, Verified};
 
@@ -23,6 +23,8 @@ pub enum DefaultsError {
     NoDefault(String),
     #[error("`{0}` is not a scalar runtime parameter of the module")]
     NotAScalar(String),
+    #[error("`{0}` is not an array runtime parameter of the module")]
+    NotAnArray(String),
 }
 
 impl Defaults {
@@ -54,6 +56,26 @@ impl Defaults {
             })
             .collect::<Result<_, _>>()?;
         Ok(Defaults { slots })
+    }
+
+    /// The same values, with the array named `name` of `v` (the program they were made for)
+    /// replaced by `values`. Whether it suits the program (a length its expressions index
+    /// within) is for [`ptovm_vm::RuntimeParams::new`] and the run to say.
+    pub fn with_array(
+        mut self,
+        v: &Verified<'_>,
+        name: &str,
+        values: Vec<u32>,
+    ) -> Result<Defaults, DefaultsError> {
+        let slot = (0..v.params().len().min(self.slots.len()))
+            .find(|&s| {
+                let p = &v.params()[s];
+                v.name(p.name_off.get(), p.name_len.get() as u32) == name
+                    && p.kind == ParamKind::Array as u8
+            })
+            .ok_or_else(|| DefaultsError::NotAnArray(name.to_string()))?;
+        self.slots[slot] = Slot::Array(values);
+        Ok(self)
     }
 
     /// The values, to bind with [`ptovm_vm::RuntimeParams::new`].
@@ -94,5 +116,16 @@ mod tests {
             Defaults::new(&v, &[("M", 1)]).unwrap_err(),
             DefaultsError::NotAScalar("M".into())
         );
+        let d = d.with_array(&v, "L", vec![3, 1, 4]).unwrap();
+        let vals = d.values();
+        assert!(matches!(vals[0], Value::Scalar(7)));
+        assert!(matches!(vals[1], Value::Array(a) if a == [3, 1, 4]));
+        RuntimeParams::new(&v, &vals).unwrap();
+        for not_an_array in ["N", "M"] {
+            assert_eq!(
+                d.clone().with_array(&v, not_an_array, vec![1]).unwrap_err(),
+                DefaultsError::NotAnArray(not_an_array.into())
+            );
+        }
     }
 }
