@@ -60,8 +60,9 @@ impl FoldedNode {
 
 /// What a node computes, its form and its operator decided once when it is made, for the
 /// operations region bounds are made of; [`GENERIC`] for the others, which the evaluators
-/// take by form and operator (`eval_node`). Each code computes exactly what its form and
-/// operator do (the proptests compare the evaluators with the expression's own).
+/// ([`eval_folded`], [`eval_on_top`]) take by form and operator. Each code computes exactly
+/// what its form and operator do (the proptests compare the evaluators with the expression's
+/// own).
 const GENERIC: u8 = 0;
 /// `PUSH_VAR`.
 const C_PUSH_VAR: u8 = 1;
