@@ -113,6 +113,23 @@ pub struct RowJoin {
     pub tag: u32,
 }
 
+impl RowJoin {
+    /// The join word: the join's index in the top byte, its AICPU in the 24 bits below, its
+    /// tag in the low 32 (the row it stands for is in the word before it).
+    fn pack(self) -> u64 {
+        (self.join as u64) << 56 | (self.aicpu as u64 & ((1 << 24) - 1)) << 32 | self.tag as u64
+    }
+
+    /// The join a join word names ([`RowJoin::pack`]).
+    fn unpack(word: u64) -> RowJoin {
+        RowJoin {
+            aicpu: (word >> 32) as u32 & ((1 << 24) - 1),
+            join: (word >> 56) as u32,
+            tag: word as u32,
+        }
+    }
+}
+
 /// The writer a cell holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Writer {
@@ -235,18 +252,13 @@ impl OnceTables {
     #[inline]
     pub fn row_join(&self, words: &[AtomicU64], io: &Io) -> Option<RowJoin> {
         let (t, r) = self.whole_row(io)?;
-        let at = t.joins as usize + 2 * (r as u64 & t.rows_mask as u64) as usize;
+        let at = t.row_join_words(r);
         // The row (Acquire), then the join its publisher stored before it: a later row's
         // join cannot be published in between (its step records after this one's).
         if words[at].load(Ordering::Acquire) != r as u64 + 1 {
             return None;
         }
-        let j = words[at + 1].load(Ordering::Relaxed);
-        Some(RowJoin {
-            aicpu: (j >> 32) as u32 & ((1 << 24) - 1),
-            join: (j >> 56) as u32,
-            tag: j as u32,
-        })
+        Some(RowJoin::unpack(words[at + 1].load(Ordering::Relaxed)))
     }
 
     /// Publishes `j`, a join opened for the writers of the read `io`, as its row's join, when
@@ -256,10 +268,8 @@ impl OnceTables {
         let Some((t, r)) = self.whole_row(io) else {
             return;
         };
-        let at = t.joins as usize + 2 * (r as u64 & t.rows_mask as u64) as usize;
-        let packed =
-            (j.join as u64) << 56 | (j.aicpu as u64 & ((1 << 24) - 1)) << 32 | j.tag as u64;
-        words[at + 1].store(packed, Ordering::Relaxed);
+        let at = t.row_join_words(r);
+        words[at + 1].store(j.pack(), Ordering::Relaxed);
         words[at].store(r as u64 + 1, Ordering::Release);
     }
 
@@ -433,6 +443,12 @@ impl Table {
     fn fill(words: &[AtomicU64], r: i64, cell: usize, id: u64, handle: u32) {
         words[cell].store(r as u64 + 1, Ordering::Relaxed);
         words[cell + 1].store(id << HANDLE_BITS | handle as u64, Ordering::Relaxed);
+    }
+
+    /// The first of row `r`'s two join words: the row, then the join published for it.
+    #[inline(always)]
+    fn row_join_words(&self, r: i64) -> usize {
+        self.joins as usize + 2 * (r as u64 & self.rows_mask as u64) as usize
     }
 
     /// The first word of row `r`'s cells.
