@@ -59,10 +59,9 @@ impl FoldedNode {
 }
 
 /// What a node computes, its form and its operator decided once when it is made, for the
-/// operations region bounds are made of; [`GENERIC`] for the others, which the evaluators
-/// ([`eval_folded`], [`eval_on_top`]) take by form and operator. Each code computes exactly
-/// what its form and operator do (the proptests compare the evaluators with the expression's
-/// own).
+/// operations region bounds are made of; [`GENERIC`] for the others, which the evaluator
+/// ([`eval_node`]) takes by form and operator. Each code computes exactly what its form and
+/// operator do (the proptests compare the evaluators with the expression's own).
 const GENERIC: u8 = 0;
 /// `PUSH_VAR`.
 const C_PUSH_VAR: u8 = 1;
@@ -84,9 +83,10 @@ const C_LT_K: u8 = 9;
 const C_LE_K: u8 = 10;
 const C_GT_K: u8 = 11;
 const C_GE_K: u8 = 12;
-/// `second + top`, `second * top` (`BINARY`).
+/// `second + top`, `second * top`, `second - top` (`BINARY`).
 const C_ADD: u8 = 13;
 const C_MUL: u8 = 14;
+const C_SUB: u8 = 16;
 /// `array[top]` (`UNARY ELEM`).
 const C_ELEM: u8 = 15;
 
@@ -117,6 +117,7 @@ const fn code_of(form: u8, op: u8) -> u8 {
         (RIGHT, GE) => C_GE_K,
         (BINARY, ADD) => C_ADD,
         (BINARY, MUL) => C_MUL,
+        (BINARY, SUB) => C_SUB,
         (UNARY, ELEM) => C_ELEM,
         _ => GENERIC,
     }
@@ -229,51 +230,70 @@ pub(super) fn fold(
     }
 }
 
+/// The values under a folded program's top (the first push saves a meaningless one, never
+/// read), and how many there are.
+struct Below {
+    values: [i64; limits::MAX_EXPR_STACK],
+    sp: usize,
+}
+
+impl Below {
+    const fn new() -> Below {
+        Below {
+            values: [0; limits::MAX_EXPR_STACK],
+            sp: 0,
+        }
+    }
+    #[inline(always)]
+    fn push(&mut self, x: i64) {
+        self.values[self.sp % limits::MAX_EXPR_STACK] = x;
+        self.sp = self.sp.wrapping_add(1);
+    }
+    #[inline(always)]
+    fn pop(&mut self) -> i64 {
+        self.sp = self.sp.wrapping_sub(1);
+        self.values[self.sp % limits::MAX_EXPR_STACK]
+    }
+}
+
 /// Evaluates the folded expression `nodes` with the loop's variable at `v`; `pc` locates
 /// errors, as for the expression it was folded from.
 #[inline(always)]
 pub(super) fn eval_folded(nodes: &[FoldedNode], v: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
-    const DEPTH: usize = limits::MAX_EXPR_STACK;
-    // The values under the top (the first push saves a meaningless one, never read).
-    let mut below = [0i64; DEPTH];
-    let mut sp = 0usize;
+    let mut below = Below::new();
     let mut top = 0i64;
-    let ovf = RunError::Overflow { pc };
     for n in nodes {
-        top = match n.code {
-            C_PUSH_VAR | C_PUSH => {
-                below[sp % DEPTH] = top;
-                sp = sp.wrapping_add(1);
-                if n.code == C_PUSH_VAR {
-                    v
-                } else {
-                    n.k
-                }
-            }
-            C_ADD => {
-                sp = sp.wrapping_sub(1);
-                below[sp % DEPTH].checked_add(top).ok_or(ovf)?
-            }
-            C_MUL => {
-                sp = sp.wrapping_sub(1);
-                below[sp % DEPTH].checked_mul(top).ok_or(ovf)?
-            }
-            GENERIC if n.form == BINARY => {
-                sp = sp.wrapping_sub(1);
-                apply(n.op, below[sp % DEPTH], top, pc)?
-            }
-            _ => eval_on_top(n, top, p, pc)?,
-        };
+        top = eval_node(n, top, &mut below, v, p, pc)?;
     }
     Ok(top)
 }
 
-/// What node `n`, of a form that takes the top alone (`UNARY`, `RIGHT`, `LEFT`), makes of
-/// the top `x`.
+/// What node `n` makes of the top `x` (and of the values `below` it, for a push or a binary
+/// node), the loop's variable at `v`. One `match` on the node's code: a node costs one
+/// indirect jump (before, the operations on the top alone took a second one, a match of their
+/// own behind the first).
 #[inline(always)]
-fn eval_on_top(n: &FoldedNode, x: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
+fn eval_node(
+    n: &FoldedNode,
+    x: i64,
+    below: &mut Below,
+    v: i64,
+    p: &RuntimeParams<'_>,
+    pc: u32,
+) -> R<i64> {
     let ovf = RunError::Overflow { pc };
     Ok(match n.code {
+        C_PUSH_VAR => {
+            below.push(x);
+            v
+        }
+        C_PUSH => {
+            below.push(x);
+            n.k
+        }
+        C_ADD => below.pop().checked_add(x).ok_or(ovf)?,
+        C_SUB => below.pop().checked_sub(x).ok_or(ovf)?,
+        C_MUL => below.pop().checked_mul(x).ok_or(ovf)?,
         C_ADD_K => x.checked_add(n.k).ok_or(ovf)?,
         C_SUB_K => x.checked_sub(n.k).ok_or(ovf)?,
         C_K_SUB => n.k.checked_sub(x).ok_or(ovf)?,
@@ -286,6 +306,7 @@ fn eval_on_top(n: &FoldedNode, x: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64>
         C_GE_K => (x >= n.k) as i64,
         C_ELEM => unary(n.op, n.slot, x, p, pc)?,
         _ => match n.form {
+            BINARY => apply(n.op, below.pop(), x, pc)?,
             RIGHT => apply(n.op, x, n.k, pc)?,
             LEFT => apply(n.op, n.k, x, pc)?,
             _ => unary(n.op, n.slot, x, p, pc)?,
@@ -309,9 +330,11 @@ pub(super) fn is_chain(nodes: &[FoldedNode]) -> bool {
 /// loop's variable at `v`; `pc` locates errors.
 #[inline(always)]
 pub(super) fn eval_chain(ops: &[FoldedNode], v: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
+    // Its nodes neither push nor pop (`is_chain`): the stack is never touched.
+    let mut below = Below::new();
     let mut x = v;
     for n in ops {
-        x = eval_on_top(n, x, p, pc)?;
+        x = eval_node(n, x, &mut below, v, p, pc)?;
     }
     Ok(x)
 }
