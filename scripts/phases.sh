@@ -12,8 +12,9 @@
 #   generation       vm/src/interp/                  walking the program, filling task records
 #   dependencies     vm/src/tmap/, vm/src/share.rs,  TensorMap lookups and inserts, tensor classes,
 #                    vm/src/sched/once.rs            the written-once tables
-#   registration     vm/src/sched/record.rs, vm/src/waitlist.rs   recording a task, joining its
-#                                                    predecessors' successor lists
+#   registration     vm/src/sched/record.rs,         recording a task, joining its
+#                    vm/src/sched/join.rs,           predecessors' successor lists (or a
+#                    vm/src/waitlist.rs              join's, which stands for them)
 #   dispatch         vm/src/sched/issue.rs, vm/src/handshake.rs, vm/src/desc.rs
 #   completion       vm/src/sched/retire.rs, vm/src/ring.rs       releasing successors, retiring
 #   protocol         vm/src/sched/{step,mod}.rs, vm/src/spin.rs   the scheduler loop: watermarks,
@@ -48,7 +49,7 @@ callgrind_annotate --auto=no --threshold=100 "$out/cg" 2> /dev/null |
     function phase_of_file(f) {
       if (f ~ /(^|\/)vm\/src\/interp\//) return "generation"
       if (f ~ /(^|\/)vm\/src\/tmap\// || f ~ /(^|\/)vm\/src\/share\.rs/ || f ~ /(^|\/)vm\/src\/sched\/once\.rs/) return "dependencies"
-      if (f ~ /(^|\/)vm\/src\/sched\/record\.rs/ || f ~ /(^|\/)vm\/src\/waitlist\.rs/) return "registration"
+      if (f ~ /(^|\/)vm\/src\/sched\/record\.rs/ || f ~ /(^|\/)vm\/src\/sched\/join\.rs/ || f ~ /(^|\/)vm\/src\/waitlist\.rs/) return "registration"
       if (f ~ /(^|\/)vm\/src\/sched\/issue\.rs/ || f ~ /(^|\/)vm\/src\/handshake\.rs/ || f ~ /(^|\/)vm\/src\/desc\.rs/) return "dispatch"
       if (f ~ /(^|\/)vm\/src\/sched\/retire\.rs/ || f ~ /(^|\/)vm\/src\/ring\.rs/) return "completion"
       if (f ~ /(^|\/)vm\/src\/sched\// || f ~ /(^|\/)vm\/src\/spin\.rs/) return "protocol"
@@ -58,7 +59,7 @@ callgrind_annotate --auto=no --threshold=100 "$out/cg" 2> /dev/null |
     function phase_of_function(fn) {
       if (fn ~ /interp::/) return "generation"
       if (fn ~ /tmap::|share::|sched::once::/) return "dependencies"
-      if (fn ~ /sched::record::/) return "registration"
+      if (fn ~ /sched::record::|sched::join::/) return "registration"
       if (fn ~ /sched::issue::/) return "dispatch"
       if (fn ~ /sched::retire::/) return "completion"
       if (fn ~ /sched::step::|sched::Aicpu/) return "protocol"
