@@ -82,20 +82,27 @@ impl Joins {
         }
     }
 
-    /// The join that stands for `io`, as a predecessor (slot `cap + j`). The one found last
-    /// is tried first: the tasks that share a read come one after another (a step's points).
+    /// The join found or opened last, as a predecessor (slot `cap + j`), if it stands for
+    /// `io`: the tasks that share a read come one after another (a step's points).
     #[inline]
+    pub(super) fn last_for(&self, me: u32, cap: u32, io: &Io) -> Option<Pred> {
+        (self.held & 1 << self.last != 0 && self.keys[self.last] == *io)
+            .then(|| self.pred(me, cap, self.last))
+    }
+
+    /// Any join this AICPU holds for `io`, as a predecessor: a search of them all (up to
+    /// [`JOINS`] regions compared), for a read its row's join word does not answer.
     pub(super) fn find(&mut self, me: u32, cap: u32, io: &Io) -> Option<Pred> {
-        let j = if self.held & 1 << self.last != 0 && self.keys[self.last] == *io {
-            self.last
-        } else {
-            self.search(io)?
-        };
-        Some(Pred {
+        let j = self.search(io)?;
+        Some(self.pred(me, cap, j))
+    }
+
+    fn pred(&self, me: u32, cap: u32, j: usize) -> Pred {
+        Pred {
             aicpu: me,
             slot: cap + j as u32,
             id: self.ids[j],
-        })
+        }
     }
 
     #[inline(never)]

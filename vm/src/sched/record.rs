@@ -309,9 +309,14 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
         let r = m.trailing_zeros() as usize;
         m &= m - 1;
         let io = &t.ios()[r];
-        // Its own join for the region, else the one its row's join word names (another
-        // AICPU's, or its own).
-        let mut held = joins.find(me, cap, io);
+        // The join it found or opened last, if it stands for the region; else the one its
+        // row's join word names (another AICPU's, or its own: every join opened for a row
+        // is named there); else any of its own (a read of a tensor without a table has no
+        // word). The word comes before the search of its own joins: on the AICPUs that did
+        // not open the row's join, every task misses the last one, and the search compares
+        // every join held (all 32, once they have been used), for ~500 instructions a task
+        // of all_to_all.
+        let mut held = joins.last_for(me, cap, io);
         if held.is_none() {
             if let Some(j) = once.row_join(sh.once, io) {
                 if j.aicpu >= sh.n || j.join as usize >= JOINS {
@@ -324,6 +329,9 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
                     id: j.tag as u64,
                 });
             }
+        }
+        if held.is_none() {
+            held = joins.find(me, cap, io);
         }
         if let Some(q) = held {
             joined |= 1 << r;
