@@ -86,9 +86,9 @@ const C_GE_K: u8 = 12;
 /// `second + top`, `second * top`, `second - top` (`BINARY`).
 const C_ADD: u8 = 13;
 const C_MUL: u8 = 14;
-const C_SUB: u8 = 16;
+const C_SUB: u8 = 15;
 /// `array[top]` (`UNARY ELEM`).
-const C_ELEM: u8 = 15;
+const C_ELEM: u8 = 16;
 
 /// [`FoldedNode::code`] of form `form` with operator `op`.
 const fn code_of(form: u8, op: u8) -> u8 {
