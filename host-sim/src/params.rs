@@ -27,17 +27,23 @@ pub enum DefaultsError {
     NotAnArray(String),
 }
 
+/// The name of `v`'s runtime parameter in `slot`.
+fn name_of<'v>(v: &Verified<'v>, slot: usize) -> &'v str {
+    let p = &v.params()[slot];
+    v.name(p.name_off.get(), p.name_len.get() as u32)
+}
+
+/// The slot of `v`'s runtime parameter named `name`, if it is one of kind `kind`.
+fn slot_named(v: &Verified<'_>, name: &str, kind: ParamKind) -> Option<usize> {
+    (0..v.params().len()).find(|&s| name_of(v, s) == name && v.params()[s].kind == kind as u8)
+}
+
 impl Defaults {
     /// Every slot of `v` at its module default, with the scalars named in `overrides` replaced.
     pub fn new(v: &Verified<'_>, overrides: &[(&str, u32)]) -> Result<Defaults, DefaultsError> {
-        let name = |slot: usize| {
-            let p = &v.params()[slot];
-            v.name(p.name_off.get(), p.name_len.get() as u32)
-        };
+        let name = |slot: usize| name_of(v, slot);
         for &(n, _) in overrides {
-            let scalar = (0..v.params().len())
-                .any(|s| name(s) == n && v.params()[s].kind == ParamKind::Scalar as u8);
-            if !scalar {
+            if slot_named(v, n, ParamKind::Scalar).is_none() {
                 return Err(DefaultsError::NotAScalar(n.to_string()));
             }
         }
@@ -67,12 +73,8 @@ impl Defaults {
         name: &str,
         values: Vec<u32>,
     ) -> Result<Defaults, DefaultsError> {
-        let slot = (0..v.params().len().min(self.slots.len()))
-            .find(|&s| {
-                let p = &v.params()[s];
-                v.name(p.name_off.get(), p.name_len.get() as u32) == name
-                    && p.kind == ParamKind::Array as u8
-            })
+        let slot = slot_named(v, name, ParamKind::Array)
+            .filter(|&s| s < self.slots.len())
             .ok_or_else(|| DefaultsError::NotAnArray(name.to_string()))?;
         self.slots[slot] = Slot::Array(values);
         Ok(self)
