@@ -627,8 +627,8 @@ mod tests {
     /// its size known and bounded. Most of it is task records: the one it emits and the
     /// `TEMPLATES` that `leaf_loop` keeps (about 2.3 KiB each), and the plans; the runtime
     /// parameters hold the launch's planned values (64 bytes). Each kept record's template
-    /// holds its folded expressions (`fold`, 1 KiB: 64 nodes, enough for random_nearest's
-    /// four bounds, each reading a runtime array).
+    /// holds its folded expressions (`fold`, 1 KiB: 64 nodes, room for several bounds that
+    /// read a runtime array, as random_nearest's did with four regions: 34 nodes).
     #[test]
     fn interpreter_size_is_bounded() {
         let size = core::mem::size_of::<Interpreter<'static, 'static>>();
