@@ -219,7 +219,7 @@ fn to_json(m: &Module, r: &ModelReport, aicpus: u32, window: usize) -> serde_jso
         "vector_tasks": run.vector_tasks,
         "edges": run.edges,
         "cross_aicpu_edges": run.cross_aicpu_edges,
-        "joins": json!({ "opened": run.joins, "reads": run.joined_reads, "shared": run.shared_joined_reads }),
+        "joins": json!({ "opened": run.joins, "reads": run.joined_reads, "shared": run.shared_joined_reads, "relays": run.relays }),
         "once": json!({ "writes": run.once_writes, "spills": run.once_spills }),
         "window_stalls": run.window_stalls,
         "stolen": run.stolen,

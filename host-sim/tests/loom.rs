@@ -817,3 +817,153 @@ fn a_rows_join_stands_for_its_writers_on_another_aicpu() {
         );
     });
 }
+
+/// A relay (spec/runtime.md §4.7): another AICPU finds a row's join by its row word while the
+/// join's opener registers it on its writer and the writer completes. It opens a relay — its
+/// own join, its guard, its list open with its own tag —, registers the relay on the row's
+/// join, drops the relay's guard, and registers its task on the relay. Whoever drops the
+/// relay's last hold (that AICPU, or the writer's completion through the row's join) closes
+/// it and releases the task. The task becomes ready exactly once, and, if it registered on
+/// the relay or the relay on the join, only after the writer completed.
+#[test]
+fn a_relay_releases_its_task_after_the_rows_join() {
+    use ptovm_vm::sched::RowJoin;
+    use ptovm_vm::{Dir, Io};
+    let mut row = Io {
+        tensor: 0,
+        dir: Dir::In as u8,
+        ndims: 1,
+        ..Io::default()
+    };
+    row.ranges[0] = (4, 5);
+    loom::model(move || {
+        let (tables, words) = one_column_table(2, 4);
+        // The writer's list (tag 1); the row's join's list and fanin; the relay's list, closed
+        // from its last use (tag 4), and fanin; the task's fanin (its guard). Node 0: the
+        // join on the writer; node 1: the relay on the join; node 2: the task on the relay.
+        let writer = Arc::new(AtomicU64::new(waitlist::pack(1, NIL)));
+        let join = Arc::new(AtomicU64::new(waitlist::pack(8, NIL)));
+        waitlist::close(&join, 8);
+        let join_fanin = Arc::new(AtomicU32::new(0));
+        let relay = Arc::new(AtomicU64::new(waitlist::pack(4, NIL)));
+        waitlist::close(&relay, 4);
+        let relay_fanin = Arc::new(AtomicU32::new(0));
+        let task_fanin = Arc::new(AtomicU32::new(1));
+        let nodes = nodes::<3>();
+        let done = Arc::new(AtomicBool::new(false));
+        let waits = Arc::new(AtomicBool::new(false));
+        let ready = Arc::new(AtomicU32::new(0));
+        let release_task = {
+            let (task_fanin, done, ready, waits) = (
+                task_fanin.clone(),
+                done.clone(),
+                ready.clone(),
+                waits.clone(),
+            );
+            move || {
+                if waitlist::release(&task_fanin) {
+                    assert!(
+                        !waits.load(Ordering::Relaxed) || done.load(Ordering::Acquire),
+                        "the task became ready before the writer completed"
+                    );
+                    ready.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        };
+        // `retire::release_relay`: the relay's last hold closes it and releases the task.
+        let release_relay = {
+            let (relay, relay_fanin, nodes, release_task) = (
+                relay.clone(),
+                relay_fanin.clone(),
+                nodes.clone(),
+                release_task.clone(),
+            );
+            move || {
+                if waitlist::release(&relay_fanin) {
+                    let mut cur = waitlist::close_open(&relay);
+                    while cur != NIL {
+                        assert_eq!(cur, 2, "only the task waits on the relay");
+                        let next = nodes[2].next.load(Ordering::Acquire);
+                        release_task();
+                        cur = next;
+                    }
+                }
+            }
+        };
+        let opener = {
+            let (words, writer, join, join_fanin, nodes, done, release_relay) = (
+                words.clone(),
+                writer.clone(),
+                join.clone(),
+                join_fanin.clone(),
+                nodes.clone(),
+                done.clone(),
+                release_relay.clone(),
+            );
+            thread::spawn(move || {
+                // `retire::release_join`: the last hold closes the row's join and releases
+                // the relay on it.
+                let release_join = || {
+                    if waitlist::release(&join_fanin) {
+                        let mut cur = waitlist::close_open(&join);
+                        while cur != NIL {
+                            assert_eq!(cur, 1, "only the relay waits on the row's join");
+                            let next = nodes[1].next.load(Ordering::Acquire);
+                            release_relay();
+                            cur = next;
+                        }
+                    }
+                };
+                join_fanin.store(1, Ordering::Relaxed);
+                waitlist::open(&join, 9);
+                let j = RowJoin {
+                    aicpu: 0,
+                    join: 0,
+                    tag: 9,
+                };
+                tables.publish_join(&words, &row, j);
+                waitlist::register(&writer, 1, 0, &join_fanin, |first| {
+                    nodes[0].next.store(first, Ordering::Relaxed)
+                });
+                release_join();
+                done.store(true, Ordering::Release);
+                if waitlist::close(&writer, 1) != NIL {
+                    release_join();
+                }
+            })
+        };
+        // The other AICPU: `Joins::relay`, then its task's registration on the relay.
+        if let Some(j) = tables.row_join(&words, &row) {
+            assert_eq!((j.aicpu, j.join, j.tag), (0, 0, 9), "the join as published");
+            waits.store(true, Ordering::Relaxed);
+            relay_fanin.store(1, Ordering::Relaxed);
+            waitlist::open(&relay, 5);
+            let on_join = waitlist::register(&join, j.tag, 1, &relay_fanin, |first| {
+                nodes[1].next.store(first, Ordering::Relaxed)
+            });
+            if !on_join {
+                assert!(
+                    done.load(Ordering::Acquire),
+                    "a closed join's writer completed"
+                );
+            }
+            release_relay();
+            let on_relay = waitlist::register(&relay, 5, 2, &task_fanin, |first| {
+                nodes[2].next.store(first, Ordering::Relaxed)
+            });
+            if !on_relay {
+                assert!(
+                    done.load(Ordering::Acquire),
+                    "a closed relay's writer completed"
+                );
+            }
+        }
+        release_task();
+        opener.join().unwrap();
+        assert_eq!(
+            ready.load(Ordering::Relaxed),
+            1,
+            "the task became ready once"
+        );
+    });
+}

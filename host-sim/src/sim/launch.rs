@@ -415,6 +415,7 @@ impl Report {
         self.joins = k.joins;
         self.joined_reads = k.joined;
         self.shared_joined_reads = k.joined_shared;
+        self.relays = k.relays;
         self.once_writes = k.once_writes;
         self.once_spills = k.once_spills;
         self.window_stalls = k.stalls;

@@ -221,8 +221,12 @@ pub struct Report {
     pub joins: u64,
     /// Reads a join stood for: neither looked up nor registered on each writer.
     pub joined_reads: u64,
-    /// Of those, reads another AICPU's join stood for, found as its row's join.
+    /// Of those, reads another AICPU's join stood for, found as its row's join: registered on
+    /// it, or on a relay of it.
     pub shared_joined_reads: u64,
+    /// Of the joins, relays: registered on another AICPU's row's join, for the reads of the
+    /// row on this one.
+    pub relays: u64,
     /// Writes filed in written-once tables (spec/runtime.md §4.8), out of the global map.
     pub once_writes: u64,
     /// Writes of such tensors the tables did not take: spilled to the global map.

@@ -14,10 +14,15 @@
 //! successors at once (`retire::release_join`) — and the AICPU reuses it once its list is
 //! closed.
 //!
-//! A join waits only for tasks, never for another join, and only tasks wait for it: an edge to
-//! a join is an edge to each of its writers, in the same direction (§6). A region whose lookup
-//! finds more writers than a join has nodes ([`JOIN_NODES`]) is registered task by task, as
-//! without joins.
+//! A join opened on writers waits only for tasks: an edge to a join is an edge to each of its
+//! writers, in the same direction (§6). A region whose lookup finds more writers than a join
+//! has nodes ([`JOIN_NODES`]) is registered task by task, as without joins.
+//!
+//! A join published as its row's (a whole row of a tensor with a written-once table) stands
+//! for the same writers on every AICPU. The others do not register their tasks on it, whose
+//! list would then move between the AICPUs at every registration: each opens a **relay**
+//! ([`Joins::relay`]), its own join registered on the row's join alone, and its tasks register
+//! on the relay. A relay waits only for a row's join, and only tasks wait for a relay.
 
 use super::*;
 pub use crate::share::JOIN_MIN;
@@ -56,6 +61,11 @@ pub(super) struct Joins {
     /// The id join `j` was last opened with (its list's tag is its low half).
     ids: [u64; JOINS],
     held: u32,
+    /// The joins opened as relays of another AICPU's row's join ([`Joins::relay`]), a bit
+    /// each.
+    relay: u32,
+    /// The row's join relay `j` is registered on, while bit `j` of `relay` is set.
+    sources: [Pred; JOINS],
     /// The id the next join opens with: distinct from the last `2³²` joins' (a tag only
     /// tells apart the openings of one join).
     next_id: u64,
@@ -75,6 +85,8 @@ impl Joins {
             keys: [Io::default(); JOINS],
             ids: [0; JOINS],
             held: 0,
+            relay: 0,
+            sources: [Pred::default(); JOINS],
             next_id: 0,
             next_victim: 0,
             last: 0,
@@ -95,6 +107,29 @@ impl Joins {
     pub(super) fn find(&mut self, me: u32, cap: u32, io: &Io) -> Option<Pred> {
         let j = self.search(io)?;
         Some(self.pred(me, cap, j))
+    }
+
+    /// This AICPU's relay of `row`, another AICPU's row's join (its tag in `id`), if it
+    /// holds one: the relays' sources compared, not their regions.
+    #[inline]
+    pub(super) fn relay_of(&mut self, me: u32, cap: u32, row: Pred) -> Option<Pred> {
+        let mut m = self.held & self.relay;
+        while m != 0 {
+            let j = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if self.sources[j] == row {
+                self.last = j;
+                return Some(self.pred(me, cap, j));
+            }
+        }
+        None
+    }
+
+    /// Whether `q`, one of this AICPU's joins (slot `cap + j`), is a relay.
+    #[inline]
+    pub(super) fn is_relay(&self, cap: u32, q: Pred) -> bool {
+        let j = q.slot.wrapping_sub(cap);
+        (j as usize) < JOINS && self.relay & 1 << j != 0
     }
 
     fn pred(&self, me: u32, cap: u32, j: usize) -> Pred {
@@ -139,6 +174,29 @@ impl Joins {
         share::skipping(uses, joined, &mut self.uses)
     }
 
+    /// Opens join `j` (from [`Joins::free`]) for `io` as a **relay** of `row`, another
+    /// AICPU's join for the same region found as its row's join (§4.7): registered on `row`
+    /// alone, it stands for the same writers, and this AICPU's later tasks that read the
+    /// region register on it, on this AICPU's own list, not on the list every AICPU's tasks
+    /// share. Returns it as a predecessor.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn relay<C: AsRef<[Cell]>, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        me: u32,
+        j: usize,
+        io: &Io,
+        row: Pred,
+        counts: &mut Counts,
+        env: &mut impl Env,
+    ) -> Result<Pred, SchedError> {
+        counts.relays += 1;
+        let q = self.open(sh, me, j, io, &[row], counts, env, |_| {})?;
+        self.relay |= 1 << j;
+        self.sources[j] = row;
+        Ok(q)
+    }
+
     /// Opens join `j` (from [`Joins::free`]) for `io`, registered on `writers`; returns it as
     /// a predecessor. Counts its registrations in `counts`. If every writer has completed
     /// already, it closes at once and imposes nothing. `publish` is told the join once its
@@ -163,6 +221,7 @@ impl Joins {
         // Opened in order, the free ones first: once all are held, `next_victim` is the
         // one opened longest ago.
         self.held |= 1 << j;
+        self.relay &= !(1 << j);
         self.next_victim = (j + 1) % JOINS;
         self.last = j;
         counts.joins += 1;

@@ -32,7 +32,9 @@ use crate::{Pool, WindowMode};
 pub use barrier::{readback_blocks, readback_words};
 pub use cores::CoreAlloc;
 pub use join::{joins_len, nodes_len, preds_len, JOINS, JOIN_MIN, JOIN_NODES};
-pub use once::{once_len, OnceTables, RowJoin, SitePlan, Writer, ONCE_TABLES, ONCE_TENSORS};
+pub use once::{
+    once_len, OnceTables, RowJoin, RowWord, SitePlan, Writer, ONCE_TABLES, ONCE_TENSORS,
+};
 
 mod barrier;
 mod claim;
@@ -546,8 +548,11 @@ pub struct Counts {
     pub joins: u64,
     /// Reads a join stood for: looked up once for all of them.
     pub joined: u64,
-    /// Of those, reads another AICPU's join stood for, found as its row's join (§4.7).
+    /// Of those, reads another AICPU's join stood for, found as its row's join (§4.7):
+    /// registered on it, or on a relay of it.
     pub joined_shared: u64,
+    /// Joins opened as relays of another AICPU's row's join (§4.7), counted in `joins` too.
+    pub relays: u64,
     /// Writes filed in a written-once table (§4.8), out of the global map.
     pub once_writes: u64,
     /// Writes such a table did not take (spilled to the global map).
@@ -597,6 +602,7 @@ impl core::ops::AddAssign for Counts {
             joins,
             joined,
             joined_shared,
+            relays,
             once_writes,
             once_spills,
             stalls,
@@ -621,6 +627,7 @@ impl core::ops::AddAssign for Counts {
         self.joins += joins;
         self.joined += joined;
         self.joined_shared += joined_shared;
+        self.relays += relays;
         self.once_writes += once_writes;
         self.once_spills += once_spills;
         self.stalls += stalls;

@@ -130,6 +130,19 @@ impl RowJoin {
     }
 }
 
+/// What a row's join word says of a read ([`OnceTables::row_word`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowWord {
+    /// The read is not a whole row of a rank-2 table, or the launch has no row joins.
+    NoWord,
+    /// A whole row whose join is not published (yet): no join stands for it. (Every join
+    /// opened for a row is published at once, and the word of a row is not taken by a later
+    /// row while a read of it records, §4.7.)
+    Unpublished,
+    /// The row's join.
+    Named(RowJoin),
+}
+
 /// The writer a cell holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Writer {
@@ -251,14 +264,27 @@ impl OnceTables {
     /// AICPU, its index among that AICPU's joins, and the tag it was opened with.
     #[inline]
     pub fn row_join(&self, words: &[AtomicU64], io: &Io) -> Option<RowJoin> {
-        let (t, r) = self.whole_row(io)?;
+        match self.row_word(words, io) {
+            RowWord::Named(j) => Some(j),
+            RowWord::Unpublished | RowWord::NoWord => None,
+        }
+    }
+
+    /// What the row's join word says of the read `io` ([`OnceTables::row_join`]): a join
+    /// named, none published yet for its row, or no word (`io` is not a whole row of a
+    /// rank-2 table, or the launch has no row joins).
+    #[inline]
+    pub fn row_word(&self, words: &[AtomicU64], io: &Io) -> RowWord {
+        let Some((t, r)) = self.whole_row(io) else {
+            return RowWord::NoWord;
+        };
         let at = t.row_join_words(r);
         // The row (Acquire), then the join its publisher stored before it: a later row's
         // join cannot be published in between (its step records after this one's).
         if words[at].load(Ordering::Acquire) != r as u64 + 1 {
-            return None;
+            return RowWord::Unpublished;
         }
-        Some(RowJoin::unpack(words[at + 1].load(Ordering::Relaxed)))
+        RowWord::Named(RowJoin::unpack(words[at + 1].load(Ordering::Relaxed)))
     }
 
     /// Publishes `j`, a join opened for the writers of the read `io`, as its row's join, when
@@ -695,12 +721,14 @@ mod tests {
     }
 
     /// A whole-row read finds the join published for its row, and nothing for another row
-    /// in the same words, a part of the row, or a tensor without a table.
+    /// in the same words (its row unpublished), a part of the row, or a tensor without a
+    /// table (no word).
     #[test]
     fn a_rows_join_is_found_by_whole_row_reads_of_that_row() {
         let t = OnceTables::lay_out([(0, shape(2, 4, 1))].into_iter(), 64, 8);
         let w = words(64);
         let row = |r: i64| io(0, Dir::In, &[(r, r + 1), (0, 4)]);
+        assert_eq!(t.row_word(&w, &row(6)), RowWord::Unpublished);
         assert_eq!(t.row_join(&w, &row(6)), None);
         let j = RowJoin {
             aicpu: 5,
@@ -708,15 +736,22 @@ mod tests {
             tag: 0xdead_beef,
         };
         t.publish_join(&w, &row(6), j);
+        assert_eq!(t.row_word(&w, &row(6)), RowWord::Named(j));
         assert_eq!(t.row_join(&w, &row(6)), Some(j));
         // The row with its columns unnamed, or more of them than the table has.
         assert_eq!(t.row_join(&w, &io(0, Dir::In, &[(6, 7)])), Some(j));
         assert_eq!(t.row_join(&w, &io(0, Dir::In, &[(6, 7), (-1, 9)])), Some(j));
         // Row 8 shares row 6's words; part of the row; two rows; another tensor.
-        assert_eq!(t.row_join(&w, &row(8)), None);
-        assert_eq!(t.row_join(&w, &io(0, Dir::In, &[(6, 7), (1, 4)])), None);
-        assert_eq!(t.row_join(&w, &io(0, Dir::In, &[(5, 7)])), None);
-        assert_eq!(t.row_join(&w, &io(1, Dir::In, &[(6, 7)])), None);
+        assert_eq!(t.row_word(&w, &row(8)), RowWord::Unpublished);
+        let no_word = [
+            io(0, Dir::In, &[(6, 7), (1, 4)]),
+            io(0, Dir::In, &[(5, 7)]),
+            io(1, Dir::In, &[(6, 7)]),
+        ];
+        for x in &no_word {
+            assert_eq!(t.row_word(&w, x), RowWord::NoWord, "{x:?}");
+            assert_eq!(t.row_join(&w, x), None);
+        }
         // Publishing a part of a row does nothing; a later row replaces the entry.
         t.publish_join(
             &w,
@@ -726,7 +761,7 @@ mod tests {
         assert_eq!(t.row_join(&w, &row(8)), None);
         t.publish_join(&w, &row(8), RowJoin { tag: 2, ..j });
         assert_eq!(t.row_join(&w, &row(8)), Some(RowJoin { tag: 2, ..j }));
-        assert_eq!(t.row_join(&w, &row(6)), None);
+        assert_eq!(t.row_word(&w, &row(6)), RowWord::Unpublished);
         // The cells are untouched.
         assert!(writers(&t, &w, &row(8)).is_empty());
     }

@@ -47,7 +47,26 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         // skipped in a copy of the uses.
         let joinable = u.joinable();
         let mut done = 0u32;
-        if joinable != 0 {
+        // The common case first, out of `join_reads`' way: the task's one such read is the
+        // one the join found or opened last stands for (a step's points come one after
+        // another).
+        let last = if joinable.is_power_of_two() {
+            let r = joinable.trailing_zeros() as usize;
+            joins.last_for(me, cap, &t.ios()[r]).map(|q| (r, q))
+        } else {
+            None
+        };
+        if let Some((r, q)) = last {
+            done = 1 << r;
+            counts.joined += 1;
+            counts.joined_shared += u64::from(q.aicpu != me || joins.is_relay(cap, q));
+            if !waitlist::completed(&sh.waitable(q.aicpu, q.slot)?.waiters, tag_of(q.id)) {
+                *preds
+                    .first_mut()
+                    .ok_or(SchedError::Memory("predecessor scratch"))? = q;
+                found = 1;
+            }
+        } else if joinable != 0 {
             let at = JoinAt {
                 me,
                 local: k,
@@ -271,7 +290,8 @@ struct JoinAt<'u> {
 
 /// The reads of `t` a join stands for (§4.7), among the regions of `joinable` (reads of
 /// stepped tensors only looked up, wide enough: `TaskUses::joinable`): those of a join
-/// this AICPU holds, and the first other one, whose writers it looks up alone (in its map:
+/// this AICPU holds or a row's join (through a relay it holds or opens now, when that join is
+/// another AICPU's), and the first other one, whose writers it looks up alone (in its map:
 /// the global one under the lock) to open a join for it, or to register on them one by one
 /// when they are fewer than [`JOIN_MIN`]. Puts the predecessors (joins, or those few
 /// writers) at the start of `preds`; returns the regions done, a bit each, and how many
@@ -309,33 +329,42 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
         let r = m.trailing_zeros() as usize;
         m &= m - 1;
         let io = &t.ios()[r];
-        // The join it found or opened last, if it stands for the region; else the one its
-        // row's join word names (another AICPU's, or its own: every join opened for a row
-        // is named there); else any of its own (a read of a tensor without a table has no
-        // word). The word comes before the search of its own joins: on the AICPUs that did
-        // not open the row's join, every task misses the last one, and the search compares
-        // every join held (all 32, once they have been used), for ~500 instructions a task
-        // of all_to_all.
+        // The join it found or opened last, if it stands for the region; else what its
+        // row's join word says (every join opened for a row is named there at once); else,
+        // for a read with no word (not a whole row of a table), any of its own. A read with
+        // a word never searches its joins: on the AICPUs that did not open the row's join,
+        // the first task of a step misses the last one, and the search compares every join
+        // held (all 32, once they have been used), some 1,000 instructions.
         let mut held = joins.last_for(me, cap, io);
         if held.is_none() {
-            if let Some(j) = once.row_join(sh.once, io) {
-                if j.aicpu >= sh.n || j.join as usize >= JOINS {
-                    return Err(SchedError::Corrupted("a row's join word"));
+            held = match once.row_word(sh.once, io) {
+                RowWord::Named(w) => {
+                    let q = row_pred(sh, w)?;
+                    if q.aicpu == me {
+                        Some(q)
+                    } else {
+                        // Another AICPU's join: this AICPU's tasks that read the row register
+                        // on a relay of it (§4.7), their own join: the one it opened already,
+                        // or a new one when one is free.
+                        match joins.relay_of(me, cap, q) {
+                            Some(relay) => Some(relay),
+                            None => match joins.free(sh, me).filter(|_| opening.is_none()) {
+                                Some(j) => Some(joins.relay(sh, me, j, io, q, counts, env)?),
+                                None => Some(q),
+                            },
+                        }
+                    }
                 }
-                shared += u64::from(j.aicpu != me);
-                held = Some(Pred {
-                    aicpu: j.aicpu,
-                    slot: cap + j.join,
-                    id: j.tag as u64,
-                });
-            }
-        }
-        if held.is_none() {
-            held = joins.find(me, cap, io);
+                // No join stands for a whole row whose join is not published: the first
+                // one opened for it is published at once.
+                RowWord::Unpublished => None,
+                RowWord::NoWord => joins.find(me, cap, io),
+            };
         }
         if let Some(q) = held {
             joined |= 1 << r;
             hits += 1;
+            shared += u64::from(q.aicpu != me || joins.is_relay(cap, q));
             if !waitlist::completed(&sh.waitable(q.aicpu, q.slot)?.waiters, tag_of(q.id)) {
                 push(q)?;
             }
@@ -396,9 +425,24 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
             push(q)?;
         }
     } else {
+        let io = &t.ios()[r];
+        // Another AICPU may have published the row's join while this one read the row's
+        // writers (the AICPUs record a step's tasks together): that join stands for the same
+        // writers, and registering on it spares opening a second one, whose registrations
+        // meet the first one's on every writer's list.
+        if let Some(mut q) = row_join_pred(sh, once, io)? {
+            counts.joined += 1;
+            if q.aicpu != me {
+                counts.joined_shared += 1;
+                q = joins.relay(sh, me, j, io, q, counts, env)?;
+            }
+            if !waitlist::completed(&sh.waitable(q.aicpu, q.slot)?.waiters, tag_of(q.id)) {
+                push(q)?;
+            }
+            return Ok(Some((joined, found)));
+        }
         // The other AICPUs' tasks reading the whole row use it too, as soon as its list is
         // open.
-        let io = &t.ios()[r];
         let q = joins.open(sh, me, j, io, &spare[..c], counts, env, |q| {
             let row_join = RowJoin {
                 aicpu: me,
@@ -412,6 +456,32 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
         }
     }
     Ok(Some((joined, found)))
+}
+
+/// The join the row word of the read `io` names (§4.7, a row's join), as a predecessor, if
+/// `io` reads a whole row of a table and the row's join is published.
+#[inline]
+fn row_join_pred<C, L>(
+    sh: &Shared<'_, C, L>,
+    once: &OnceTables,
+    io: &crate::Io,
+) -> Result<Option<Pred>, SchedError> {
+    once.row_join(sh.once, io)
+        .map(|j| row_pred(sh, j))
+        .transpose()
+}
+
+/// The row's join `j` as a predecessor (slot `cap + j.join` of its AICPU, its tag as id).
+#[inline]
+fn row_pred<C, L>(sh: &Shared<'_, C, L>, j: RowJoin) -> Result<Pred, SchedError> {
+    if j.aicpu >= sh.n || j.join as usize >= JOINS {
+        return Err(SchedError::Corrupted("a row's join word"));
+    }
+    Ok(Pred {
+        aicpu: j.aicpu,
+        slot: sh.cap + j.join,
+        id: j.tag as u64,
+    })
 }
 
 /// Why a table read fails: no read of a tensor written once names several rows.

@@ -106,7 +106,8 @@ pub(super) fn release_guard<C: AsRef<[Cell]>, L>(
 
 /// [`release_guard`] for join `slot − cap` of `aicpu`: the last hold closes its list (with the
 /// tag it was opened with: only its AICPU reopens it, and only once it is closed) and releases
-/// the tasks registered on it. Only tasks register on a join.
+/// what registered on it: tasks, and the relays of a row's join (§4.7), whose own tasks are
+/// released in turn ([`release_relay`]).
 #[inline(never)]
 pub(super) fn release_join<C: AsRef<[Cell]>, L>(
     sh: &Shared<'_, C, L>,
@@ -115,14 +116,12 @@ pub(super) fn release_join<C: AsRef<[Cell]>, L>(
     slot: u32,
     env: &mut impl Env,
 ) -> Result<(), SchedError> {
-    let j = sh.waitable(aicpu, slot)?;
-    if !waitlist::release(&j.fanin) {
+    let Some(first) = close_join(sh, aicpu, slot)? else {
         return Ok(());
-    }
-    let first = waitlist::close_open(&j.waiters);
+    };
     successors(sh, first, |sa, ss| {
         if ss >= sh.cap {
-            return Err(SchedError::Corrupted("a join waits for a join"));
+            return release_relay(sh, me, sa, ss, env);
         }
         release_task(sh, me, sa, ss, env)
     })?;
@@ -131,6 +130,45 @@ pub(super) fn release_join<C: AsRef<[Cell]>, L>(
         env.wake(aicpu);
     }
     Ok(())
+}
+
+/// [`release_join`] for a relay (§4.7): a join registered on another AICPU's join, on which
+/// only tasks register. A join on its list means a relay of a relay, which no AICPU opens.
+fn release_relay<C: AsRef<[Cell]>, L>(
+    sh: &Shared<'_, C, L>,
+    me: u32,
+    aicpu: u32,
+    slot: u32,
+    env: &mut impl Env,
+) -> Result<(), SchedError> {
+    let Some(first) = close_join(sh, aicpu, slot)? else {
+        return Ok(());
+    };
+    successors(sh, first, |sa, ss| {
+        if ss >= sh.cap {
+            return Err(SchedError::Corrupted("a relay's successor is a join"));
+        }
+        release_task(sh, me, sa, ss, env)
+    })?;
+    if aicpu != me {
+        env.wake(aicpu);
+    }
+    Ok(())
+}
+
+/// Drops one hold on join `slot − cap` of `aicpu`; the last one closes its list: returns its
+/// first node then.
+#[inline(always)]
+fn close_join<C: AsRef<[Cell]>, L>(
+    sh: &Shared<'_, C, L>,
+    aicpu: u32,
+    slot: u32,
+) -> Result<Option<u32>, SchedError> {
+    let j = sh.waitable(aicpu, slot)?;
+    if !waitlist::release(&j.fanin) {
+        return Ok(None);
+    }
+    Ok(Some(waitlist::close_open(&j.waiters)))
 }
 
 /// Hands each successor on the list from node `first` to `release` as `(aicpu, slot)`, in
