@@ -42,6 +42,10 @@ pub(super) struct WindowJoins {
     next_victim: usize,
     /// The join found or opened last.
     last: usize,
+    /// The writers of the join being opened: the vector of the join it replaces, emptied, so
+    /// that opening allocates only while the joins are first filled (the scheduler has no
+    /// heap, and the measurement should not time one).
+    scratch: Vec<u64>,
 }
 
 /// What a task's joinable reads need from the window: its map and handle there, its tables
@@ -117,9 +121,11 @@ impl WindowJoins {
                 continue;
             }
             opened = true;
-            let Some(mut writers) = Self::writers(t, r, &mut at)? else {
+            let mut writers = core::mem::take(&mut self.scratch);
+            if !Self::writers(t, r, &mut at, &mut writers)? {
+                self.scratch = writers;
                 continue;
-            };
+            }
             j.done |= 1 << r;
             writers.sort_unstable();
             let before = found.len();
@@ -133,6 +139,7 @@ impl WindowJoins {
             }
             j.registrations += writers.len() as u64;
             if writers.len() < JOIN_MIN {
+                self.scratch = writers;
                 continue;
             }
             let k = self.free();
@@ -141,7 +148,7 @@ impl WindowJoins {
             if k == self.joins.len() {
                 self.joins.push(join);
             } else {
-                self.joins[k] = join;
+                self.scratch = core::mem::replace(&mut self.joins[k], join).writers;
             }
             self.last = k;
         }
@@ -173,16 +180,17 @@ impl WindowJoins {
         k
     }
 
-    /// The writers of region `r` of `t` still in the window: from its tensor's written-once
-    /// table, and from the map unless the table took every write. `None` for more than a
-    /// join has nodes.
+    /// The writers of region `r` of `t` still in the window, into `writers` (emptied first):
+    /// from its tensor's written-once table, and from the map unless the table took every
+    /// write. False for more than a join has nodes.
     fn writers(
         t: &Task,
         r: usize,
         at: &mut Lookup<'_>,
-    ) -> Result<Option<Vec<u64>>, tmap::MapError> {
+        writers: &mut Vec<u64>,
+    ) -> Result<bool, tmap::MapError> {
         let io = &t.ios()[r];
-        let mut writers = Vec::new();
+        writers.clear();
         if at.once.has(io.tensor) {
             let answered = at.once.read(at.words, io, |w| {
                 if t.id.wrapping_sub(w.id) < at.window {
@@ -208,6 +216,6 @@ impl WindowJoins {
                 },
             )?;
         }
-        Ok((writers.len() <= JOIN_NODES).then_some(writers))
+        Ok(writers.len() <= JOIN_NODES)
     }
 }
