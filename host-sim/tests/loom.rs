@@ -698,17 +698,68 @@ fn a_written_once_cell_is_read_between_its_writers() {
     });
 }
 
-/// A row's join (spec/runtime.md §4.7) published for the other AICPUs: the join's AICPU opens
-/// the join's list, publishes it as its row's join, registers it on the row's writer, drops
-/// its guard and then completes the writer, while another AICPU's task reads the row's join
-/// word. That task either finds nothing yet (it would open a join of its own) or finds this
-/// join, with its tag, and registers on it; it becomes ready exactly once, and, if it found
-/// the join, only after the writer completed — also when it finds the join already closed.
-/// (A writer completing on another thread while the join registers is
-/// `a_join_releases_its_task_after_all_its_writers`.)
-#[test]
-fn a_rows_join_stands_for_its_writers_on_another_aicpu() {
-    use ptovm_vm::sched::RowJoin;
+/// A task that may wait for a row's writer through joins (spec/runtime.md §4.7): its fanin
+/// (its guard at first), whether it registered (then it may become ready only once the writer
+/// completed), the writer's completion, and how many times it became ready.
+#[derive(Clone)]
+struct Waiting {
+    fanin: Arc<AtomicU32>,
+    waits: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
+    ready: Arc<AtomicU32>,
+}
+
+impl Waiting {
+    fn new() -> Waiting {
+        Waiting {
+            fanin: Arc::new(AtomicU32::new(1)),
+            waits: Arc::new(AtomicBool::new(false)),
+            done: Arc::new(AtomicBool::new(false)),
+            ready: Arc::new(AtomicU32::new(0)),
+        }
+    }
+
+    /// Drops a hold on the task: the last one makes it ready.
+    fn release(&self) {
+        if waitlist::release(&self.fanin) {
+            assert!(
+                !self.waits.load(Ordering::Relaxed) || self.done.load(Ordering::Acquire),
+                "the task became ready before the writer completed"
+            );
+            self.ready.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A registration on `list` (tag `tag`, node `node` of `nodes`) that found it closed: only
+    /// once the writer completed.
+    fn register(&self, list: &AtomicU64, tag: u32, node: u32, fanin: &AtomicU32, nodes: &[Node]) {
+        let registered = waitlist::register(list, tag, node, fanin, |first| {
+            nodes[node as usize].next.store(first, Ordering::Relaxed)
+        });
+        if !registered {
+            assert!(
+                self.done.load(Ordering::Acquire),
+                "a closed list's writer completed"
+            );
+        }
+    }
+}
+
+/// A join's list: its last hold closes it and hands each node on it to `release`
+/// (`retire::release_join`).
+fn release_list(fanin: &AtomicU32, list: &AtomicU64, nodes: &[Node], release: impl Fn(u32)) {
+    if waitlist::release(fanin) {
+        let mut cur = waitlist::close_open(list);
+        while cur != NIL {
+            let next = nodes[cur as usize].next.load(Ordering::Acquire);
+            release(cur);
+            cur = next;
+        }
+    }
+}
+
+/// A whole row (row 4) of the one-column table of [`one_column_table`].
+fn row_four() -> ptovm_vm::Io {
     use ptovm_vm::{Dir, Io};
     let mut row = Io {
         tensor: 0,
@@ -717,101 +768,105 @@ fn a_rows_join_stands_for_its_writers_on_another_aicpu() {
         ..Io::default()
     };
     row.ranges[0] = (4, 5);
-    loom::model(move || {
+    row
+}
+
+/// Row 4's join and what it needs: the one-column table and its words, the join's list
+/// (join 0 of AICPU 0, closed from a last use with tag 8) and fanin, and three waiter nodes
+/// (node 0: the join on the writer).
+#[derive(Clone)]
+struct RowsJoin {
+    tables: ptovm_vm::sched::OnceTables,
+    words: Arc<Vec<AtomicU64>>,
+    list: Arc<AtomicU64>,
+    fanin: Arc<AtomicU32>,
+    nodes: Arc<[Node; 3]>,
+}
+
+impl RowsJoin {
+    fn new() -> RowsJoin {
         let (tables, words) = one_column_table(2, 4);
-        // The writer's list (tag 1); the join's list, closed from its last use (tag 8), and
-        // its fanin; the task's fanin (its guard). Node 0: the join on the writer; node 1:
-        // the task on the join.
+        let list = Arc::new(AtomicU64::new(waitlist::pack(8, NIL)));
+        waitlist::close(&list, 8);
+        RowsJoin {
+            tables,
+            words,
+            list,
+            fanin: Arc::new(AtomicU32::new(0)),
+            nodes: nodes::<3>(),
+        }
+    }
+
+    /// The AICPU that opens the join (tag 9) as `Joins::open` does: the guard, the list open,
+    /// published as the row's join, registered on the writer (tag 1), the guard dropped; then
+    /// the writer completes (`done`), its list closed and the join released. The join's last
+    /// release hands each node on its list to `on_join`.
+    fn open(
+        &self,
+        done: Arc<AtomicBool>,
+        on_join: impl Fn(u32) + Send + 'static,
+    ) -> thread::JoinHandle<()> {
         let writer = Arc::new(AtomicU64::new(waitlist::pack(1, NIL)));
-        let join = Arc::new(AtomicU64::new(waitlist::pack(8, NIL)));
-        waitlist::close(&join, 8);
-        let join_fanin = Arc::new(AtomicU32::new(0));
-        let task_fanin = Arc::new(AtomicU32::new(1));
-        let nodes = nodes::<2>();
-        let done = Arc::new(AtomicBool::new(false));
-        // Whether the task registered on the join (then it may become ready only after the
-        // writer completed), and how many times it became ready.
-        let waits = Arc::new(AtomicBool::new(false));
-        let ready = Arc::new(AtomicU32::new(0));
-        let release_task = {
-            let (task_fanin, done, ready, waits) = (
-                task_fanin.clone(),
-                done.clone(),
-                ready.clone(),
-                waits.clone(),
-            );
-            move || {
-                if waitlist::release(&task_fanin) {
-                    assert!(
-                        !waits.load(Ordering::Relaxed) || done.load(Ordering::Acquire),
-                        "the task became ready before the writer completed"
-                    );
-                    ready.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        };
-        let opener = {
-            let (words, writer, join, join_fanin, nodes, done, release_task) = (
-                words.clone(),
-                writer.clone(),
-                join.clone(),
-                join_fanin.clone(),
-                nodes.clone(),
-                done.clone(),
-                release_task.clone(),
-            );
-            thread::spawn(move || {
-                // A release of the join's fanin: the last closes it and releases the task.
-                let release_join = || {
-                    if waitlist::release(&join_fanin) {
-                        let mut cur = waitlist::close_open(&join);
-                        while cur != NIL {
-                            assert_eq!(cur, 1, "only the task waits on the join");
-                            let next = nodes[1].next.load(Ordering::Acquire);
-                            release_task();
-                            cur = next;
-                        }
-                    }
-                };
-                // `Joins::open`: the guard, the list open with a new tag, published.
-                join_fanin.store(1, Ordering::Relaxed);
-                waitlist::open(&join, 9);
-                let j = RowJoin {
-                    aicpu: 0,
-                    join: 0,
-                    tag: 9,
-                };
-                tables.publish_join(&words, &row, j);
-                waitlist::register(&writer, 1, 0, &join_fanin, |first| {
-                    nodes[0].next.store(first, Ordering::Relaxed)
-                });
+        let j = self.clone();
+        thread::spawn(move || {
+            let release_join = || release_list(&j.fanin, &j.list, &j.nodes[..], &on_join);
+            j.fanin.store(1, Ordering::Relaxed);
+            waitlist::open(&j.list, 9);
+            let published = ptovm_vm::sched::RowJoin {
+                aicpu: 0,
+                join: 0,
+                tag: 9,
+            };
+            j.tables.publish_join(&j.words, &row_four(), published);
+            waitlist::register(&writer, 1, 0, &j.fanin, |first| {
+                j.nodes[0].next.store(first, Ordering::Relaxed)
+            });
+            release_join();
+            done.store(true, Ordering::Release);
+            if waitlist::close(&writer, 1) != NIL {
                 release_join();
-                // The writer completes: its list closed, the join released.
-                done.store(true, Ordering::Release);
-                if waitlist::close(&writer, 1) != NIL {
-                    release_join();
-                }
+            }
+        })
+    }
+
+    /// What another AICPU finds in the row's word: the join as published, or nothing yet.
+    fn found(&self) -> Option<ptovm_vm::sched::RowJoin> {
+        let j = self.tables.row_join(&self.words, &row_four())?;
+        assert_eq!((j.aicpu, j.join, j.tag), (0, 0, 9), "the join as published");
+        Some(j)
+    }
+}
+
+/// A row's join (spec/runtime.md §4.7) published for the other AICPUs: the join's AICPU opens
+/// the join's list, publishes it as its row's join, registers it on the row's writer, drops
+/// its guard and then completes the writer, while another AICPU's task reads the row's join
+/// word. That task either finds nothing yet (it would open a join of its own) or finds this
+/// join, with its tag, and registers on it (node 1); it becomes ready exactly once, and, if it
+/// found the join, only after the writer completed — also when it finds the join already
+/// closed. (A writer completing on another thread while the join registers is
+/// `a_join_releases_its_task_after_all_its_writers`.)
+#[test]
+fn a_rows_join_stands_for_its_writers_on_another_aicpu() {
+    loom::model(|| {
+        let row = RowsJoin::new();
+        let task = Waiting::new();
+        let opener = {
+            let task = task.clone();
+            row.open(task.done.clone(), move |node| {
+                assert_eq!(node, 1, "only the task waits on the join");
+                task.release();
             })
         };
         // The other AICPU's task.
-        if let Some(j) = tables.row_join(&words, &row) {
-            assert_eq!((j.aicpu, j.join, j.tag), (0, 0, 9), "the join as published");
+        if let Some(j) = row.found() {
             // (Set before the registration: a release it lets through checks the writer.)
-            waits.store(true, Ordering::Relaxed);
-            let registered = waitlist::register(&join, j.tag, 1, &task_fanin, |first| {
-                nodes[1].next.store(first, Ordering::Relaxed)
-            });
-            if !registered {
-                assert!(
-                    done.load(Ordering::Acquire),
-                    "a closed join's writer completed"
-                );
-            }
+            task.waits.store(true, Ordering::Relaxed);
+            task.register(&row.list, j.tag, 1, &task.fanin, &row.nodes[..]);
         }
-        release_task();
+        task.release();
         opener.join().unwrap();
         assert_eq!(
-            ready.load(Ordering::Relaxed),
+            task.ready.load(Ordering::Relaxed),
             1,
             "the task became ready once"
         );
@@ -821,147 +876,53 @@ fn a_rows_join_stands_for_its_writers_on_another_aicpu() {
 /// A relay (spec/runtime.md §4.7): another AICPU finds a row's join by its row word while the
 /// join's opener registers it on its writer and the writer completes. It opens a relay — its
 /// own join, its guard, its list open with its own tag —, registers the relay on the row's
-/// join, drops the relay's guard, and registers its task on the relay. Whoever drops the
-/// relay's last hold (that AICPU, or the writer's completion through the row's join) closes
-/// it and releases the task. The task becomes ready exactly once, and, if it registered on
-/// the relay or the relay on the join, only after the writer completed.
+/// join (node 1), drops the relay's guard, and registers its task on the relay (node 2).
+/// Whoever drops the relay's last hold (that AICPU, or the writer's completion through the
+/// row's join) closes it and releases the task. The task becomes ready exactly once, and, if
+/// it registered on the relay or the relay on the join, only after the writer completed.
 #[test]
 fn a_relay_releases_its_task_after_the_rows_join() {
-    use ptovm_vm::sched::RowJoin;
-    use ptovm_vm::{Dir, Io};
-    let mut row = Io {
-        tensor: 0,
-        dir: Dir::In as u8,
-        ndims: 1,
-        ..Io::default()
-    };
-    row.ranges[0] = (4, 5);
-    loom::model(move || {
-        let (tables, words) = one_column_table(2, 4);
-        // The writer's list (tag 1); the row's join's list and fanin; the relay's list, closed
-        // from its last use (tag 4), and fanin; the task's fanin (its guard). Node 0: the
-        // join on the writer; node 1: the relay on the join; node 2: the task on the relay.
-        let writer = Arc::new(AtomicU64::new(waitlist::pack(1, NIL)));
-        let join = Arc::new(AtomicU64::new(waitlist::pack(8, NIL)));
-        waitlist::close(&join, 8);
-        let join_fanin = Arc::new(AtomicU32::new(0));
+    loom::model(|| {
+        let row = RowsJoin::new();
+        // The relay's list, closed from its last use (tag 4), and its fanin.
         let relay = Arc::new(AtomicU64::new(waitlist::pack(4, NIL)));
         waitlist::close(&relay, 4);
         let relay_fanin = Arc::new(AtomicU32::new(0));
-        let task_fanin = Arc::new(AtomicU32::new(1));
-        let nodes = nodes::<3>();
-        let done = Arc::new(AtomicBool::new(false));
-        let waits = Arc::new(AtomicBool::new(false));
-        let ready = Arc::new(AtomicU32::new(0));
-        let release_task = {
-            let (task_fanin, done, ready, waits) = (
-                task_fanin.clone(),
-                done.clone(),
-                ready.clone(),
-                waits.clone(),
-            );
-            move || {
-                if waitlist::release(&task_fanin) {
-                    assert!(
-                        !waits.load(Ordering::Relaxed) || done.load(Ordering::Acquire),
-                        "the task became ready before the writer completed"
-                    );
-                    ready.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        };
-        // `retire::release_relay`: the relay's last hold closes it and releases the task.
+        let task = Waiting::new();
         let release_relay = {
-            let (relay, relay_fanin, nodes, release_task) = (
+            let (relay, relay_fanin, nodes, task) = (
                 relay.clone(),
                 relay_fanin.clone(),
-                nodes.clone(),
-                release_task.clone(),
+                row.nodes.clone(),
+                task.clone(),
             );
             move || {
-                if waitlist::release(&relay_fanin) {
-                    let mut cur = waitlist::close_open(&relay);
-                    while cur != NIL {
-                        assert_eq!(cur, 2, "only the task waits on the relay");
-                        let next = nodes[2].next.load(Ordering::Acquire);
-                        release_task();
-                        cur = next;
-                    }
-                }
+                release_list(&relay_fanin, &relay, &nodes[..], |node| {
+                    assert_eq!(node, 2, "only the task waits on the relay");
+                    task.release();
+                })
             }
         };
         let opener = {
-            let (words, writer, join, join_fanin, nodes, done, release_relay) = (
-                words.clone(),
-                writer.clone(),
-                join.clone(),
-                join_fanin.clone(),
-                nodes.clone(),
-                done.clone(),
-                release_relay.clone(),
-            );
-            thread::spawn(move || {
-                // `retire::release_join`: the last hold closes the row's join and releases
-                // the relay on it.
-                let release_join = || {
-                    if waitlist::release(&join_fanin) {
-                        let mut cur = waitlist::close_open(&join);
-                        while cur != NIL {
-                            assert_eq!(cur, 1, "only the relay waits on the row's join");
-                            let next = nodes[1].next.load(Ordering::Acquire);
-                            release_relay();
-                            cur = next;
-                        }
-                    }
-                };
-                join_fanin.store(1, Ordering::Relaxed);
-                waitlist::open(&join, 9);
-                let j = RowJoin {
-                    aicpu: 0,
-                    join: 0,
-                    tag: 9,
-                };
-                tables.publish_join(&words, &row, j);
-                waitlist::register(&writer, 1, 0, &join_fanin, |first| {
-                    nodes[0].next.store(first, Ordering::Relaxed)
-                });
-                release_join();
-                done.store(true, Ordering::Release);
-                if waitlist::close(&writer, 1) != NIL {
-                    release_join();
-                }
+            let release_relay = release_relay.clone();
+            row.open(task.done.clone(), move |node| {
+                assert_eq!(node, 1, "only the relay waits on the row's join");
+                release_relay();
             })
         };
         // The other AICPU: `Joins::relay`, then its task's registration on the relay.
-        if let Some(j) = tables.row_join(&words, &row) {
-            assert_eq!((j.aicpu, j.join, j.tag), (0, 0, 9), "the join as published");
-            waits.store(true, Ordering::Relaxed);
+        if let Some(j) = row.found() {
+            task.waits.store(true, Ordering::Relaxed);
             relay_fanin.store(1, Ordering::Relaxed);
             waitlist::open(&relay, 5);
-            let on_join = waitlist::register(&join, j.tag, 1, &relay_fanin, |first| {
-                nodes[1].next.store(first, Ordering::Relaxed)
-            });
-            if !on_join {
-                assert!(
-                    done.load(Ordering::Acquire),
-                    "a closed join's writer completed"
-                );
-            }
+            task.register(&row.list, j.tag, 1, &relay_fanin, &row.nodes[..]);
             release_relay();
-            let on_relay = waitlist::register(&relay, 5, 2, &task_fanin, |first| {
-                nodes[2].next.store(first, Ordering::Relaxed)
-            });
-            if !on_relay {
-                assert!(
-                    done.load(Ordering::Acquire),
-                    "a closed relay's writer completed"
-                );
-            }
+            task.register(&relay, 5, 2, &task.fanin, &row.nodes[..]);
         }
-        release_task();
+        task.release();
         opener.join().unwrap();
         assert_eq!(
-            ready.load(Ordering::Relaxed),
+            task.ready.load(Ordering::Relaxed),
             1,
             "the task became ready once"
         );

@@ -107,7 +107,7 @@ pub(super) fn release_guard<C: AsRef<[Cell]>, L>(
 /// [`release_guard`] for join `slot − cap` of `aicpu`: the last hold closes its list (with the
 /// tag it was opened with: only its AICPU reopens it, and only once it is closed) and releases
 /// what registered on it: tasks, and the relays of a row's join (§4.7), whose own tasks are
-/// released in turn ([`release_relay`]).
+/// released in turn.
 #[inline(never)]
 pub(super) fn release_join<C: AsRef<[Cell]>, L>(
     sh: &Shared<'_, C, L>,
@@ -116,59 +116,38 @@ pub(super) fn release_join<C: AsRef<[Cell]>, L>(
     slot: u32,
     env: &mut impl Env,
 ) -> Result<(), SchedError> {
-    let Some(first) = close_join(sh, aicpu, slot)? else {
-        return Ok(());
-    };
-    successors(sh, first, |sa, ss| {
-        if ss >= sh.cap {
-            return release_relay(sh, me, sa, ss, env);
-        }
-        release_task(sh, me, sa, ss, env)
-    })?;
-    // Its AICPU may wait for a join to reuse (`record`).
-    if aicpu != me {
-        env.wake(aicpu);
-    }
-    Ok(())
+    release_waitable::<true, C, L>(sh, me, aicpu, slot, env)
 }
 
-/// [`release_join`] for a relay (§4.7): a join registered on another AICPU's join, on which
-/// only tasks register. A join on its list means a relay of a relay, which no AICPU opens.
-fn release_relay<C: AsRef<[Cell]>, L>(
+/// [`release_join`], or with `RELAYS` false for a relay (§4.7): a join registered on another
+/// AICPU's join, on which only tasks register (a join on its list would be a relay of a relay,
+/// which no AICPU opens).
+fn release_waitable<const RELAYS: bool, C: AsRef<[Cell]>, L>(
     sh: &Shared<'_, C, L>,
     me: u32,
     aicpu: u32,
     slot: u32,
     env: &mut impl Env,
 ) -> Result<(), SchedError> {
-    let Some(first) = close_join(sh, aicpu, slot)? else {
+    let j = sh.waitable(aicpu, slot)?;
+    if !waitlist::release(&j.fanin) {
         return Ok(());
-    };
+    }
+    let first = waitlist::close_open(&j.waiters);
     successors(sh, first, |sa, ss| {
-        if ss >= sh.cap {
-            return Err(SchedError::Corrupted("a relay's successor is a join"));
+        if ss < sh.cap {
+            release_task(sh, me, sa, ss, env)
+        } else if RELAYS {
+            release_waitable::<false, C, L>(sh, me, sa, ss, env)
+        } else {
+            Err(SchedError::Corrupted("a relay's successor is a join"))
         }
-        release_task(sh, me, sa, ss, env)
     })?;
+    // Its AICPU may wait for a join to reuse (`record`).
     if aicpu != me {
         env.wake(aicpu);
     }
     Ok(())
-}
-
-/// Drops one hold on join `slot − cap` of `aicpu`; the last one closes its list: returns its
-/// first node then.
-#[inline(always)]
-fn close_join<C: AsRef<[Cell]>, L>(
-    sh: &Shared<'_, C, L>,
-    aicpu: u32,
-    slot: u32,
-) -> Result<Option<u32>, SchedError> {
-    let j = sh.waitable(aicpu, slot)?;
-    if !waitlist::release(&j.fanin) {
-        return Ok(None);
-    }
-    Ok(Some(waitlist::close_open(&j.waiters)))
 }
 
 /// Hands each successor on the list from node `first` to `release` as `(aicpu, slot)`, in
