@@ -802,7 +802,7 @@ pub(super) mod tests {
     /// (five each) it fits a template.
     #[test]
     fn random_nearest_bound_folds_to_coded_nodes() {
-        let e = [
+        let mut e = vec![
             node(ExprOp::VAR, 1, 0),
             node(ExprOp::CONST, 0, 1),
             node(ExprOp::ADD, 0, 0),
@@ -813,51 +813,15 @@ pub(super) mod tests {
             node(ExprOp::ADD, 0, 0),
             node(ExprOp::PARAM, 0, 0),
             node(ExprOp::LT, 0, 0),
-            node(ExprOp::VAR, 0, 0),
-            node(ExprOp::PARAM, 1, 0),
-            node(ExprOp::MOD, 0, 0),
-            node(ExprOp::PARAM, 0, 0),
-            node(ExprOp::MUL, 0, 0),
-            node(ExprOp::VAR, 1, 0),
-            node(ExprOp::ADD, 0, 0),
-            node(ExprOp::CONST, 0, 2),
-            node(ExprOp::MUL, 0, 0),
-            node(ExprOp::CONST, 0, 1),
-            node(ExprOp::ADD, 0, 0),
-            node(ExprOp::ELEM, 2, 0),
+        ];
+        e.extend(keep_element(true));
+        e.extend([
             node(ExprOp::MUL, 0, 0),
             node(ExprOp::ADD, 0, 0),
             node(ExprOp::END, 0, 0),
-        ];
-        let keep: Vec<u32> = (0..3 * 2 * 8).map(|k| (k * 7 % 3 == 0) as u32).collect();
-        let slots = [Value::Scalar(8), Value::Scalar(3), Value::Array(&keep)];
-        let p = RuntimeParams::unchecked(&slots);
-        let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
-        vars[0] = 4;
-        let mut out = [FoldedNode::default(); FOLDED_NODES];
-        let n = fold(&e, &p, &vars, (0, 1), &mut out).unwrap();
-        assert_eq!(n, 13);
-        assert!(
-            out[..n].iter().all(|x| x.code != GENERIC),
-            "{:?}",
-            &out[..n]
-        );
+        ]);
+        let n = assert_folds_to_coded_nodes(&e, 13);
         assert!(11 + n + 2 * CLAMP_NODES <= FOLDED_NODES);
-        for i in 0..8 {
-            vars[1] = i;
-            let want = eval_postfix(&e, &p, &vars, 0, 0);
-            assert_eq!(eval_folded(&out[..n], i, &p, 0), want);
-        }
-        // Past the array (`i` = 20 reads element 55 of 48): the expression's error.
-        vars[1] = 20;
-        assert!(matches!(
-            eval_postfix(&e, &p, &vars, 0, 0),
-            Err(RunError::Index { .. })
-        ));
-        assert_eq!(
-            eval_folded(&out[..n], 20, &p, 0),
-            eval_postfix(&e, &p, &vars, 0, 0)
-        );
     }
 
     /// random_nearest.pto's region, `G[t - 1, max(i - keep[((t % P) * W + i) * 2], 0) : min(i +
@@ -866,27 +830,8 @@ pub(super) mod tests {
     /// the expressions give at every `i`, and their index error past the array.
     #[test]
     fn random_nearest_region_folds_to_coded_nodes() {
-        // `((t % P) * W + i) * 2`, then `+ 1` for the right neighbour, and its element.
-        let element = |right: bool| {
-            let mut e = vec![
-                node(ExprOp::VAR, 0, 0),
-                node(ExprOp::PARAM, 1, 0),
-                node(ExprOp::MOD, 0, 0),
-                node(ExprOp::PARAM, 0, 0),
-                node(ExprOp::MUL, 0, 0),
-                node(ExprOp::VAR, 1, 0),
-                node(ExprOp::ADD, 0, 0),
-                node(ExprOp::CONST, 0, 2),
-                node(ExprOp::MUL, 0, 0),
-            ];
-            if right {
-                e.extend([node(ExprOp::CONST, 0, 1), node(ExprOp::ADD, 0, 0)]);
-            }
-            e.push(node(ExprOp::ELEM, 2, 0));
-            e
-        };
         let mut start = vec![node(ExprOp::VAR, 1, 0)];
-        start.extend(element(false));
+        start.extend(keep_element(false));
         start.extend([
             node(ExprOp::SUB, 0, 0),
             node(ExprOp::CONST, 0, 0),
@@ -898,39 +843,67 @@ pub(super) mod tests {
             node(ExprOp::CONST, 0, 1),
             node(ExprOp::ADD, 0, 0),
         ];
-        end.extend(element(true));
+        end.extend(keep_element(true));
         end.extend([
             node(ExprOp::ADD, 0, 0),
             node(ExprOp::PARAM, 0, 0),
             node(ExprOp::MIN, 0, 0),
             node(ExprOp::END, 0, 0),
         ]);
+        assert_folds_to_coded_nodes(&start, 7);
+        assert_folds_to_coded_nodes(&end, 9);
+    }
+
+    /// random_nearest's `keep[((t % P) * W + i) * 2]`, or with `right` the element after it
+    /// (W, P scalars 0 and 1, `keep` the array in slot 2), in postfix.
+    fn keep_element(right: bool) -> Vec<Record> {
+        let mut e = vec![
+            node(ExprOp::VAR, 0, 0),
+            node(ExprOp::PARAM, 1, 0),
+            node(ExprOp::MOD, 0, 0),
+            node(ExprOp::PARAM, 0, 0),
+            node(ExprOp::MUL, 0, 0),
+            node(ExprOp::VAR, 1, 0),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::CONST, 0, 2),
+            node(ExprOp::MUL, 0, 0),
+        ];
+        if right {
+            e.extend([node(ExprOp::CONST, 0, 1), node(ExprOp::ADD, 0, 0)]);
+        }
+        e.push(node(ExprOp::ELEM, 2, 0));
+        e
+    }
+
+    /// Folds random_nearest's bound `e` for `i` (W = 8, P = 3 in slots 0 and 1, `keep` in slot
+    /// 2, `t` = 4) and checks it: `len` nodes, each of a code of its own, giving what `e` gives
+    /// at every `i` of the row, and its index error past the array (`i` = 20 reads past the 48
+    /// elements). Returns the node count.
+    fn assert_folds_to_coded_nodes(e: &[Record], len: usize) -> usize {
         let keep: Vec<u32> = (0..3 * 2 * 8).map(|k| (k * 7 % 3 == 0) as u32).collect();
         let slots = [Value::Scalar(8), Value::Scalar(3), Value::Array(&keep)];
         let p = RuntimeParams::unchecked(&slots);
         let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
         vars[0] = 4;
-        for (e, len) in [(&start, 7), (&end, 9)] {
-            let mut out = [FoldedNode::default(); FOLDED_NODES];
-            let n = fold(e, &p, &vars, (0, 1), &mut out).unwrap();
-            assert_eq!(n, len);
-            assert!(
-                out[..n].iter().all(|x| x.code != GENERIC),
-                "{:?}",
-                &out[..n]
-            );
-            for i in 0..8 {
-                vars[1] = i;
-                let want = eval_postfix(e, &p, &vars, 0, 0);
-                assert!(want.is_ok());
-                assert_eq!(eval_folded(&out[..n], i, &p, 0), want);
-            }
-            // Past the array (`i` = 20 reads element 56 or 57 of 48): the expression's error.
-            vars[1] = 20;
+        let mut out = [FoldedNode::default(); FOLDED_NODES];
+        let n = fold(e, &p, &vars, (0, 1), &mut out).unwrap();
+        assert_eq!(n, len);
+        assert!(
+            out[..n].iter().all(|x| x.code != GENERIC),
+            "{:?}",
+            &out[..n]
+        );
+        for i in 0..8 {
+            vars[1] = i;
             let want = eval_postfix(e, &p, &vars, 0, 0);
-            assert!(matches!(want, Err(RunError::Index { .. })));
-            assert_eq!(eval_folded(&out[..n], 20, &p, 0), want);
+            assert!(want.is_ok());
+            assert_eq!(eval_folded(&out[..n], i, &p, 0), want);
         }
+        vars[1] = 20;
+        let want = eval_postfix(e, &p, &vars, 0, 0);
+        assert!(matches!(want, Err(RunError::Index { .. })));
+        assert_eq!(eval_folded(&out[..n], 20, &p, 0), want);
+        n
     }
 
     /// Task Bench's `spread` offset: the parts without the variable are computed once, and
