@@ -131,6 +131,7 @@ pub fn run(v: &Verified<'_>, m: &Module, vals: &[Value<'_>], a: &RunArgs) -> Res
             "joins": json!({ "opened": r.joins, "reads": r.joined_reads, "shared": r.shared_joined_reads, "relays": r.relays }),
             "once": json!({ "writes": r.once_writes, "spills": r.once_spills }),
             "window_stalls": r.window_stalls,
+            "quiet_rounds": r.quiet_rounds,
             "stolen": r.stolen,
             "cores": o.cores.to_string(),
             "core_waits": r.core_waits,

@@ -66,6 +66,10 @@ impl Env for Rung {
     fn now_ns(&mut self) -> u64 {
         self.now
     }
+    // One thing moves at a time here: a round settled as quiet is checked in full.
+    fn checks_quiet(&self) -> bool {
+        true
+    }
     fn read_back(
         &mut self,
         aicpu: u32,

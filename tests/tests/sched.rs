@@ -337,18 +337,7 @@ fn written_once_tables_hold_the_writers_in_any_interleaving() {
 /// reads.
 #[test]
 fn joins_stand_for_the_writers_of_a_row_in_any_interleaving() {
-    let two_rows = "@param W = 24\n@param T = 7\n@tensor G: f32[T, W]\n\
-        @kernel first(t, i): vector(out g)\n@kernel step(t, i): vector(in a, in b, out g)\n\
-        @workload w(%steps: dense_dyn(T), %points: dense_dyn(W)) {\n\
-          for_each t in %steps {\n\
-            parallel_for i in %points {\n\
-              cond t < 2 { task @first(t, i) resources(G[t, i]) }\n\
-              else { task @step(t, i) resources(G[t - 1, 0 : W], G[t - 2, 4 : 20], G[t, i]) }\n\
-            }\n\
-          }\n\
-        }\n\
-        @schedule s for w { dispatch = affinity(i) }";
-    let (two_rows, rows_params) = ptovm_tests::assemble_named("rows.pto", two_rows, &[]);
+    let (two_rows, rows_params) = ptovm_tests::assemble_named("rows.pto", &two_rows(7), &[]);
     let (all_to_all, a2a_params) = ptovm_tests::example(
         "taskbench/all_to_all.pto",
         &[("W", 20, vec![]), ("T", 6, vec![])],
@@ -372,4 +361,72 @@ fn joins_stand_for_the_writers_of_a_row_in_any_interleaving() {
         opened > relays && relays > 0 && joined > shared && shared > 0,
         "{opened} joins ({relays} relays), {joined} reads, {shared} of another AICPU's join"
     );
+}
+
+/// Quiet rounds (spec/runtime.md §4.3, `vm/src/sched/quiet.rs`): a round of an AICPU whose
+/// last round did nothing returns at once when nothing it waits on has moved. The harness
+/// takes every round it settles so in full all the same (`Env::checks_quiet`) and stops the
+/// run if that round does anything. Over patterns whose AICPUs wait on full windows,
+/// watermarks and joins to free, in any interleaving, every such round is checked (the check
+/// fails when a quiet AICPU ignores its cores, its ready queues or the watermarks), and some
+/// rounds of every pattern are settled.
+#[test]
+fn quiet_rounds_would_do_nothing_in_any_interleaving() {
+    let programs = [
+        ("taskbench/chain.pto", vec![("T", 40, vec![])]),
+        (
+            "taskbench/stencil_1d.pto",
+            vec![("W", 24, vec![]), ("T", 6, vec![])],
+        ),
+        (
+            "taskbench/all_to_all.pto",
+            vec![("W", 20, vec![]), ("T", 6, vec![])],
+        ),
+        (
+            "taskbench/spread.pto",
+            vec![("W", 24, vec![]), ("T", 6, vec![])],
+        ),
+    ];
+    let mut runs: Vec<(&str, (Vec<u8>, ptovm_tests::Params))> = programs
+        .into_iter()
+        .map(|(file, params)| (file, ptovm_tests::example(file, &params)))
+        .collect();
+    // At a window of 512 on six AICPUs, generation runs ahead until every join an AICPU holds
+    // stands for a row, and its next task waits for one to free.
+    runs.push((
+        "two rows",
+        ptovm_tests::assemble_named("rows.pto", &two_rows(80), &[]),
+    ));
+    for (file, (bytes, params)) in runs {
+        let mut quiet = 0;
+        for seed in 0..60u64 {
+            let (n, window) = (
+                [2, 3, 6][seed as usize % 3],
+                [1, 2, 8, 64, 512][(seed / 3) as usize % 5],
+            );
+            let cfg = config(seed, window);
+            quiet += checked_run(&bytes, &params, (n, window), cfg, seed)
+                .counts
+                .quiet_rounds;
+        }
+        assert!(quiet > 0, "{file}: no round settled as quiet");
+    }
+}
+
+/// A module of `t` steps of 24 points whose every task reads a whole row of the step before and
+/// part of the row two steps before (16 elements, enough for a join), under `affinity(i)`.
+fn two_rows(t: u32) -> String {
+    format!(
+        "@param W = 24\n@param T = {t}\n@tensor G: f32[T, W]\n\
+        @kernel first(t, i): vector(out g)\n@kernel step(t, i): vector(in a, in b, out g)\n\
+        @workload w(%steps: dense_dyn(T), %points: dense_dyn(W)) {{\n\
+          for_each t in %steps {{\n\
+            parallel_for i in %points {{\n\
+              cond t < 2 {{ task @first(t, i) resources(G[t, i]) }}\n\
+              else {{ task @step(t, i) resources(G[t - 1, 0 : W], G[t - 2, 4 : 20], G[t, i]) }}\n\
+            }}\n\
+          }}\n\
+        }}\n\
+        @schedule s for w {{ dispatch = affinity(i) }}"
+    )
 }

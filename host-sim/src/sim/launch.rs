@@ -419,6 +419,7 @@ impl Report {
         self.once_writes = k.once_writes;
         self.once_spills = k.once_spills;
         self.window_stalls = k.stalls;
+        self.quiet_rounds = k.quiet_rounds;
         self.overflows = k.overflows;
         self.stolen = k.stolen;
         self.dep_batches = k.batches;

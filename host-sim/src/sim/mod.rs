@@ -233,6 +233,9 @@ pub struct Report {
     pub once_spills: u64,
     /// Times generation found its window full.
     pub window_stalls: u64,
+    /// Rounds an AICPU settled as quiet (spec/runtime.md §4.3): nothing it waited on had
+    /// moved since a round that did nothing.
+    pub quiet_rounds: u64,
     /// Overflows counted in benchmark mode.
     pub overflows: u64,
     /// Tasks run on another AICPU's cores (work stealing).

@@ -43,6 +43,7 @@ mod issue;
 mod join;
 pub mod limits;
 mod once;
+mod quiet;
 mod record;
 mod retire;
 mod step;
@@ -144,6 +145,12 @@ pub trait Env {
     fn issued(&mut self, _issue: &Issued) {}
     /// A point where a stress test may yield or sleep.
     fn jitter(&mut self) {}
+    /// Whether a round the AICPU settles as quiet (`quiet.rs`) is taken in full all the same,
+    /// and the run stopped if that round does anything: for a harness that steps the AICPUs
+    /// and the cores one at a time, where nothing moves between the check and the round.
+    fn checks_quiet(&self) -> bool {
+        false
+    }
     /// This AICPU staged task `id` (its interpreter paused right after emitting it).
     fn staged(&mut self, _aicpu: u32, _id: u64) {}
     /// This AICPU recorded `task` (dependencies looked up, registered).
@@ -559,6 +566,9 @@ pub struct Counts {
     pub once_spills: u64,
     /// Times generation found the window full.
     pub stalls: u64,
+    /// Rounds it settled as quiet (`quiet.rs`): nothing it waited on had moved since a round
+    /// that did nothing.
+    pub quiet_rounds: u64,
     /// Tasks placed beyond the window in benchmark mode.
     pub overflows: u64,
     /// Other AICPUs' tasks this AICPU ran on its cores.
@@ -606,6 +616,7 @@ impl core::ops::AddAssign for Counts {
             once_writes,
             once_spills,
             stalls,
+            quiet_rounds,
             overflows,
             stolen,
             batches,
@@ -631,6 +642,7 @@ impl core::ops::AddAssign for Counts {
         self.once_writes += once_writes;
         self.once_spills += once_spills;
         self.stalls += stalls;
+        self.quiet_rounds += quiet_rounds;
         self.overflows += overflows;
         self.stolen += stolen;
         self.batches += batches;
@@ -835,6 +847,9 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     unscanned: u32,
     running: [u32; 2],
     started: bool,
+    /// Its last round did nothing, in a state [`Aicpu::still_quiet`] can settle the next one
+    /// in (`quiet.rs`).
+    quiet: bool,
     generated: u64,
     counts: Counts,
     /// Timing (`issue.rs`): ready tasks taken from its own queues, oldest first.

@@ -277,6 +277,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             unscanned: 0,
             running: [0, 0],
             started: false,
+            quiet: false,
             generated: 0,
             counts: Counts::default(),
             held: Stack::new(local.held),
@@ -420,6 +421,22 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         env: &mut impl Env,
     ) -> Result<bool, SchedError> {
         let me = self.me as usize;
+        // A quiet round (`quiet.rs`): its last round did nothing and nothing it waited on has
+        // moved, so this one would do nothing either but count a stall at a full window.
+        let mut settled_quiet = false;
+        if self.quiet {
+            if self.still_quiet(sh) {
+                self.counts.quiet_rounds += 1;
+                if !env.checks_quiet() {
+                    if self.staged && self.pending.is_none() {
+                        self.counts.stalls += 1;
+                    }
+                    return Ok(false);
+                }
+                settled_quiet = true;
+            }
+            self.quiet = false;
+        }
         let mut progress = false;
         // (1) Completions (§4.2): its cores that went idle, and its stolen tasks that finished
         // on another AICPU's cores.
@@ -700,6 +717,12 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             self.finished = true;
             progress = true;
         }
+        if settled_quiet && progress {
+            return Err(SchedError::Corrupted(
+                "a round settled as quiet had something to do",
+            ));
+        }
+        self.quiet = !progress && self.may_rest(cfg);
         Ok(progress)
     }
 
@@ -782,7 +805,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         self.unscanned = 0;
     }
 
-    fn others_min<C, L>(&self, sh: &Shared<'_, C, L>) -> u64 {
+    pub(super) fn others_min<C, L>(&self, sh: &Shared<'_, C, L>) -> u64 {
         (0..sh.n)
             .filter(|&a| a != self.me)
             .map(|a| sh.published[a as usize].0.load(Ordering::Acquire))
