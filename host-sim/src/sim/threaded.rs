@@ -489,7 +489,9 @@ fn drive(
     let mut events = Vec::new();
     let mut doorbell = Vec::new();
     let idle = crossbeam_utils::Backoff::new();
-    let own = |i: usize| i % dr.threads == d;
+    // Which AICPUs are its own, worked out once (else a division for each, every round).
+    let mine: Vec<bool> = (0..cpus.len()).map(|i| i % dr.threads == d).collect();
+    let own = |i: usize| mine[i];
     let mut helping = false;
     loop {
         if dr.failed.load(Ordering::Relaxed) {
