@@ -529,7 +529,10 @@ fn skipped_subtrees_cost_no_visits() {
         }
         assert_eq!(sum, total);
     }
-    // Round robin decides per task, so every AICPU walks everything: the contrast.
+    // Round robin decides per task, so no subtree is skipped; but a leaf loop whose positions
+    // run the same tasks steps from a position holding an id of the AICPU's residue to the
+    // next, counting the others: an AICPU visits no more positions than it emits tasks (it
+    // visited all 2N + N² on every AICPU before).
     let rr = prog(
         &std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/llama_layer.pto"),
@@ -541,8 +544,16 @@ fn skipped_subtrees_cost_no_visits() {
     let given = [("N", S(n as u32))];
     let vals = rr.values(&given);
     let rp = RuntimeParams::new(&v, &vals).unwrap();
-    let e = expand_aicpu(v, rp, 0, 6, 0, u64::MAX).unwrap();
-    assert_eq!(e.stats.visits, 2 * n + n * n);
+    for aicpus in [2u32, 6] {
+        let mut sum = 0;
+        for i in 0..aicpus {
+            let s = expand_aicpu(v, rp, i, aicpus, 0, u64::MAX).unwrap().stats;
+            assert!(s.visits <= s.emitted, "round robin {i}/{aicpus}: {s:?}");
+            assert_eq!(s.emitted + s.skipped, total);
+            sum += s.emitted;
+        }
+        assert_eq!(sum, total);
+    }
 }
 
 /// A module of `steps` × `points` iterations (`i`, then `j` over `dense_dyn(W)`, `W = points`)
@@ -622,7 +633,8 @@ fn chains_of_equal_branches_are_counted_without_evaluating() {
 /// (spec/bytecode.md §5.8): one instruction counted a task (the site), the chain evaluated
 /// without dispatching its records — on one AICPU, and on six under `static(j)` (the positions
 /// of the others counted by the branches' common count, from an interval guard's bounds, or
-/// by evaluating the chain at each) and round robin (every position visited). The general
+/// by evaluating the chain at each) and round robin (equal branches: the positions of other
+/// AICPUs' ids counted; unequal ones: every position visited). The general
 /// path (a task after the chain) dispatches the COND and SEQUENTIAL records too: the contrast.
 #[test]
 fn chains_on_the_loop_variable_run_on_the_leaf_path() {

@@ -376,3 +376,34 @@ fn debug_seed() {
         );
     }
 }
+
+/// Round robin in a leaf loop whose positions all run the same number of tasks
+/// (spec/bytecode.md §5.8): an AICPU steps from a position holding an id of its residue to
+/// the next and counts the positions between. Bodies of one to four tasks, plain or a `cond`
+/// chain on the loop's variable (equal branches, and unequal ones, walked position by
+/// position), on one to seven AICPUs, pausing after every task (`next_task`, which steps on
+/// from a kept record) or every few, or never: the same tasks as the reference.
+#[test]
+fn round_robin_leaf_loops_partition_the_reference() {
+    for body in [
+        "task @a(j)",
+        "task @a(j) task @b(i, j)",
+        "task @a(j) task @b(i, j) task @c(j)",
+        "task @a(j) task @b(i, j) task @c(j) task @a(i)",
+        "cond j == 0 { task @a(j) } else { task @b(i, j) }",
+        "cond j % 2 == 0 { task @a(j) task @b(i, j) } else { task @c(j) task @a(i) }",
+        "cond j == 0 { task @a(j) task @c(j) task @a(i) } else cond j == W - 1 { task @b(i, j) task @b(j, i) task @c(i) } else { task @c(j) task @a(j) task @b(j, j) }",
+        "cond j % 3 == 0 { task @a(j) } else { task @b(i, j) task @c(j) }",
+    ] {
+        let src = format!(
+            "@param W = 17\n@kernel a(x): vector()\n@kernel b(x, y): vector()\n@kernel c(x): cube()\n\
+             @workload w() {{ for_each i in dense[3] {{ parallel_for j in dense_dyn(W) {{\n{body}\n}} }} }}\n\
+             @schedule s for w {{ dispatch = round_robin }}"
+        );
+        for aicpus in 1..=7 {
+            for step in [NEXT_TASK, 1, 3, u64::MAX] {
+                assert!(check(&src, 0, aicpus, step), "{body}");
+            }
+        }
+    }
+}

@@ -47,12 +47,13 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         } else {
             (self.resume.1 as usize, false)
         };
-        let at = if advance {
-            f.pos.saturating_add(f.step) < f.stop
+        let (at, mine) = if advance {
+            let (next, mine) = self.next_position(f);
+            (next < f.stop, mine)
         } else {
-            self.pc < f.end && self.pc != f.at + 1 && self.resume.0 == self.pc
+            let at = self.pc < f.end && self.pc != f.at + 1 && self.resume.0 == self.pc;
+            (at, self.next_is_mine(f))
         };
-        let mine = self.next_is_mine(f);
         (at && mine && k < TEMPLATES && self.kept & 1 << k != 0).then_some((k, advance))
     }
 
@@ -66,12 +67,40 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             return false;
         }
         let f = &self.frames[self.sp];
-        let mine = self.next_is_mine(f);
-        self.kept_loop == f.at
-            && f.varying
-            && self.pc == f.end
-            && f.pos.saturating_add(f.step) < f.stop
-            && mine
+        let (next, mine) = self.next_position(f);
+        self.kept_loop == f.at && f.varying && self.pc == f.end && next < f.stop && mine
+    }
+
+    /// At the end of position `f.pos` of the leaf loop `f` (the next id is its next
+    /// position's first): the next position this instance owns (`leaf_stride`, or under round
+    /// robin `round_robin_next`), and whether that position's first task is this instance's.
+    #[inline(always)]
+    pub(super) fn next_position(&self, f: &Frame) -> (u64, bool) {
+        match self.round_robin_next(f, f.pos) {
+            Some(next) => next,
+            None => (f.pos.saturating_add(f.step), self.next_is_mine(f)),
+        }
+    }
+
+    /// Under round robin (each task is AICPU `id mod n`'s; the loop decides nothing), in a
+    /// leaf loop whose every position runs the same `s` tasks (`Frame::simple`), at the end
+    /// of position `pos` (the next id, `next_id`, is the first of position `pos + 1`): the
+    /// next position holding an id of this instance's residue — `ahead` ids on, `ahead / s`
+    /// positions past `pos + 1` — and whether that id is the position's first. The positions
+    /// between run only other AICPUs' tasks: counted, not walked. `None` for other loops, and
+    /// on one AICPU (every position is its own).
+    #[inline(always)]
+    fn round_robin_next(&self, f: &Frame, pos: u64) -> Option<(u64, bool)> {
+        let strided = f.own == Own::Undecided
+            && f.policy.kind == Policy::RoundRobin as u8
+            && self.n > 1
+            && (1..VARIES).contains(&f.simple);
+        if !strided {
+            return None;
+        }
+        let ahead = (self.me + self.n - self.next_id % self.n) % self.n;
+        let s = u64::from(f.simple);
+        Some((pos + 1 + ahead / s, ahead.is_multiple_of(s)))
     }
 
     /// Whether the next task of the leaf loop `f` is this instance's, without deciding its
@@ -151,7 +180,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             self.kept_loop = f.at;
             let ran = if f.varying {
                 self.leaf_runs::<true, true, S>(sink, budget, emitted, &f, kept)?
-            } else if f.step == 1 && f.stop == f.ext {
+            } else if f.step == 1 && f.stop == f.ext && self.round_robin_next(&f, 0).is_none() {
                 self.leaf_runs::<false, false, S>(sink, budget, emitted, &f, kept)?
             } else {
                 self.leaf_runs::<true, false, S>(sink, budget, emitted, &f, kept)?
@@ -169,7 +198,8 @@ impl<'a, 'p> Interpreter<'a, 'p> {
 
     /// The iterations of the leaf loop `f` from its current one on (`kept`: the records kept
     /// so far): every position when not `STRIDED` (the common case, kept apart so its loop
-    /// stays as tight as it was), else every `f.step`-th before `f.stop`, counting the tasks
+    /// stays as tight as it was), else every `f.step`-th before `f.stop` (under round robin
+    /// the next holding an id of this instance's: `round_robin_next`), counting the tasks
     /// of the positions between; `VARYING` (`f.varying`, always `STRIDED`: a step of 1 is
     /// one) evaluates the body's chain at each for its branch. False if emission paused.
     #[inline(always)]
@@ -205,7 +235,10 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             if STRIDED {
                 // The next position this AICPU owns, past those it does not (their tasks
                 // are counted), or the loop's end.
-                let next = pos.saturating_add(f.step);
+                let next = match self.round_robin_next(f, pos) {
+                    Some((next, _)) => next,
+                    None => pos.saturating_add(f.step),
+                };
                 if next >= f.stop {
                     self.skip_leaf(pos + 1, f.ext)?;
                     return Ok(true);

@@ -209,7 +209,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     #[inline(always)]
     fn advance_leaf(&mut self) -> R<()> {
         let pos = self.frames[self.sp].pos;
-        let p = pos + self.frames[self.sp].step;
+        let (p, _) = self.next_position(&self.frames[self.sp]);
         self.skip_leaf(pos + 1, p)?;
         let f = &self.frames[self.sp];
         let (depth, ext, base, indices) = (f.depth, f.ext, f.base, f.indices);
