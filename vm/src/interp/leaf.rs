@@ -91,16 +91,22 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     /// on one AICPU (every position is its own).
     #[inline(always)]
     fn round_robin_next(&self, f: &Frame, pos: u64) -> Option<(u64, bool)> {
-        let strided = f.own == Own::Undecided
-            && f.policy.kind == Policy::RoundRobin as u8
-            && self.n > 1
-            && (1..VARIES).contains(&f.simple);
-        if !strided {
+        if !self.round_robin_strides(f) {
             return None;
         }
         let ahead = (self.me + self.n - self.next_id % self.n) % self.n;
         let s = u64::from(f.simple);
         Some((pos + 1 + ahead / s, ahead.is_multiple_of(s)))
+    }
+
+    /// Whether [`Interpreter::round_robin_next`] steps through the leaf loop `f`: round robin
+    /// on more than one AICPU, the same count of tasks at every position.
+    #[inline(always)]
+    fn round_robin_strides(&self, f: &Frame) -> bool {
+        f.own == Own::Undecided
+            && f.policy.kind == Policy::RoundRobin as u8
+            && self.n > 1
+            && (1..VARIES).contains(&f.simple)
     }
 
     /// Whether the next task of the leaf loop `f` is this instance's, without deciding its
@@ -180,7 +186,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             self.kept_loop = f.at;
             let ran = if f.varying {
                 self.leaf_runs::<true, true, S>(sink, budget, emitted, &f, kept)?
-            } else if f.step == 1 && f.stop == f.ext && self.round_robin_next(&f, 0).is_none() {
+            } else if f.step == 1 && f.stop == f.ext && !self.round_robin_strides(&f) {
                 self.leaf_runs::<false, false, S>(sink, budget, emitted, &f, kept)?
             } else {
                 self.leaf_runs::<true, false, S>(sink, budget, emitted, &f, kept)?
