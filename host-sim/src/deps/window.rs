@@ -229,8 +229,9 @@ impl InOrderWindow {
             if t.id.wrapping_sub(w.id) < window && !found[..before].contains(&w.id) {
                 found.push(w.id);
             }
+            Ok::<(), core::convert::Infallible>(())
         });
-        if !added {
+        if added != Ok(true) {
             // The long way spills, or reports, what the tables cannot take.
             return false;
         }

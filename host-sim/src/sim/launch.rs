@@ -418,6 +418,7 @@ impl Report {
         self.relays = k.relays;
         self.once_writes = k.once_writes;
         self.once_spills = k.once_spills;
+        self.planned_records = k.planned;
         self.window_stalls = k.stalls;
         self.quiet_rounds = k.quiet_rounds;
         self.overflows = k.overflows;

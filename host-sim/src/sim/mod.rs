@@ -231,6 +231,9 @@ pub struct Report {
     pub once_writes: u64,
     /// Writes of such tensors the tables did not take: spilled to the global map.
     pub once_spills: u64,
+    /// Tasks recorded by their site's plan: every region in a written-once table, without
+    /// asking which map each goes to (spec/runtime.md §4.8).
+    pub planned_records: u64,
     /// Times generation found its window full.
     pub window_stalls: u64,
     /// Rounds an AICPU settled as quiet (spec/runtime.md §4.3): nothing it waited on had

@@ -564,6 +564,9 @@ pub struct Counts {
     pub once_writes: u64,
     /// Writes such a table did not take (spilled to the global map).
     pub once_spills: u64,
+    /// Tasks recorded by their site's plan (`record_planned`): every region in a
+    /// written-once table, no map asked.
+    pub planned: u64,
     /// Times generation found the window full.
     pub stalls: u64,
     /// Rounds it settled as quiet (`quiet.rs`): nothing it waited on had moved since a round
@@ -615,6 +618,7 @@ impl core::ops::AddAssign for Counts {
             relays,
             once_writes,
             once_spills,
+            planned,
             stalls,
             quiet_rounds,
             overflows,
@@ -641,6 +645,7 @@ impl core::ops::AddAssign for Counts {
         self.relays += relays;
         self.once_writes += once_writes;
         self.once_spills += once_spills;
+        self.planned += planned;
         self.stalls += stalls;
         self.quiet_rounds += quiet_rounds;
         self.overflows += overflows;
@@ -830,8 +835,10 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     /// one of them to complete.
     joins: join::Joins,
     join_wait: bool,
-    /// The launch's written-once tables (§4.8), as every AICPU lays them out.
+    /// The launch's written-once tables (§4.8), as every AICPU lays them out, and what they
+    /// do for the regions of its sites (`record_planned`).
     once: once::OnceTables,
+    plans: once::SitePlans,
     /// Whether a tensor of the global map is stepped: only then may a task's need be lowered
     /// for a join (`need_of`).
     stepped_shared: bool,

@@ -30,7 +30,7 @@
 
 use super::*;
 use crate::limits::MAX_TASK_IO;
-use crate::share::OnceShape;
+use crate::share::{OnceShape, USE_SITES};
 use crate::Io;
 
 /// Tables a launch has at most (tensors past the first [`ONCE_TENSORS`] have none).
@@ -359,16 +359,17 @@ impl OnceTables {
     /// writes. Returns false, having filed nothing (`f` may have been called), when the
     /// tables cannot take the task alone: a read's table has spilled (its map has writers
     /// too), a read names other than one row, or a write's cell does not take it (the task's
-    /// caller then goes the long way, which spills it).
+    /// caller then goes the long way, which spills it). An error of `f` ends it there, with
+    /// nothing filed.
     #[inline]
-    pub fn add_planned(
+    pub fn add_planned<E>(
         &self,
         words: &[AtomicU64],
         plan: &SitePlan,
         ios: &[Io],
         (id, handle): (u64, u32),
-        mut f: impl FnMut(usize, Writer),
-    ) -> bool {
+        mut f: impl FnMut(usize, Writer) -> Result<(), E>,
+    ) -> Result<bool, E> {
         let ops = &plan.ops[..(plan.len as usize).min(MAX_TASK_IO)];
         let (reads, writes) = ops.split_at((plan.reads as usize).min(ops.len()));
         // The writes' cells first: nothing is filed unless all take them.
@@ -380,22 +381,17 @@ impl OnceTables {
                 .and_then(|io| t.free_cell(words, io, id))
             {
                 Some((r, cell)) => *c = (r as u64 + 1, cell),
-                None => return false,
+                None => return Ok(false),
             }
         }
         for (n, &(k, x)) in reads.iter().enumerate() {
             let t = &self.tables[x as usize % ONCE_TABLES];
             let Some(io) = ios.get(k as usize) else {
-                return false;
+                return Ok(false);
             };
             let spilled = words[t.spill as usize].load(Ordering::Relaxed) != 0;
-            if spilled
-                || t.read(words, io, |w| -> Result<(), ()> {
-                    f(n, w);
-                    Ok(())
-                }) != Ok(true)
-            {
-                return false;
+            if spilled || !t.read(words, io, |w| f(n, w))? {
+                return Ok(false);
             }
         }
         let writer = id << HANDLE_BITS | handle as u64;
@@ -403,7 +399,47 @@ impl OnceTables {
             words[cell].store(key, Ordering::Relaxed);
             words[cell + 1].store(writer, Ordering::Relaxed);
         }
-        true
+        Ok(true)
+    }
+}
+
+/// The [`SitePlan`]s of the sites an AICPU recorded tasks of lately, by site (at
+/// `site % USE_SITES`, as [`crate::share::SiteUses`] remembers their uses): a plan depends
+/// only on its site's regions and the launch's tables, so it stays right until the tables are
+/// laid out again ([`SitePlans::clear`]).
+#[derive(Clone, Copy, Debug)]
+pub struct SitePlans {
+    /// The site each entry plans (`u32::MAX`: none).
+    site: [u32; USE_SITES],
+    plans: [SitePlan; USE_SITES],
+}
+
+impl Default for SitePlans {
+    fn default() -> SitePlans {
+        SitePlans {
+            site: [u32::MAX; USE_SITES],
+            plans: [SitePlan::default(); USE_SITES],
+        }
+    }
+}
+
+impl SitePlans {
+    /// The plan of `site`, if it is known.
+    #[inline(always)]
+    pub fn get(&self, site: u32) -> Option<&SitePlan> {
+        let k = site as usize % USE_SITES;
+        (self.site[k] == site).then(|| &self.plans[k])
+    }
+
+    /// Remembers `plan` as `site`'s (in place of the site that shared its entry).
+    pub fn note(&mut self, site: u32, plan: SitePlan) {
+        let k = site as usize % USE_SITES;
+        (self.site[k], self.plans[k]) = (site, plan);
+    }
+
+    /// Forgets every plan (the tables were laid out again).
+    pub fn clear(&mut self) {
+        *self = SitePlans::default();
     }
 }
 
@@ -423,6 +459,14 @@ pub struct SitePlan {
     pub all: bool,
     /// Whether some region goes to a table.
     pub any: bool,
+}
+
+impl SitePlan {
+    /// How many writes the tables file for each task of the site.
+    #[inline(always)]
+    pub fn writes(&self) -> u64 {
+        self.len.saturating_sub(self.reads) as u64
+    }
 }
 
 impl Table {
@@ -697,8 +741,11 @@ mod tests {
         fill_row(&t, &w, (1, 2), 10);
         let add = |id: u64, ios: &[Io]| {
             let mut found = Vec::new();
-            let added = t.add_planned(&w, &p, ios, (id, 5), |n, x| found.push((n, x.id)));
-            (added, found)
+            let added = t.add_planned(&w, &p, ios, (id, 5), |n, x| {
+                found.push((n, x.id));
+                Ok::<(), ()>(())
+            });
+            (added == Ok(true), found)
         };
         assert_eq!(add(20, &ios), (true, std::vec![(0, 11), (0, 12), (0, 13)]));
         assert_eq!(writers(&t, &w, &io(1, Dir::In, &[(3, 4)])), [(20, 5)]);
@@ -764,5 +811,29 @@ mod tests {
         assert_eq!(t.row_word(&w, &row(6)), RowWord::Unpublished);
         // The cells are untouched.
         assert!(writers(&t, &w, &row(8)).is_empty());
+    }
+
+    /// A site's plan is kept at `site mod USE_SITES` until a site sharing the entry replaces
+    /// it or the plans are cleared; site 0 is a site like any other.
+    #[test]
+    fn site_plans_are_kept_by_site() {
+        let mut plans = SitePlans::default();
+        assert!(plans.get(0).is_none() && plans.get(u32::MAX - 1).is_none());
+        let all = SitePlan {
+            all: true,
+            any: true,
+            reads: 1,
+            len: 3,
+            ..SitePlan::default()
+        };
+        plans.note(0, all);
+        plans.note(5, SitePlan::default());
+        assert!(plans.get(0).is_some_and(|p| p.all && p.writes() == 2));
+        assert!(plans.get(5).is_some_and(|p| !p.all && p.writes() == 0));
+        assert!(plans.get(USE_SITES as u32).is_none());
+        plans.note(USE_SITES as u32, SitePlan::default());
+        assert!(plans.get(0).is_none() && plans.get(5).is_some());
+        plans.clear();
+        assert!(plans.get(5).is_none() && plans.get(USE_SITES as u32).is_none());
     }
 }

@@ -20,6 +20,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         k: u32,
         env: &mut impl Env,
     ) -> Result<bool, SchedError> {
+        if self.once.any() && self.record_planned(sh, k, env)? {
+            return Ok(true);
+        }
         let cap = sh.cap;
         let me = self.me;
         let base = me * cap;
@@ -41,6 +44,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             ..
         } = self;
         let t = interp.current_task();
+        let site = t.site;
         let u = uses.of(interp.program(), shares, t);
         let (mut uses, chain, global) = (u.regions, u.chain, u.global);
         // Reads a join stands for (§4.7) are looked up in neither map below: they are
@@ -152,38 +156,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 },
             )?;
         }
-        // The producers of its chained and carried tensors (§3.6–3.7): its own tasks, named
-        // by their distance.
-        let mut m = chain;
-        while m != 0 {
-            let d = m.trailing_zeros() as u64;
-            m &= m - 1;
-            let id = t.id.wrapping_sub(d);
-            let (at, slot) = recent[(id % share::CHAIN_SPAN as u64) as usize];
-            if at != id || d > t.id {
-                return Err(SchedError::Corrupted(
-                    "a structural producer is not among this AICPU's last tasks",
-                ));
-            }
-            let q = Pred {
-                aicpu: me,
-                slot,
-                id,
-            };
-            // A producer that completed imposes nothing (the scratch holds only tasks still
-            // in the window); one that completes from now on is skipped at registration.
-            let head = &sh.slots[(base + slot) as usize].waiters;
-            if waitlist::completed(head, tag_of(id)) || preds[..found].contains(&q) {
-                continue;
-            }
-            match preds.get_mut(found) {
-                Some(p) => {
-                    *p = q;
-                    found += 1;
-                }
-                None => overflow = true,
-            }
-        }
+        found = structural_preds(sh, me, recent, t.id, chain, preds, found)?;
         // Shared tensors under the lock — unless all this task does there is read tensors
         // whose writes are all recorded (the watermark says so) and have all retired.
         let needs_map = global
@@ -240,6 +213,81 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         if overflow {
             return Err(SchedError::Memory("predecessor scratch"));
         }
+        // Its site's plan for the quick way (`record_planned`), if not known yet: from the
+        // uses its site's tasks share (not those of a carried tensor's first or last
+        // iteration).
+        if self.once.any() && self.plans.get(site).is_none() {
+            let t = self.interp.current_task();
+            if let Some(r) = self.uses.remembered(t) {
+                let mut plan = self.once.plan(t.ios(), r.regions);
+                // Reads a join may stand for go the long way, where the joins are.
+                plan.all &= joinable == 0;
+                self.plans.note(site, plan);
+            }
+        }
+        self.register(sh, k, found, env)?;
+        Ok(true)
+    }
+
+    /// [`Aicpu::record`] the quick way, for a task of a site whose regions all go to the
+    /// written-once tables (§4.8; its [`once::SitePlan`] is known, and says so) while they
+    /// take it alone: what the long way does for such a task — the writers of its reads'
+    /// cells (those still live), its chained producers, its writes filed — without asking
+    /// which map each region goes to. Returns false, having changed nothing but the
+    /// predecessor scratch, when it is not such a task or a table cannot take it (a write's
+    /// cell, a read's spilled table): the long way then records it.
+    #[inline]
+    fn record_planned<C: AsRef<[Cell]>, L: MapLock>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        k: u32,
+        env: &mut impl Env,
+    ) -> Result<bool, SchedError> {
+        let t = self.interp.current_task();
+        let Some(plan) = self.plans.get(t.site).filter(|p| p.all) else {
+            return Ok(false);
+        };
+        // The uses its site's tasks share are its own (else it goes the long way).
+        let Some(chain) = self.uses.remembered(t).map(|r| r.chain) else {
+            return Ok(false);
+        };
+        let handle = self.me * sh.cap + k;
+        let preds = &mut *self.preds;
+        let mut found = 0usize;
+        let added = self
+            .once
+            .add_planned(sh.once, plan, t.ios(), (t.id, handle), |_, w| {
+                if let Some(q) = live_writer(sh, w)? {
+                    *preds
+                        .get_mut(found)
+                        .ok_or(SchedError::Memory("predecessor scratch"))? = q;
+                    found += 1;
+                }
+                Ok::<(), SchedError>(())
+            })?;
+        if !added {
+            return Ok(false);
+        }
+        self.counts.once_writes += plan.writes();
+        self.counts.planned += 1;
+        found = structural_preds(sh, self.me, &self.recent, t.id, chain, preds, found)?;
+        self.register(sh, k, found, env)?;
+        Ok(true)
+    }
+
+    /// §4.1 step 7 for the task in slot `k`, recorded, whose predecessors are the first
+    /// `found` of the scratch: registers it on each (on the first [`NODES`]; it waits for the
+    /// rest as [`Aicpu::deferred`]) and releases it, or its guard once they complete.
+    #[inline(always)]
+    fn register<C: AsRef<[Cell]>, L: MapLock>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        k: u32,
+        found: usize,
+        env: &mut impl Env,
+    ) -> Result<(), SchedError> {
+        let cap = sh.cap;
+        let handle = self.me * cap + k;
         env.recorded(self.me, self.interp.current_task());
         let s = &sh.slots[handle as usize];
         let mut used = 0usize;
@@ -275,8 +323,51 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         } else {
             self.deferred = Some((k, rest));
         }
-        Ok(true)
+        Ok(())
     }
+}
+
+/// The producers of a task's chained and carried tensors (§3.6–3.7), `chain` a bit for each
+/// distance: tasks of its own AICPU `me` among its last ones (`recent`), put into `preds`
+/// after the first `found` when live and not there yet. Returns how many `preds` holds then.
+#[inline(always)]
+fn structural_preds<C, L>(
+    sh: &Shared<'_, C, L>,
+    me: u32,
+    recent: &[(u64, u32); share::CHAIN_SPAN as usize],
+    id: u64,
+    chain: u64,
+    preds: &mut [Pred],
+    mut found: usize,
+) -> Result<usize, SchedError> {
+    let mut m = chain;
+    while m != 0 {
+        let d = m.trailing_zeros() as u64;
+        m &= m - 1;
+        let p = id.wrapping_sub(d);
+        let (at, slot) = recent[(p % share::CHAIN_SPAN as u64) as usize];
+        if at != p || d > id {
+            return Err(SchedError::Corrupted(
+                "a structural producer is not among this AICPU's last tasks",
+            ));
+        }
+        let q = Pred {
+            aicpu: me,
+            slot,
+            id: p,
+        };
+        // A producer that completed imposes nothing (the scratch holds only tasks still in
+        // the window); one that completes from now on is skipped at registration.
+        let head = &sh.slots[(me * sh.cap + slot) as usize].waiters;
+        if waitlist::completed(head, tag_of(p)) || preds[..found].contains(&q) {
+            continue;
+        }
+        *preds
+            .get_mut(found)
+            .ok_or(SchedError::Memory("predecessor scratch"))? = q;
+        found += 1;
+    }
+    Ok(found)
 }
 
 /// Where a task being recorded sits, for [`join_reads`]: its AICPU, its handles in the local

@@ -269,6 +269,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             joins: join::Joins::new(),
             join_wait: false,
             once,
+            plans: Default::default(),
             stepped_shared,
             need: 0,
             deferred: None,
