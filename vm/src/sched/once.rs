@@ -459,6 +459,10 @@ pub struct SitePlan {
     pub all: bool,
     /// Whether some region goes to a table.
     pub any: bool,
+    /// The region (+ 1; 0: none) of the site's one read a join may stand for (§4.7), which
+    /// the plan leaves to the AICPU's joins: its tasks take the quick way when the join found
+    /// or opened last stands for it.
+    join: u8,
 }
 
 impl SitePlan {
@@ -466,6 +470,21 @@ impl SitePlan {
     #[inline(always)]
     pub fn writes(&self) -> u64 {
         self.len.saturating_sub(self.reads) as u64
+    }
+
+    /// The plan with region `r` left to the joins (a plan made with `r` skipped).
+    pub fn with_join(self, r: usize) -> SitePlan {
+        SitePlan {
+            join: (r < MAX_TASK_IO) as u8 * (r as u8 + 1),
+            all: self.all && r < MAX_TASK_IO,
+            ..self
+        }
+    }
+
+    /// The region left to the joins, if any ([`SitePlan::with_join`]).
+    #[inline(always)]
+    pub fn join_read(&self) -> Option<usize> {
+        (self.join as usize).checked_sub(1)
     }
 }
 

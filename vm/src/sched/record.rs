@@ -219,9 +219,16 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         if self.once.any() && self.plans.get(site).is_none() {
             let t = self.interp.current_task();
             if let Some(r) = self.uses.remembered(t) {
-                let mut plan = self.once.plan(t.ios(), r.regions);
-                // Reads a join may stand for go the long way, where the joins are.
-                plan.all &= joinable == 0;
+                // One read a join may stand for is left to the joins; with more, the site's
+                // tasks go the long way, where the joins are.
+                let mut skipped = [(Use::Skip, false); crate::limits::MAX_TASK_IO];
+                let regions = share::skipping(r.regions, joinable, &mut skipped);
+                let mut plan = self.once.plan(t.ios(), regions);
+                if joinable.is_power_of_two() {
+                    plan = plan.with_join(joinable.trailing_zeros() as usize);
+                } else {
+                    plan.all &= joinable == 0;
+                }
                 self.plans.note(site, plan);
             }
         }
@@ -231,11 +238,13 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
 
     /// [`Aicpu::record`] the quick way, for a task of a site whose regions all go to the
     /// written-once tables (§4.8; its [`once::SitePlan`] is known, and says so) while they
-    /// take it alone: what the long way does for such a task — the writers of its reads'
-    /// cells (those still live), its chained producers, its writes filed — without asking
-    /// which map each region goes to. Returns false, having changed nothing but the
-    /// predecessor scratch, when it is not such a task or a table cannot take it (a write's
-    /// cell, a read's spilled table): the long way then records it.
+    /// take it alone, but for one read a join may stand for: what the long way does for such
+    /// a task — the join found or opened last when it stands for that read (§4.7), the
+    /// writers of its other reads' cells (those still live), its chained producers, its
+    /// writes filed — without asking which map each region goes to. Returns false, having
+    /// changed nothing but the predecessor scratch, when it is not such a task, the last join
+    /// does not stand for its read, or a table cannot take it (a write's cell, a read's
+    /// spilled table): the long way then records it.
     #[inline]
     fn record_planned<C: AsRef<[Cell]>, L: MapLock>(
         &mut self,
@@ -251,9 +260,28 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         let Some(chain) = self.uses.remembered(t).map(|r| r.chain) else {
             return Ok(false);
         };
-        let handle = self.me * sh.cap + k;
+        let (me, cap) = (self.me, sh.cap);
+        let handle = me * cap + k;
         let preds = &mut *self.preds;
         let mut found = 0usize;
+        // Its read a join stands for: the join, first, as the long way puts it.
+        let mut joined = None;
+        if let Some(r) = plan.join_read() {
+            let Some(q) = t
+                .ios()
+                .get(r)
+                .and_then(|io| self.joins.last_for(me, cap, io))
+            else {
+                return Ok(false);
+            };
+            joined = Some(q);
+            if !waitlist::completed(&sh.waitable(q.aicpu, q.slot)?.waiters, tag_of(q.id)) {
+                *preds
+                    .first_mut()
+                    .ok_or(SchedError::Memory("predecessor scratch"))? = q;
+                found = 1;
+            }
+        }
         let added = self
             .once
             .add_planned(sh.once, plan, t.ios(), (t.id, handle), |_, w| {
@@ -268,9 +296,13 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         if !added {
             return Ok(false);
         }
+        if let Some(q) = joined {
+            self.counts.joined += 1;
+            self.counts.joined_shared += u64::from(q.aicpu != me || self.joins.is_relay(cap, q));
+        }
         self.counts.once_writes += plan.writes();
         self.counts.planned += 1;
-        found = structural_preds(sh, self.me, &self.recent, t.id, chain, preds, found)?;
+        found = structural_preds(sh, me, &self.recent, t.id, chain, preds, found)?;
         self.register(sh, k, found, env)?;
         Ok(true)
     }
