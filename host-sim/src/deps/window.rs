@@ -197,11 +197,12 @@ impl InOrderWindow {
     #[inline(never)]
     fn quick_with_tables(&mut self, t: &ptovm_vm::Task) -> bool {
         match self.plans.get(t.site as usize) {
+            // A site whose regions are all skipped has nothing for the tables either.
+            Some(Some(p)) if !p.any => self.no_map(t),
             Some(Some(p)) if p.all => {
                 let p = *p;
                 self.tables_only(t, &p)
             }
-            Some(Some(p)) if !p.any => self.no_map(t),
             _ => false,
         }
     }
