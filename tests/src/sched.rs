@@ -44,6 +44,8 @@ pub struct Rung {
     /// the launch's values), and `(aicpu, place)` of every read.
     pub memory: Vec<(u16, Vec<u32>)>,
     pub reads: Vec<(u32, u64)>,
+    /// No task is recorded by its site's plan (`Env::plans`): every one goes the long way.
+    pub no_plans: bool,
 }
 impl Default for Rung {
     fn default() -> Rung {
@@ -55,6 +57,7 @@ impl Default for Rung {
             reclaims: vec![],
             memory: vec![],
             reads: vec![],
+            no_plans: false,
         }
     }
 }
@@ -69,6 +72,9 @@ impl Env for Rung {
     // One thing moves at a time here: a round settled as quiet is checked in full.
     fn checks_quiet(&self) -> bool {
         true
+    }
+    fn plans(&self) -> bool {
+        !self.no_plans
     }
     fn read_back(
         &mut self,
@@ -303,6 +309,8 @@ pub struct Extra {
     /// Fill the written-once tables' cells (spec/runtime.md §4.8) with a row no write may
     /// drop: every write spills to its tensor's map, and the tables' reads find nothing.
     pub cells_taken: bool,
+    /// Record every task the long way, none by its site's plan (`Env::plans`).
+    pub no_plans: bool,
 }
 
 /// [`run`] with the workspace arena, the read-back values and the core counts of `extra`.
@@ -319,6 +327,7 @@ pub fn run_with(
         memory,
         cores,
         cells_taken,
+        no_plans,
     } = extra;
     let v = verify(bytes).unwrap();
     let vals = values(params);
@@ -437,6 +446,7 @@ pub fn run_with(
     let mut rng = Gen::new(seed);
     let mut env = Rung {
         memory,
+        no_plans,
         ..Rung::default()
     };
     let mut ran: Vec<(u64, u64, Pool, u32)> = Vec::new();

@@ -336,6 +336,64 @@ fn written_once_tables_hold_the_writers_in_any_interleaving() {
     );
 }
 
+/// A site's plan (spec/runtime.md §4.8): the quick way records a task exactly as the long way
+/// would. Task Bench's patterns whose tasks take it (tables alone, or a join and tables) run
+/// twice in each seeded interleaving, window and AICPU count, once with every task recorded
+/// the long way (`Env::plans` off): the two runs are the same event for event — every start,
+/// end and issue in the same order, the same edges and counts — but for the count of tasks
+/// recorded by a plan, which is not 0 in the runs that allow them.
+#[test]
+fn the_quick_way_records_what_the_long_way_does() {
+    let patterns: Vec<_> = [
+        ("no_comm", 12, 8, vec![]),
+        ("stencil_1d", 12, 8, vec![]),
+        ("spread", 12, 8, vec![]),
+        ("nearest", 12, 8, vec![]),
+        ("tree", 16, 6, vec![]),
+        ("dom", 8, 12, vec![]),
+        ("all_to_all", 20, 6, vec![]),
+    ]
+    .into_iter()
+    .map(|(name, w, t, _): (&str, u32, u32, Vec<u32>)| {
+        ptovm_tests::example(
+            &format!("taskbench/{name}.pto"),
+            &[("W", w, vec![]), ("T", t, vec![])],
+        )
+    })
+    .collect();
+    let mut planned = 0;
+    for seed in 0..64u64 {
+        let (n, window) = (
+            [1, 2, 3, 6][seed as usize % 4],
+            [1, 2, 8, 64][(seed / 4) as usize % 4],
+        );
+        let cfg = config(seed, window);
+        for (bytes, params) in &patterns {
+            let mut quick = run(bytes, params, n, window, cfg, seed)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
+            let extra = ptovm_tests::sched::Extra {
+                no_plans: true,
+                ..Default::default()
+            };
+            let long = run_with(bytes, params, (n, window), cfg, seed, extra)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
+            assert_eq!(long.counts.planned, 0);
+            planned += quick.counts.planned;
+            quick.counts.planned = 0;
+            assert!(
+                quick.ran == long.ran
+                    && quick.issues == long.issues
+                    && quick.edges == long.edges
+                    && quick.counts == long.counts,
+                "seed {seed}: the quick way's run differs ({cfg:?}): {:?} against {:?}",
+                quick.counts,
+                long.counts
+            );
+        }
+    }
+    assert!(planned > 0, "no task was recorded by its site's plan");
+}
+
 /// Joins (spec/runtime.md §4.7): every task of a step reads a whole row of the step before
 /// (Task Bench's all_to_all), or two rows, one of them only partly (a module of its own): each
 /// AICPU opens a join for a row's writers and its later readers of the row register on it

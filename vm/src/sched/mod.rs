@@ -151,6 +151,11 @@ pub trait Env {
     fn checks_quiet(&self) -> bool {
         false
     }
+    /// Whether a task may be recorded by its site's plan (`record.rs`, `record_planned`,
+    /// §4.8): a harness that compares that quick way with the long way turns it off.
+    fn plans(&self) -> bool {
+        true
+    }
     /// This AICPU staged task `id` (its interpreter paused right after emitting it).
     fn staged(&mut self, _aicpu: u32, _id: u64) {}
     /// This AICPU recorded `task` (dependencies looked up, registered).

@@ -20,7 +20,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         k: u32,
         env: &mut impl Env,
     ) -> Result<bool, SchedError> {
-        if self.once.any() && self.record_planned(sh, k, env)? {
+        if self.once.any() && env.plans() && self.record_planned(sh, k, env)? {
             return Ok(true);
         }
         let cap = sh.cap;
