@@ -512,12 +512,19 @@ impl Table {
         } else {
             (0, t.cols as i64)
         };
+        if lo >= hi {
+            return Ok(true);
+        }
+        // The read's cells in one slice (one bounds check, not two a cell); a layout that
+        // did not hold them could not answer it.
         let row = t.row_base(r);
+        let Some(cells) = words.get(row + 2 * lo as usize..row + 2 * hi as usize) else {
+            return Ok(false);
+        };
         let key = r as u64 + 1;
-        for c in lo..hi {
-            let cell = row + 2 * c as usize;
-            if words[cell].load(Ordering::Relaxed) == key {
-                let w = words[cell + 1].load(Ordering::Relaxed);
+        for cell in cells.chunks_exact(2) {
+            if cell[0].load(Ordering::Relaxed) == key {
+                let w = cell[1].load(Ordering::Relaxed);
                 f(Writer {
                     id: w >> HANDLE_BITS,
                     handle: (w & ((1 << HANDLE_BITS) - 1)) as u32,
@@ -671,7 +678,7 @@ mod tests {
 
     /// A read finds, of each element it names, the task that wrote it, and nothing of an
     /// element not written (another row in the same cell, a row below zero, columns past the
-    /// table's).
+    /// table's, an empty range of columns).
     #[test]
     fn reads_find_the_writers_of_their_elements() {
         let t = OnceTables::lay_out([(3, shape(2, 4, 1))].into_iter(), 64, 8);
@@ -680,6 +687,11 @@ mod tests {
         let row5 = |lo, hi| io(3, Dir::In, &[(5, 6), (lo, hi)]);
         assert_eq!(writers(&t, &w, &row5(1, 3)), [(101, 1), (102, 2)]);
         assert_eq!(writers(&t, &w, &row5(-2, 9)).len(), 4);
+        // Columns all past the table's, or none: answered, no writer.
+        assert!(writers(&t, &w, &row5(4, 9)).is_empty());
+        assert!(writers(&t, &w, &row5(-3, 0)).is_empty());
+        assert!(writers(&t, &w, &row5(2, 2)).is_empty());
+        assert!(writers(&t, &w, &row5(3, 1)).is_empty());
         // The whole row, dimension 1 unnamed.
         assert_eq!(writers(&t, &w, &io(3, Dir::In, &[(5, 6)])).len(), 4);
         // Row 7 shares row 5's cells (2 rows), row -1 is nothing's.
