@@ -472,11 +472,13 @@ impl SitePlan {
         self.len.saturating_sub(self.reads) as u64
     }
 
-    /// The plan with region `r` left to the joins (a plan made with `r` skipped).
+    /// The plan with region `r` left to the joins (a plan made with `r` skipped); a region
+    /// past a task's leaves none, and the plan does not answer all then.
     pub fn with_join(self, r: usize) -> SitePlan {
+        let region = r < MAX_TASK_IO;
         SitePlan {
-            join: (r < MAX_TASK_IO) as u8 * (r as u8 + 1),
-            all: self.all && r < MAX_TASK_IO,
+            join: if region { r as u8 + 1 } else { 0 },
+            all: self.all && region,
             ..self
         }
     }
@@ -866,5 +868,12 @@ mod tests {
         assert!(plans.get(0).is_none() && plans.get(5).is_some());
         plans.clear();
         assert!(plans.get(5).is_none() && plans.get(USE_SITES as u32).is_none());
+        // One read left to the joins.
+        assert_eq!(all.join_read(), None);
+        let joined = all.with_join(3);
+        assert!(joined.all && joined.join_read() == Some(3) && joined.writes() == 2);
+        let past = all.with_join(MAX_TASK_IO);
+        assert!(!past.all && past.join_read().is_none());
+        assert!(!all.with_join(usize::MAX).all);
     }
 }
