@@ -416,6 +416,7 @@ impl Report {
         self.joined_reads = k.joined;
         self.shared_joined_reads = k.joined_shared;
         self.relays = k.relays;
+        self.finished_reads = k.finished_reads;
         self.once_writes = k.once_writes;
         self.once_spills = k.once_spills;
         self.planned_records = k.planned;

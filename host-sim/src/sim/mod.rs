@@ -227,6 +227,9 @@ pub struct Report {
     /// Of the joins, relays: registered on another AICPU's row's join, for the reads of the
     /// row on this one.
     pub relays: u64,
+    /// Reads a join could stand for, of a row whose writers had all completed when it was
+    /// last looked up: answered without a lookup (spec/runtime.md §4.7).
+    pub finished_reads: u64,
     /// Writes filed in written-once tables (spec/runtime.md §4.8), out of the global map.
     pub once_writes: u64,
     /// Writes of such tensors the tables did not take: spilled to the global map.

@@ -136,6 +136,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         // which a read passes over (§4.8).
         self.once = once::once_tables(self.interp.program(), self.shares, self.tensors, sh);
         self.plans.clear();
+        self.joins.forget_finished();
         Ok(())
     }
 }

@@ -16,7 +16,9 @@
 //!
 //! A join opened on writers waits only for tasks: an edge to a join is an edge to each of its
 //! writers, in the same direction (§6). A region whose lookup finds more writers than a join
-//! has nodes ([`JOIN_NODES`]) is registered task by task, as without joins.
+//! has nodes ([`JOIN_NODES`]) is registered task by task, as without joins. A region whose
+//! lookup finds no live writer at all is remembered as finished ([`Joins::finished`]): its
+//! later reads skip the lookup.
 //!
 //! A join published as its row's (a whole row of a tensor with a written-once table) stands
 //! for the same writers on every AICPU. The others do not register their tasks on it, whose
@@ -77,6 +79,9 @@ pub(super) struct Joins {
     /// The uses of the task being recorded with the reads its joins stand for skipped
     /// ([`Joins::skip`]).
     uses: [(Use, bool); crate::limits::MAX_TASK_IO],
+    /// The region a read last looked up to open a join for and found no live writer of
+    /// ([`Joins::finished`]).
+    finished: Option<Io>,
 }
 
 impl Joins {
@@ -91,7 +96,27 @@ impl Joins {
             next_victim: 0,
             last: 0,
             uses: [(Use::Skip, false); crate::limits::MAX_TASK_IO],
+            finished: None,
         }
+    }
+
+    /// Whether the writers of `io` had all completed when a read of it last looked them up
+    /// (and no join was opened): they stay completed — no later task writes what a read of a
+    /// stepped tensor reads, and every writer of it was recorded before that read (§4.7) —
+    /// so a later read of the region has nothing to wait for and skips the lookup.
+    #[inline]
+    pub(super) fn finished(&self, io: &Io) -> bool {
+        self.finished.as_ref() == Some(io)
+    }
+
+    /// Remembers `io` as a region whose writers have all completed ([`Joins::finished`]).
+    pub(super) fn note_finished(&mut self, io: &Io) {
+        self.finished = Some(*io);
+    }
+
+    /// Forgets the finished region (a `READBACK` classed the tensors again).
+    pub(super) fn forget_finished(&mut self) {
+        self.finished = None;
     }
 
     /// The join found or opened last, as a predecessor (slot `cap + j`), if it stands for

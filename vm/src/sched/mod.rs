@@ -565,6 +565,9 @@ pub struct Counts {
     pub joined_shared: u64,
     /// Joins opened as relays of another AICPU's row's join (§4.7), counted in `joins` too.
     pub relays: u64,
+    /// Reads a join could stand for of a region whose writers had all completed when it was
+    /// last looked up (§4.7): answered without a lookup, nothing to wait for.
+    pub finished_reads: u64,
     /// Writes filed in a written-once table (§4.8), out of the global map.
     pub once_writes: u64,
     /// Writes such a table did not take (spilled to the global map).
@@ -621,6 +624,7 @@ impl core::ops::AddAssign for Counts {
             joined,
             joined_shared,
             relays,
+            finished_reads,
             once_writes,
             once_spills,
             planned,
@@ -648,6 +652,7 @@ impl core::ops::AddAssign for Counts {
         self.joined += joined;
         self.joined_shared += joined_shared;
         self.relays += relays;
+        self.finished_reads += finished_reads;
         self.once_writes += once_writes;
         self.once_spills += once_spills;
         self.planned += planned;

@@ -264,23 +264,25 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         let handle = me * cap + k;
         let preds = &mut *self.preds;
         let mut found = 0usize;
-        // Its read a join stands for: the join, first, as the long way puts it.
-        let mut joined = None;
-        if let Some(r) = plan.join_read() {
-            let Some(q) = t
-                .ios()
-                .get(r)
-                .and_then(|io| self.joins.last_for(me, cap, io))
-            else {
-                return Ok(false);
-            };
-            joined = Some(q);
-            if !waitlist::completed(&sh.waitable(q.aicpu, q.slot)?.waiters, tag_of(q.id)) {
-                *preds
-                    .first_mut()
-                    .ok_or(SchedError::Memory("predecessor scratch"))? = q;
-                found = 1;
+        // Its read a join stands for: the join, first, as the long way puts it; or nothing,
+        // for a region whose writers had all completed when it was last looked up.
+        let (mut joined, mut finished) = (None, false);
+        if let Some(io) = plan.join_read().and_then(|r| t.ios().get(r)) {
+            match self.joins.last_for(me, cap, io) {
+                Some(q) => {
+                    joined = Some(q);
+                    if !waitlist::completed(&sh.waitable(q.aicpu, q.slot)?.waiters, tag_of(q.id)) {
+                        *preds
+                            .first_mut()
+                            .ok_or(SchedError::Memory("predecessor scratch"))? = q;
+                        found = 1;
+                    }
+                }
+                None if self.joins.finished(io) => finished = true,
+                None => return Ok(false),
             }
+        } else if plan.join_read().is_some() {
+            return Ok(false);
         }
         let added = self
             .once
@@ -300,6 +302,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             self.counts.joined += 1;
             self.counts.joined_shared += u64::from(q.aicpu != me || self.joins.is_relay(cap, q));
         }
+        self.counts.finished_reads += u64::from(finished);
         self.counts.once_writes += plan.writes();
         self.counts.planned += 1;
         found = structural_preds(sh, me, &self.recent, t.id, chain, preds, found)?;
@@ -459,6 +462,12 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
         // the first task of a step misses the last one, and the search compares every join
         // held (all 32, once they have been used), some 1,000 instructions.
         let mut held = joins.last_for(me, cap, io);
+        // A region whose writers had all completed when it was last looked up has none live.
+        if held.is_none() && joins.finished(io) {
+            joined |= 1 << r;
+            counts.finished_reads += 1;
+            continue;
+        }
         if held.is_none() {
             held = match once.row_word(sh.once, io) {
                 RowWord::Named(w) => {
@@ -543,6 +552,10 @@ fn join_reads<C: AsRef<[Cell]>, L: MapLock, S: Storage>(
         return Ok(Some((joined, found)));
     }
     joined |= 1 << r;
+    if c == 0 {
+        // All its writers have completed, for good: the next reads of the region skip this.
+        joins.note_finished(&t.ios()[r]);
+    }
     if c < JOIN_MIN {
         for &q in &spare[..c] {
             push(q)?;
