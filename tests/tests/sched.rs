@@ -270,6 +270,15 @@ fn aicpus_without_work_of_their_own_steal() {
     }
 }
 
+/// The AICPU count (1, 2, 3 or 6) and the window (1, 2, 8 or 64) of seed `seed`'s run: every
+/// pair in 16 seeds.
+fn aicpus_and_window(seed: u64) -> (u32, u32) {
+    (
+        [1, 2, 3, 6][seed as usize % 4],
+        [1, 2, 8, 64][(seed / 4) as usize % 4],
+    )
+}
+
 /// Tensors written once with a table (spec/runtime.md §4.8): their writes filed and their
 /// reads answered outside the maps, for a shared tensor without the lock. Three modules: a
 /// stencil that also reads a range two rows back (a table of 4 rows; shared, local on one
@@ -304,10 +313,7 @@ fn written_once_tables_hold_the_writers_in_any_interleaving() {
     );
     let (mut filed, mut spilled, mut planned) = (0, 0, 0);
     for seed in 0..160u64 {
-        let (n, window) = (
-            [1, 2, 3, 6][seed as usize % 4],
-            [1, 2, 8, 64][(seed / 4) as usize % 4],
-        );
+        let (n, window) = aicpus_and_window(seed);
         let cfg = config(seed, window);
         let extra = ptovm_tests::sched::Extra {
             cells_taken: seed % 5 == 0,
@@ -363,10 +369,7 @@ fn the_quick_way_records_what_the_long_way_does() {
     .collect();
     let mut planned = 0;
     for seed in 0..64u64 {
-        let (n, window) = (
-            [1, 2, 3, 6][seed as usize % 4],
-            [1, 2, 8, 64][(seed / 4) as usize % 4],
-        );
+        let (n, window) = aicpus_and_window(seed);
         let cfg = config(seed, window);
         for (bytes, params) in &patterns {
             let mut quick = run(bytes, params, n, window, cfg, seed)
@@ -412,10 +415,7 @@ fn joins_stand_for_the_writers_of_a_row_in_any_interleaving() {
     let (mut opened, mut joined, mut shared, mut relays, mut planned) = (0, 0, 0, 0, 0);
     let mut finished = 0;
     for seed in 0..160u64 {
-        let (n, window) = (
-            [1, 2, 3, 6][seed as usize % 4],
-            [1, 2, 8, 64][(seed / 4) as usize % 4],
-        );
+        let (n, window) = aicpus_and_window(seed);
         let cfg = config(seed, window);
         for (bytes, params) in [(&two_rows, &rows_params), (&all_to_all, &a2a_params)] {
             let r = checked_run(bytes, params, (n, window), cfg, seed);
