@@ -267,7 +267,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         // Its read a join stands for: the join, first, as the long way puts it; or nothing,
         // for a region whose writers had all completed when it was last looked up.
         let (mut joined, mut finished) = (None, false);
-        if let Some(io) = plan.join_read().and_then(|r| t.ios().get(r)) {
+        if let Some(r) = plan.join_read() {
+            let Some(io) = t.ios().get(r) else {
+                return Ok(false);
+            };
             match self.joins.last_for(me, cap, io) {
                 Some(q) => {
                     joined = Some(q);
@@ -281,8 +284,6 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 None if self.joins.finished(io) => finished = true,
                 None => return Ok(false),
             }
-        } else if plan.join_read().is_some() {
-            return Ok(false);
         }
         let added = self
             .once
