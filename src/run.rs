@@ -132,6 +132,7 @@ pub fn run(v: &Verified<'_>, m: &Module, vals: &[Value<'_>], a: &RunArgs) -> Res
             "once": json!({ "writes": r.once_writes, "spills": r.once_spills, "planned": r.planned_records }),
             "window_stalls": r.window_stalls,
             "quiet_rounds": r.quiet_rounds,
+            "hops": r.hops,
             "stolen": r.stolen,
             "cores": o.cores.to_string(),
             "core_waits": r.core_waits,

@@ -13,6 +13,11 @@ impl Env for Device {
     fn now_ns(&mut self) -> u64 {
         now_ns()
     }
+    /// The cores run on their own: one handed a short task may have finished it while the
+    /// AICPU dispatched, so the round looks at its busy cores again before it generates.
+    fn run_cores(&mut self) -> bool {
+        true
+    }
     /// Reads a bound tensor's 32-bit elements (row-major, through its strides) after every
     /// task before the READBACK has completed: the cores' writes were acquired through their
     /// handshakes and the barrier (spec/runtime.md §4.5); on AArch64 each line is cleaned and

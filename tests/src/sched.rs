@@ -32,8 +32,10 @@ impl MapLock for Lock {
 
 /// The driver's environment: the cores rung and not yet started, a fake clock (the driver
 /// moves it on by [`TICK_NS`] a round), and every issue in order with its place in the
-/// sequence of events (`seq`, which core starts and ends also take: [`Run::ran`]).
-pub struct Rung {
+/// sequence of events (`seq`, which core starts and ends also take: [`Rung::start`],
+/// [`Rung::end`]).
+pub struct Rung<'a, 'r> {
+    sh: &'a Shared<'r, Box<[Cell]>, Lock>,
     pub cores: Vec<u32>,
     pub now: u64,
     pub seq: u64,
@@ -46,10 +48,24 @@ pub struct Rung {
     pub reads: Vec<(u32, u64)>,
     /// No task is recorded by its site's plan (`Env::plans`): every one goes the long way.
     pub no_plans: bool,
+    /// Each task's start and end places, pool and AICPU ([`Run::ran`]).
+    pub ran: Vec<(u64, u64, Pool, u32)>,
+    /// Cores that took their task and have not finished yet.
+    pub running: Vec<u32>,
+    /// The descriptors the cores read ([`Run::descs`]).
+    pub descs: Vec<(u64, u32, u32)>,
+    /// When a round asks ([`Env::run_cores`]), cores start and end by this generator, as if
+    /// they ran while the AICPU dispatched (`None`: they move only between rounds).
+    pub inline: Option<Gen>,
+    /// What went wrong when cores moved inside a round.
+    pub error: Option<String>,
 }
-impl Default for Rung {
-    fn default() -> Rung {
+
+impl<'a, 'r> Rung<'a, 'r> {
+    /// An environment for the launch `sh`, nothing rung yet.
+    pub fn new(sh: &'a Shared<'r, Box<[Cell]>, Lock>) -> Rung<'a, 'r> {
         Rung {
+            sh,
             cores: vec![],
             now: 0,
             seq: 1,
@@ -58,16 +74,100 @@ impl Default for Rung {
             memory: vec![],
             reads: vec![],
             no_plans: false,
+            ran: vec![],
+            running: vec![],
+            descs: vec![],
+            inline: None,
+            error: None,
         }
     }
+
+    /// The rung core at `cores[k]` takes its task (the task's start).
+    pub fn start(&mut self, k: usize) -> Result<(), String> {
+        let (sh, cap) = (self.sh, self.sh.cap);
+        let core = self.cores.swap_remove(k);
+        let word = sh.cores[core as usize]
+            .take()
+            .ok_or("rung core without a task")?;
+        let (a, s) = ((word >> 32) as u32, word as u32);
+        let id = sh.slots[(a * cap + s) as usize]
+            .task
+            .load(std::sync::atomic::Ordering::Acquire);
+        if self.ran.len() <= id as usize {
+            self.ran
+                .resize(id as usize + 1, (0, 0, Pool::Vector, u32::MAX));
+        }
+        if self.ran[id as usize].0 != 0 {
+            return Err(format!("task {id} ran twice"));
+        }
+        let pool = if sh.cores[core as usize]
+            .core_type
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == CUBE
+        {
+            Pool::Cube
+        } else {
+            Pool::Vector
+        };
+        self.ran[id as usize] = (self.seq, 0, pool, a);
+        self.seq += 1;
+        self.running.push(core);
+        let d = ptovm_vm::desc::read(sh.desc(a, s));
+        self.descs
+            .push((d.id, d.workspace_offset, d.workspace_bytes));
+        Ok(())
+    }
+
+    /// The running core at `running[k]` finishes its task (the task's end).
+    pub fn end(&mut self, k: usize) {
+        let (sh, cap) = (self.sh, self.sh.cap);
+        let core = self.running.swap_remove(k);
+        let word = sh.cores[core as usize]
+            .task
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let (a, s) = ((word >> 32) as u32, word as u32);
+        let id = sh.slots[(a * cap + s) as usize]
+            .task
+            .load(std::sync::atomic::Ordering::Acquire);
+        self.ran[id as usize].1 = self.seq;
+        self.seq += 1;
+        sh.cores[core as usize].finish();
+    }
 }
-impl Env for Rung {
+
+impl Env for Rung<'_, '_> {
     fn wake(&mut self, _: u32) {}
     fn ring(&mut self, core: u32) {
         self.cores.push(core);
     }
     fn now_ns(&mut self) -> u64 {
         self.now
+    }
+    // Some rung cores start, and some running ones end, as the generator picks; a round
+    // asks again only if one ended.
+    fn run_cores(&mut self) -> bool {
+        let Some(mut rng) = self.inline.take() else {
+            return false;
+        };
+        let mut ended = false;
+        while self.error.is_none() {
+            match rng.below(4) {
+                0 if !self.cores.is_empty() => {
+                    let k = rng.below(self.cores.len() as u64) as usize;
+                    if let Err(e) = self.start(k) {
+                        self.error = Some(e);
+                    }
+                }
+                1 if !self.running.is_empty() => {
+                    let k = rng.below(self.running.len() as u64) as usize;
+                    self.end(k);
+                    ended = true;
+                }
+                _ => break,
+            }
+        }
+        self.inline = Some(rng);
+        ended && self.error.is_none()
     }
     // One thing moves at a time here: a round settled as quiet is checked in full.
     fn checks_quiet(&self) -> bool {
@@ -385,7 +485,6 @@ pub fn run_with(
         region.workspace.arena = a;
     }
     let sh = region.shared();
-    let (slots, cores) = (&region.slots, &region.cores);
     type Bufs = (
         Vec<u32>,
         Vec<u32>,
@@ -447,12 +546,12 @@ pub fn run_with(
     let mut env = Rung {
         memory,
         no_plans,
-        ..Rung::default()
+        // One seed in two lets cores move inside rounds (a bit of the mixed seed: the tests'
+        // seeds run from 0, and `config` takes their low bits).
+        inline: (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 33 & 1 == 1)
+            .then(|| Gen::new(seed ^ 0x5eed)),
+        ..Rung::new(&sh)
     };
-    let mut ran: Vec<(u64, u64, Pool, u32)> = Vec::new();
-    // Cores that took their task and have not finished yet.
-    let mut running: Vec<u32> = Vec::new();
-    let mut descs: Vec<(u64, u32, u32)> = Vec::new();
     for _ in 0..5_000_000u32 {
         if cpus.iter().all(|c| c.finished()) {
             // Every task retired: nothing is left in any map.
@@ -477,11 +576,11 @@ pub fn run_with(
             }
             let edges = counts.edges;
             return Ok(Run {
-                ran,
+                ran: env.ran,
                 edges,
                 issues: env.issues,
                 reclaims: env.reclaims,
-                descs,
+                descs: env.descs,
                 arena: region.workspace.arena,
                 cores: ncores as u32,
                 reads: env.reads,
@@ -492,50 +591,13 @@ pub fn run_with(
         match rng.below(4) {
             // A core takes a rung task (its start).
             0 if !env.cores.is_empty() => {
-                let core = env
-                    .cores
-                    .swap_remove(rng.below(env.cores.len() as u64) as usize);
-                let word = cores[core as usize]
-                    .take()
-                    .ok_or("rung core without a task")?;
-                let (a, s) = ((word >> 32) as u32, word as u32);
-                let id = slots[(a * cap as u32 + s) as usize]
-                    .task
-                    .load(std::sync::atomic::Ordering::Acquire);
-                if ran.len() <= id as usize {
-                    ran.resize(id as usize + 1, (0, 0, Pool::Vector, u32::MAX));
-                }
-                if ran[id as usize].0 != 0 {
-                    return Err(format!("task {id} ran twice"));
-                }
-                let pool = if cores[core as usize]
-                    .core_type
-                    .load(std::sync::atomic::Ordering::Relaxed)
-                    == CUBE
-                {
-                    Pool::Cube
-                } else {
-                    Pool::Vector
-                };
-                ran[id as usize] = (env.seq, 0, pool, a);
-                env.seq += 1;
-                running.push(core);
-                let d = ptovm_vm::desc::read(sh.desc(a, s));
-                descs.push((d.id, d.workspace_offset, d.workspace_bytes));
+                let k = rng.below(env.cores.len() as u64) as usize;
+                env.start(k)?;
             }
             // A running core finishes (its end).
-            1 if !running.is_empty() => {
-                let core = running.swap_remove(rng.below(running.len() as u64) as usize);
-                let word = cores[core as usize]
-                    .task
-                    .load(std::sync::atomic::Ordering::Relaxed);
-                let (a, s) = ((word >> 32) as u32, word as u32);
-                let id = slots[(a * cap as u32 + s) as usize]
-                    .task
-                    .load(std::sync::atomic::Ordering::Acquire);
-                ran[id as usize].1 = env.seq;
-                env.seq += 1;
-                cores[core as usize].finish();
+            1 if !env.running.is_empty() => {
+                let k = rng.below(env.running.len() as u64) as usize;
+                env.end(k);
             }
             // An AICPU steps; one that finished no more, as on the device (its caller stops
             // at `PTOVM_FINISHED`).
@@ -547,6 +609,9 @@ pub fn run_with(
                 cpus[i]
                     .step(&sh, &cfg, &mut env)
                     .map_err(|e| e.to_string())?;
+                if let Some(e) = env.error.take() {
+                    return Err(e);
+                }
             }
         }
     }

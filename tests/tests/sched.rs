@@ -491,6 +491,39 @@ fn quiet_rounds_would_do_nothing_in_any_interleaving() {
     }
 }
 
+/// Cores that finish while their AICPU dispatches (spec/runtime.md §4.3, `Env::run_cores`):
+/// the harness lets one seed in two start and end cores inside a round, after its dispatch,
+/// and the round takes those completions and dispatches again before it generates. Over the
+/// chain, a stencil, all_to_all (joins) and the LLaMA layer in any interleaving, every run is
+/// checked against the reference, and rounds take such hops in every program.
+#[test]
+fn cores_that_finish_while_their_aicpu_dispatches_are_taken_in_the_round() {
+    let programs = [
+        ("taskbench/chain.pto", vec![("T", 60, vec![])]),
+        (
+            "taskbench/stencil_1d.pto",
+            vec![("W", 24, vec![]), ("T", 6, vec![])],
+        ),
+        (
+            "taskbench/all_to_all.pto",
+            vec![("W", 20, vec![]), ("T", 6, vec![])],
+        ),
+        ("llama_layer.pto", vec![("N", 2, vec![])]),
+    ];
+    for (file, params) in programs {
+        let (bytes, params) = ptovm_tests::example(file, &params);
+        let mut hops = 0;
+        for seed in 0..48u64 {
+            let (n, window) = aicpus_and_window(seed);
+            let cfg = config(seed, window);
+            hops += checked_run(&bytes, &params, (n, window), cfg, seed)
+                .counts
+                .hops;
+        }
+        assert!(hops > 0, "{file}: no round took a hop");
+    }
+}
+
 /// A module of `t` steps of 24 points whose every task reads a whole row of the step before and
 /// part of the row two steps before (16 elements, enough for a join), under `affinity(i)`.
 fn two_rows(t: u32) -> String {

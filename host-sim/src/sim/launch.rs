@@ -422,6 +422,7 @@ impl Report {
         self.planned_records = k.planned;
         self.window_stalls = k.stalls;
         self.quiet_rounds = k.quiet_rounds;
+        self.hops = k.hops;
         self.overflows = k.overflows;
         self.stolen = k.stolen;
         self.dep_batches = k.batches;

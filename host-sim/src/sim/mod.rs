@@ -5,9 +5,9 @@
 //! threads (`Options::threads`, by default the host's 2 cores) that also run the AICores' tasks:
 //! concurrency is real (several threads), but a waiting AICPU costs no context switch, and an
 //! idle thread parks instead of spinning. Cores are handshake slots (§3.4); the thread that
-//! hands a core a task runs it after its round (`threaded.rs`). The launch's memory — the shared
-//! region, each AICPU's buffers and schedulers — is built in `launch.rs`, which the
-//! simulated-time model (`crate::model`) builds its launches with too.
+//! hands a core a task runs it once the round's dispatch is over (`threaded.rs`). The launch's
+//! memory — the shared region, each AICPU's buffers and schedulers — is built in `launch.rs`,
+//! which the simulated-time model (`crate::model`) builds its launches with too.
 //!
 //! A core runs its task's kernel, looked up by name in a `kernel::Registry`
 //! ([`run_with_kernels`]); the default kernel does nothing, and the simulator records every run.
@@ -242,6 +242,9 @@ pub struct Report {
     /// Rounds an AICPU settled as quiet (spec/runtime.md §4.3): nothing it waited on had
     /// moved since a round that did nothing.
     pub quiet_rounds: u64,
+    /// Times a round took completions again after its dispatch, before generating
+    /// (spec/runtime.md §4.3): cores that finished what it had just handed them.
+    pub hops: u64,
     /// Overflows counted in benchmark mode.
     pub overflows: u64,
     /// Tasks run on another AICPU's cores (work stealing).

@@ -1,7 +1,8 @@
 //! The threaded run: the AICPU loops are non-blocking steps of `vm::sched`, multiplexed over a
 //! few OS threads (`Options::threads`) that also run the AICores' tasks. Concurrency is real
 //! (several threads), but a waiting AICPU costs no context switch, and an idle thread parks
-//! instead of spinning. The thread that hands a core a task runs it after its round.
+//! instead of spinning. The thread that hands a core a task runs it once the round's dispatch
+//! is over (`Env::run_cores`), and anything rung later in the round after the round.
 
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -79,8 +80,9 @@ impl Drivers<'_> {
 }
 
 /// What a scheduler step may do to the simulator (`vm::sched::Env`).
-struct StepEnv<'x, 'r> {
+struct StepEnv<'x, 'r, 's> {
     dr: &'x Drivers<'r>,
+    sh: &'x Sched<'s>,
     driver: usize,
     /// The AICPU being stepped.
     aicpu: u32,
@@ -90,9 +92,13 @@ struct StepEnv<'x, 'r> {
     /// The cores this driver rang and has yet to run, with the AICPU that rang each (the one
     /// that sees it finish).
     doorbell: &'x mut Vec<(u32, u32)>,
+    /// The driver's own trace of the cores' runs.
+    runs: &'x mut Vec<Event>,
+    /// What went wrong running a core inside a round (`run_cores`): the driver stops.
+    failed: &'x mut Option<SimError>,
 }
 
-impl Env for StepEnv<'_, '_> {
+impl Env for StepEnv<'_, '_, '_> {
     fn wake(&mut self, aicpu: u32) {
         // A driver sees its own AICPUs on its next round: only another driver is woken.
         let d = self.dr.driver_of(aicpu);
@@ -101,11 +107,26 @@ impl Env for StepEnv<'_, '_> {
         }
     }
     fn ring(&mut self, core: u32) {
-        // This driver runs the cores it rang after its round: the tasks its AICPUs issued.
+        // This driver runs the cores it rang: after the round's dispatch (`run_cores`), or
+        // else after the round.
         self.doorbell.push((core, self.aicpu));
     }
     fn now_ns(&mut self) -> u64 {
         self.dr.now_ns()
+    }
+    fn run_cores(&mut self) -> bool {
+        // The cores rung so far run now, before the round generates: a core starts when it
+        // is rung, and the round takes its completion (spec/runtime.md §4.3).
+        if self.doorbell.is_empty() || self.failed.is_some() {
+            return false;
+        }
+        for rung in self.doorbell.drain(..) {
+            if let Err(e) = execute(self.dr, self.sh, rung, self.runs, self.driver) {
+                *self.failed = Some(e);
+                return false;
+            }
+        }
+        true
     }
     fn issued(&mut self, i: &Issued) {
         let (offset, bytes) = i.workspace;
@@ -488,6 +509,7 @@ fn drive(
     let _ = dr.handles[d].set(thread::current());
     let mut events = Vec::new();
     let mut doorbell = Vec::new();
+    let mut core_failed = None;
     let idle = crossbeam_utils::Backoff::new();
     // Which AICPUs are its own, worked out once (else a division for each, every round).
     let mine: Vec<bool> = (0..cpus.len()).map(|i| i % dr.threads == d).collect();
@@ -514,14 +536,23 @@ fn drive(
             let c = &mut *c;
             let mut env = StepEnv {
                 dr,
+                sh,
                 driver: d,
                 aicpu: c.sched.index(),
                 jitter: &mut c.jitter,
                 events: &mut c.events,
                 staged_at: &mut c.staged_at,
                 doorbell: &mut doorbell,
+                runs: &mut events,
+                failed: &mut core_failed,
             };
-            match c.sched.step(sh, cfg, &mut env) {
+            let stepped = c.sched.step(sh, cfg, &mut env);
+            if let Some(e) = core_failed.take() {
+                dr.failed.store(true, Ordering::SeqCst);
+                dr.wake_all();
+                return Err(e);
+            }
+            match stepped {
                 Ok(p) => progress |= p,
                 Err(e) => {
                     dr.failed.store(true, Ordering::SeqCst);
@@ -536,7 +567,8 @@ fn drive(
             }
         }
         helping = !own_left || !progress;
-        // Run the cores that were handed a task.
+        // Run the cores handed a task after the rounds' dispatches (a held-back batch, a
+        // deferred task released).
         for rung in doorbell.drain(..) {
             if let Err(e) = execute(dr, sh, rung, &mut events, d) {
                 dr.failed.store(true, Ordering::SeqCst);

@@ -141,6 +141,16 @@ pub trait Env {
     /// timing spaces issues by (the device's generic timer; the host's monotonic clock; a fake
     /// one in tests). Read only under that timing.
     fn now_ns(&mut self) -> u64;
+    /// Called after a round's dispatch: lets the cores rung so far run, where the caller runs
+    /// them itself (a simulator's driver thread), and says whether any of them may have
+    /// finished since the round took its completions. If so, the round takes them and
+    /// dispatches again, at most `HOPS_A_ROUND` times, before it generates (§4.3): a
+    /// successor starts without waiting for the round's generation. The default, nothing
+    /// moved, is for a caller whose cores move only between rounds (a stepped harness, the
+    /// model); a device says yes, its cores running on their own.
+    fn run_cores(&mut self) -> bool {
+        false
+    }
     /// This AICPU handed a task to a core (for traces).
     fn issued(&mut self, _issue: &Issued) {}
     /// A point where a stress test may yield or sleep.
@@ -580,6 +590,9 @@ pub struct Counts {
     /// Rounds it settled as quiet (`quiet.rs`): nothing it waited on had moved since a round
     /// that did nothing.
     pub quiet_rounds: u64,
+    /// Times a round took completions again after its dispatch, before generating
+    /// ([`Env::run_cores`]): cores that finished what the round had just handed them.
+    pub hops: u64,
     /// Tasks placed beyond the window in benchmark mode.
     pub overflows: u64,
     /// Other AICPUs' tasks this AICPU ran on its cores.
@@ -630,6 +643,7 @@ impl core::ops::AddAssign for Counts {
             planned,
             stalls,
             quiet_rounds,
+            hops,
             overflows,
             stolen,
             batches,
@@ -658,6 +672,7 @@ impl core::ops::AddAssign for Counts {
         self.planned += planned;
         self.stalls += stalls;
         self.quiet_rounds += quiet_rounds;
+        self.hops += hops;
         self.overflows += overflows;
         self.stolen += stolen;
         self.batches += batches;

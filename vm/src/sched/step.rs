@@ -5,6 +5,10 @@ use super::once::once_tables;
 use super::retire::release_task;
 use super::*;
 
+/// At most this many times a round takes the completions of the cores its thread ran and
+/// dispatches again ([`Env::run_cores`]) before it generates.
+const HOPS_A_ROUND: u32 = 64;
+
 impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     /// The scheduler of AICPU `me` over `interp` (which generates this AICPU's tasks), its
     /// buffers `local`, for a shared region with `n` AICPUs of `cap` slots and the given cores.
@@ -412,35 +416,16 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         need
     }
 
-    /// One round of the scheduler loop (§4.3): completions, dispatch, deferred registrations,
-    /// generation as far as it goes without waiting. Returns whether it did anything; the
-    /// caller may back off or sleep when it did not (see [`Aicpu::has_work`]).
-    pub fn step<C: AsRef<[Cell]>, L: MapLock>(
+    /// Phase (1) of a round (§4.2, §4.3): the completions of its cores that went idle, and of
+    /// its stolen tasks that finished on another AICPU's cores. Says whether there were any.
+    fn take_completions<C: AsRef<[Cell]>, L: MapLock>(
         &mut self,
         sh: &Shared<'_, C, L>,
         cfg: &Config,
         env: &mut impl Env,
     ) -> Result<bool, SchedError> {
         let me = self.me as usize;
-        // A quiet round (`quiet.rs`): its last round did nothing and nothing it waited on has
-        // moved, so this one would do nothing either but count a stall at a full window.
-        let mut settled_quiet = false;
-        if self.quiet {
-            if self.still_quiet(sh) {
-                self.counts.quiet_rounds += 1;
-                if !env.checks_quiet() {
-                    if self.staged && self.pending.is_none() {
-                        self.counts.stalls += 1;
-                    }
-                    return Ok(false);
-                }
-                settled_quiet = true;
-            }
-            self.quiet = false;
-        }
         let mut progress = false;
-        // (1) Completions (§4.2): its cores that went idle, and its stolen tasks that finished
-        // on another AICPU's cores.
         let mut i = 0;
         let mut returned = 0u32;
         let mut limits_freed = false;
@@ -495,8 +480,38 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             progress = true;
             self.completed(sh, cfg, env, slot)?;
         }
-        let completions = progress;
-        progress = false;
+        Ok(progress)
+    }
+
+    /// One round of the scheduler loop (§4.3): completions, dispatch, deferred registrations,
+    /// generation as far as it goes without waiting. Returns whether it did anything; the
+    /// caller may back off or sleep when it did not (see [`Aicpu::has_work`]).
+    pub fn step<C: AsRef<[Cell]>, L: MapLock>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        cfg: &Config,
+        env: &mut impl Env,
+    ) -> Result<bool, SchedError> {
+        let me = self.me as usize;
+        // A quiet round (`quiet.rs`): its last round did nothing and nothing it waited on has
+        // moved, so this one would do nothing either but count a stall at a full window.
+        let mut settled_quiet = false;
+        if self.quiet {
+            if self.still_quiet(sh) {
+                self.counts.quiet_rounds += 1;
+                if !env.checks_quiet() {
+                    if self.staged && self.pending.is_none() {
+                        self.counts.stalls += 1;
+                    }
+                    return Ok(false);
+                }
+                settled_quiet = true;
+            }
+            self.quiet = false;
+        }
+        // (1) Completions (§4.2).
+        let mut completions = self.take_completions(sh, cfg, env)?;
+        let mut progress = false;
         // Its inbox into its deque under stealing, started or not: there the others may steal.
         if cfg.work_steal {
             self.drain_inbox(sh)?;
@@ -517,7 +532,25 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 };
         }
         if self.started {
-            progress |= self.issue(sh, cfg, env)?;
+            let mut issued = self.issue(sh, cfg, env)?;
+            progress |= issued;
+            // The cores it just handed tasks may finish them while it dispatches (a device's
+            // run on their own; a simulator's thread runs them now): their completions, and
+            // the dispatch of what they release, come before generation (`Env::run_cores`).
+            let mut hops = 0;
+            while issued && hops < HOPS_A_ROUND && env.run_cores() {
+                hops += 1;
+                if !self.take_completions(sh, cfg, env)? {
+                    break;
+                }
+                completions = true;
+                self.counts.hops += 1;
+                if cfg.work_steal {
+                    self.drain_inbox(sh)?;
+                }
+                issued = self.issue(sh, cfg, env)?;
+                progress |= issued;
+            }
         }
         // Cores it kept and did not use go back (before dispatch starts, all of them).
         self.give_back_hand(sh, env);
