@@ -196,9 +196,25 @@ impl<S: Storage> Aicpu<'_, '_, '_, S> {
                 .load(Ordering::Relaxed) as usize
                 == pl
         });
-        // Its own tasks on all of its home share: nothing to lend, and no borrower need look.
-        let lends = (self.home_running[pl] as usize) < self.home[pl].len();
-        let idle = lends && self.own_ready_empty(sh, pl) && !held && self.parked[pl].is_none();
+        let idle =
+            self.lends(pl) && self.own_ready_empty(sh, pl) && !held && self.parked[pl].is_none();
+        self.set_idle(sh, env, pl, idle);
+    }
+
+    /// Whether it has a core of its home share of pool `pl` to lend: its own tasks on all of
+    /// it leave nothing to lend, and no borrower need look.
+    pub(super) fn lends(&self, pl: usize) -> bool {
+        (self.home_running[pl] as usize) < self.home[pl].len()
+    }
+
+    /// [`Self::publish_idle`] once it is known whether the AICPU is `idle` in pool `pl`.
+    pub(super) fn set_idle<C: AsRef<[Cell]>, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        env: &mut impl Env,
+        pl: usize,
+        idle: bool,
+    ) {
         if idle != self.idle[pl] {
             self.idle[pl] = idle;
             let bit = 1u64 << (self.me % 64);

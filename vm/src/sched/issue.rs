@@ -23,6 +23,19 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         cfg: &Config,
         env: &mut impl Env,
     ) -> Result<bool, SchedError> {
+        if self.nothing_ready(sh, cfg) {
+            // The walk over the pools below would only stop waiting for cores (and put back in
+            // its hand a core it took from there): what follows the walk is all it does.
+            for pl in 0..2 {
+                self.stop_waiting(sh, pl);
+            }
+            self.give_back_hand(sh, env);
+            // As `publish_idle` finds it: nothing ready, held or parked.
+            for pl in 0..2 {
+                self.set_idle(sh, env, pl, self.lends(pl));
+            }
+            return Ok(false);
+        }
         let mut progress = false;
         if cfg.timing.holds() {
             for pl in 0..2 {
@@ -237,6 +250,19 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         self.kernel_ws.get(kernel as usize).map_or(0, |k| {
             u32::from(k.workspace.get()) * crate::format::WORKSPACE_UNIT
         })
+    }
+
+    /// Whether no task is there for [`Self::issue`] to hand out, told before walking the pools
+    /// (whose set-up costs a waiting AICPU's round more than the rest of it): shared cores,
+    /// `immediate` timing, no stealing, no task parked, none in its ready queues. Under other
+    /// settings the walk decides.
+    #[inline(always)]
+    fn nothing_ready<C: AsRef<[Cell]>, L>(&self, sh: &Shared<'_, C, L>, cfg: &Config) -> bool {
+        self.alloc == CoreAlloc::Shared
+            && cfg.timing == IssueTiming::Immediate
+            && !cfg.work_steal
+            && self.rate_wait_since.is_none()
+            && (0..2).all(|pl| self.parked[pl].is_none() && self.own_ready_empty(sh, pl))
     }
 
     /// The first offset in its arena where `bytes` bytes overlap no running task's scratch
