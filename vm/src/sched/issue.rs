@@ -258,11 +258,17 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     /// settings the walk decides.
     #[inline(always)]
     fn nothing_ready<C: AsRef<[Cell]>, L>(&self, sh: &Shared<'_, C, L>, cfg: &Config) -> bool {
-        self.alloc == CoreAlloc::Shared
-            && cfg.timing == IssueTiming::Immediate
+        // Its ready queues first: where a task is ready (a successor it just released), they
+        // say so soonest. Without stealing they are all `own_ready_empty` reads.
+        let q = self.me as usize * 2;
+        sh.ready
+            .get(q..q + 2)
+            .is_some_and(|queues| queues.iter().all(|r| r.is_empty()))
             && !cfg.work_steal
+            && self.alloc == CoreAlloc::Shared
+            && cfg.timing == IssueTiming::Immediate
             && self.rate_wait_since.is_none()
-            && (0..2).all(|pl| self.parked[pl].is_none() && self.own_ready_empty(sh, pl))
+            && self.parked.iter().all(Option::is_none)
     }
 
     /// The first offset in its arena where `bytes` bytes overlap no running task's scratch
