@@ -23,6 +23,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         cfg: &Config,
         env: &mut impl Env,
     ) -> Result<bool, SchedError> {
+        if self.plain(cfg) {
+            return self.issue_plain(sh, env);
+        }
         if self.nothing_ready(sh, cfg) {
             // The walk over the pools below would only stop waiting for cores (and put back in
             // its hand a core it took from there): what follows the walk is all it does.
@@ -162,56 +165,20 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                     break;
                 };
                 let (ws_start, ws_len) = ws.unwrap_or((0, 0));
-                self.running[pl] += 1;
-                self.count_home(core, pl, true);
-                if owner != self.me {
-                    self.counts.stolen += 1;
-                }
-                // Read before the core may start: the slot stays the task's until it completes.
-                let s = &sh.slots[owner as usize * sh.cap as usize + slot as usize];
-                let issued = Issued {
-                    aicpu: self.me,
-                    owner,
-                    core,
-                    task: s.task.load(Ordering::Relaxed),
-                    kernel: s.kernel.load(Ordering::Relaxed),
-                    stream: s.stream.load(Ordering::Relaxed),
-                    batch: if owner == self.me && matches!(cfg.timing, IssueTiming::Batched(_)) {
-                        self.counts.issue_batches
-                    } else {
-                        0
-                    },
-                    at_ns: turn.map(|(now, _)| now),
-                    workspace: match ws_len {
-                        0 => (0, 0),
-                        _ => (self.me * self.arena + ws_start, ws_len),
-                    },
+                let batch = if owner == self.me && matches!(cfg.timing, IssueTiming::Batched(_)) {
+                    self.counts.issue_batches
+                } else {
+                    0
                 };
-                if ws_len > 0 {
-                    self.arena_used += ws_len;
-                    self.counts.workspace_peak =
-                        self.counts.workspace_peak.max(u64::from(self.arena_used));
-                    if sh.desc_words > 0 {
-                        let offset = issued.workspace.0;
-                        let addr = match sh.workspace.base {
-                            0 => 0,
-                            base => base + u64::from(offset),
-                        };
-                        desc::set_workspace(sh.desc(owner, slot), offset, ws_len, addr);
-                    }
-                }
-                sh.cores[core as usize]
-                    .assign((owner as u64) << 32 | slot as u64)
-                    .map_err(|_| SchedError::Corrupted("a core was handed two tasks"))?;
-                self.busy.push(Busy {
-                    core,
-                    owner,
-                    slot,
-                    ws_start,
-                    ws_len,
-                })?;
-                env.issued(&issued);
-                env.ring(core);
+                let at_ns = turn.map(|(now, _)| now);
+                self.hand_out(
+                    sh,
+                    env,
+                    (core, pl),
+                    (owner, slot),
+                    (ws_start, ws_len),
+                    (batch, at_ns),
+                )?;
                 progress = true;
             }
         }
@@ -228,6 +195,127 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             self.counts.rate_wait_ns += env.now_ns().saturating_sub(since);
         }
         Ok(progress)
+    }
+
+    /// Whether the launch issues the plain way ([`Self::issue_plain`]): shared cores,
+    /// `immediate` timing, no stealing, no pipeline depth, no kernel with scratch or a core
+    /// limit. No task is ever held or parked then.
+    #[inline(always)]
+    fn plain(&self, cfg: &Config) -> bool {
+        self.alloc == CoreAlloc::Shared
+            && cfg.timing == IssueTiming::Immediate
+            && !cfg.work_steal
+            && cfg.pipeline_depth == 0
+            && self.kernel_ws.is_empty()
+            && self.kernel_limits.is_empty()
+    }
+
+    /// [`Self::issue`] under the plain settings ([`Self::plain`]), what the general walk does
+    /// there without asking at each task about what those settings rule out: in each pool,
+    /// while its ready queue has a task, a core (from its hand, else the bitmap; none: it
+    /// waits for one), the task (which only it pops), the hand-out. One hop of a chain
+    /// within one AICPU is an issue of one task: the walk's questions were a third of it.
+    fn issue_plain<C: AsRef<[Cell]>, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        env: &mut impl Env,
+    ) -> Result<bool, SchedError> {
+        let mut progress = false;
+        for pl in 0..2 {
+            let q = self.me as usize * 2 + pl;
+            loop {
+                // Nothing ready: no core for it (one in its hand stays there).
+                if sh.ready[q].is_empty() {
+                    self.stop_waiting(sh, pl);
+                    break;
+                }
+                let Some(core) = self
+                    .take_from_hand(sh, pl)
+                    .or_else(|| self.claim_core(sh, pl))
+                else {
+                    if self.wait_for_core(sh, pl) {
+                        continue; // one came back meanwhile
+                    }
+                    break;
+                };
+                // Its own queue, which only it pops: the task it saw is still there.
+                let Some(slot) = sh.ready[q].pop() else {
+                    self.unused_core(sh, env, core, pl);
+                    break;
+                };
+                self.hand_out(sh, env, (core, pl), (self.me, slot), (0, 0), (0, None))?;
+                progress = true;
+            }
+        }
+        // Before it publishes itself idle: the cores an idle AICPU lends are in the bitmap.
+        self.give_back_hand(sh, env);
+        for pl in 0..2 {
+            // As `publish_idle` finds it: nothing held or parked.
+            let idle = self.lends(pl) && sh.ready[self.me as usize * 2 + pl].is_empty();
+            self.set_idle(sh, env, pl, idle);
+        }
+        Ok(progress)
+    }
+
+    /// Hands task `slot` of AICPU `owner` to core `core` of pool `pl`, which it took for it:
+    /// with scratch `ws` (offset in its arena, bytes; 0 bytes: none), and, for the report, its
+    /// `batch` and the clock reading its `rate_limit` turn was taken at.
+    #[inline(always)]
+    fn hand_out<C: AsRef<[Cell]>, L>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        env: &mut impl Env,
+        (core, pl): (u32, usize),
+        (owner, slot): (u32, u32),
+        (ws_start, ws_len): (u32, u32),
+        (batch, at_ns): (u64, Option<u64>),
+    ) -> Result<(), SchedError> {
+        self.running[pl] += 1;
+        self.count_home(core, pl, true);
+        if owner != self.me {
+            self.counts.stolen += 1;
+        }
+        // Read before the core may start: the slot stays the task's until it completes.
+        let s = &sh.slots[owner as usize * sh.cap as usize + slot as usize];
+        let issued = Issued {
+            aicpu: self.me,
+            owner,
+            core,
+            task: s.task.load(Ordering::Relaxed),
+            kernel: s.kernel.load(Ordering::Relaxed),
+            stream: s.stream.load(Ordering::Relaxed),
+            batch,
+            at_ns,
+            workspace: match ws_len {
+                0 => (0, 0),
+                _ => (self.me * self.arena + ws_start, ws_len),
+            },
+        };
+        if ws_len > 0 {
+            self.arena_used += ws_len;
+            self.counts.workspace_peak = self.counts.workspace_peak.max(u64::from(self.arena_used));
+            if sh.desc_words > 0 {
+                let offset = issued.workspace.0;
+                let addr = match sh.workspace.base {
+                    0 => 0,
+                    base => base + u64::from(offset),
+                };
+                desc::set_workspace(sh.desc(owner, slot), offset, ws_len, addr);
+            }
+        }
+        sh.cores[core as usize]
+            .assign((owner as u64) << 32 | slot as u64)
+            .map_err(|_| SchedError::Corrupted("a core was handed two tasks"))?;
+        self.busy.push(Busy {
+            core,
+            owner,
+            slot,
+            ws_start,
+            ws_len,
+        })?;
+        env.issued(&issued);
+        env.ring(core);
+        Ok(())
     }
 
     /// A core it took and found no task for goes back: under shared cores to its hand (to the
