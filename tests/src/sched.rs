@@ -59,6 +59,11 @@ pub struct Rung<'a, 'r> {
     pub inline: Option<Gen>,
     /// What went wrong when cores moved inside a round.
     pub error: Option<String>,
+    /// The AICPUs woken since the driver last looked (`Env::wake`, or a core they handed a
+    /// task to finished): a sleeping AICPU runs again only once woken.
+    pub woken: Vec<bool>,
+    /// The AICPU that handed each core its task (`Issued::aicpu`).
+    issuer: Vec<u32>,
 }
 
 impl<'a, 'r> Rung<'a, 'r> {
@@ -79,6 +84,8 @@ impl<'a, 'r> Rung<'a, 'r> {
             descs: vec![],
             inline: None,
             error: None,
+            woken: vec![false; sh.n as usize],
+            issuer: vec![0; sh.cores.len()],
         }
     }
 
@@ -132,11 +139,19 @@ impl<'a, 'r> Rung<'a, 'r> {
         self.ran[id as usize].1 = self.seq;
         self.seq += 1;
         sh.cores[core as usize].finish();
+        // Its AICPU sees the core's end: it polls its cores (the simulator's driver ran it).
+        if let Some(w) = self.woken.get_mut(self.issuer[core as usize] as usize) {
+            *w = true;
+        }
     }
 }
 
 impl Env for Rung<'_, '_> {
-    fn wake(&mut self, _: u32) {}
+    fn wake(&mut self, aicpu: u32) {
+        if let Some(w) = self.woken.get_mut(aicpu as usize) {
+            *w = true;
+        }
+    }
     fn ring(&mut self, core: u32) {
         self.cores.push(core);
     }
@@ -198,6 +213,7 @@ impl Env for Rung<'_, '_> {
         self.seq += 1;
     }
     fn issued(&mut self, i: &Issued) {
+        self.issuer[i.core as usize] = i.aicpu;
         self.issues.push((self.seq, *i));
         self.seq += 1;
     }
@@ -552,7 +568,20 @@ pub fn run_with(
             .then(|| Gen::new(seed ^ 0x5eed)),
         ..Rung::new(&sh)
     };
+    // Which AICPUs sleep, as a simulator's driver thread does (`host_sim`'s threaded run):
+    // after a round that did nothing, with no work it can see (`Aicpu::has_work`), until
+    // woken. A round that gives another AICPU work must wake it; if none is awake to move
+    // and some sleeper has work, a wake-up was lost (the simulator's park times out; here the
+    // run fails).
+    let mut asleep = vec![false; n as usize];
     for _ in 0..5_000_000u32 {
+        for (a, w) in env.woken.iter_mut().enumerate() {
+            asleep[a] &= !std::mem::take(w);
+        }
+        for (a, c) in cpus.iter().enumerate() {
+            // A task waiting for `rate_limit` is due at its `issue_at`: the driver's nap ends.
+            asleep[a] &= c.issue_at().is_none_or(|at| at > env.now);
+        }
         if cpus.iter().all(|c| c.finished()) {
             // Every task retired: nothing is left in any map.
             for c in &cpus {
@@ -606,11 +635,30 @@ pub fn run_with(
                 if cpus[i].finished() {
                     continue;
                 }
-                cpus[i]
+                if asleep[i] {
+                    let stuck = env.cores.is_empty()
+                        && env.running.is_empty()
+                        && (0..n as usize).all(|a| asleep[a] || cpus[a].finished());
+                    if let Some(a) = (0..n as usize)
+                        .find(|&a| stuck && !cpus[a].finished() && cpus[a].has_work(&sh, &cfg))
+                    {
+                        return Err(format!(
+                            "a lost wake-up: AICPU {a} sleeps with work and nobody woke it"
+                        ));
+                    }
+                    continue;
+                }
+                let moved = cpus[i]
                     .step(&sh, &cfg, &mut env)
                     .map_err(|e| e.to_string())?;
                 if let Some(e) = env.error.take() {
                     return Err(e);
+                }
+                if cpus[i].finished() {
+                    // Thieves finish once every AICPU has: the driver wakes them all.
+                    asleep.fill(false);
+                } else if !moved && !cpus[i].has_work(&sh, &cfg) {
+                    asleep[i] = true;
                 }
             }
         }
