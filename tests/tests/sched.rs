@@ -280,10 +280,12 @@ fn aicpus_and_window(seed: u64) -> (u32, u32) {
 }
 
 /// Tensors written once with a table (spec/runtime.md §4.8): their writes filed and their
-/// reads answered outside the maps, for a shared tensor without the lock. Three modules: a
+/// reads answered outside the maps, for a shared tensor without the lock. Four modules: a
 /// stencil that also reads a range two rows back (a table of 4 rows; shared, local on one
-/// AICPU), Task Bench's all_to_all (whose joins look their rows up in the table) and no_comm
-/// (local, keyed in dimension 1: each AICPU's columns). In any interleaving, window and AICPU
+/// AICPU), a stencil whose every third step only writes (a write that takes a cell whose row's
+/// readers may lag: its need waits for them, §3.5), Task Bench's all_to_all (whose joins look
+/// their rows up in the table) and no_comm (local, keyed in dimension 1: each AICPU's
+/// columns). In any interleaving, window and AICPU
 /// count every task starts after all its reference predecessors ended. Every fifth run starts
 /// with the tables' cells taken by a row no write may drop, so that every write spills to its
 /// map and the reads look there too; no task is then recorded by its site's plan (the quick
@@ -303,6 +305,22 @@ fn written_once_tables_hold_the_writers_in_any_interleaving() {
         }\n\
         @schedule s for w { dispatch = static(i) }";
     let (two_back, two_back_params) = ptovm_tests::assemble_named("two_back.pto", two_back, &[]);
+    // Steps of writes alone: such a write needs the tasks before its step (§3.5), among them
+    // the readers of the row whose cell it takes (§4.8); nothing else of it waits for them.
+    let writes_alone = "@param W = 12\n@param T = 10\n@tensor G: f32[T, W]\n\
+        @kernel first(t, i): vector(out g)\n@kernel step(t, i): vector(in a, out g)\n\
+        @workload w(%steps: dense_dyn(T), %points: dense_dyn(W)) {\n\
+          for_each t in %steps {\n\
+            parallel_for i in %points {\n\
+              cond t % 3 == 0 { task @first(t, i) resources(G[t, i]) }\n\
+              else { task @step(t, i) resources(G[t - 1, max(0, i - 1) : min(i + 2, W)], \
+                G[t, i]) }\n\
+            }\n\
+          }\n\
+        }\n\
+        @schedule s for w { dispatch = static(i) }";
+    let (writes_alone, writes_alone_params) =
+        ptovm_tests::assemble_named("writes_alone.pto", writes_alone, &[]);
     let (all_to_all, a2a_params) = ptovm_tests::example(
         "taskbench/all_to_all.pto",
         &[("W", 20, vec![]), ("T", 6, vec![])],
@@ -321,6 +339,7 @@ fn written_once_tables_hold_the_writers_in_any_interleaving() {
         };
         for (bytes, params) in [
             (&two_back, &two_back_params),
+            (&writes_alone, &writes_alone_params),
             (&all_to_all, &a2a_params),
             (&no_comm, &no_comm_params),
         ] {

@@ -13,10 +13,10 @@
 //! A local tensor's cells are each touched by one AICPU, in id order: the only one with the
 //! tensor (one AICPU), or its column's owner (a tensor keyed in dimension 1). A shared tensor's
 //! cells need no lock either: the needs order every access of a cell (§4.1 step 4). A read of row
-//! `r` is recorded after every task below its own id, or, for a read a join stands for, below
-//! the first task of its step (§4.7) — either way after the writers of row `r`, which are in
-//! step `r`. A write of row `r + rows` is recorded after every task before its step, and so
-//! after every reader of row `r` (their steps are at most `r + reach < r + rows`). The
+//! `r` is recorded after every task before its step at least (its need, §3.5) — after the
+//! writers of row `r`, which are in step `r`. A write of row `r + rows` is recorded after every
+//! task before its step, and so after every reader of row `r` (their steps are at most
+//! `r + reach < r + rows`). The
 //! watermark that publishes those records (Release, Acquire) orders the cells' plain (Relaxed)
 //! stores and loads. A cell whose row is not the one read holds no writer of it.
 //!

@@ -360,15 +360,12 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     }
 
     /// The watermark task `t` waits for (§4.1, §3.5): every other AICPU must have recorded
-    /// its tasks below it that may conflict with `t`'s shared accesses. A task with a read a
-    /// join stands for ([`share::TaskUses::joinable`], §4.7) records at the start of its step
-    /// (§3.5, "The need"): that read needs only the tasks before the current iteration of the
-    /// stepping loop ([`Interpreter::outer_start`]; all of them when the interpreter does not
-    /// know where the iteration started), and its writes of tensors written once need
-    /// nothing. So the AICPUs record a step's tasks together and each opens one join for it.
-    /// Other tasks wait for every task below them that may conflict: recording narrow reads
-    /// ahead of execution makes them register on producers still running, which measured
-    /// slower.
+    /// its tasks below it that may conflict with `t`'s shared accesses. A read of a stepped
+    /// tensor and a write of a tensor written once need only the tasks before the current
+    /// iteration of the stepping loop ([`Interpreter::outer_start`]; all of them when the
+    /// interpreter does not know where the iteration started) (§3.5, "The need"): so the
+    /// AICPUs record a step's tasks together, rather than one AICPU after another in id order,
+    /// and each opens one join for a row a join stands for (§4.7).
     #[inline]
     fn need_of(&self, t: &Task) -> u64 {
         if self.stepped_shared {
@@ -378,32 +375,28 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         }
     }
 
-    /// [`Aicpu::need_of`] in a program with a stepped tensor in the global map: the joins'
+    /// [`Aicpu::need_of`] in a program with a stepped tensor in the global map: the steps'
     /// rule, out of the other programs' way.
     #[inline(never)]
     fn need_of_stepped(&self, t: &Task) -> u64 {
         self.need_with::<true>(t)
     }
 
-    /// [`Aicpu::need_of`], with the joins' rule or without.
+    /// [`Aicpu::need_of`], with the steps' rule or without.
     #[inline(always)]
-    fn need_with<const JOINS: bool>(&self, t: &Task) -> u64 {
+    fn need_with<const STEPPED: bool>(&self, t: &Task) -> u64 {
         let mut need = 0;
-        let joinable = if JOINS {
-            self.uses.joinable_at(t.site)
-        } else {
-            0
-        };
-        for (k, io) in t.ios().iter().enumerate() {
+        for io in t.ios() {
             if let Some(s) = self.shares.get(io.tensor as usize) {
                 if s.class == Class::Shared {
-                    let end = if io.writes() {
-                        if JOINS && s.written_once && joinable != 0 {
-                            continue;
-                        }
-                        s.accesses_end
-                    } else if JOINS && joinable & 1 << k != 0 {
+                    // A read of a stepped tensor reads rows of earlier steps; a write of one
+                    // written once meets no earlier access, and takes a table cell the
+                    // readers of earlier steps left (§3.5, §4.8): both need only the tasks
+                    // before the step.
+                    let end = if STEPPED && s.stepped && (!io.writes() || s.written_once) {
                         self.interp.outer_start().unwrap_or(t.id)
+                    } else if io.writes() {
+                        s.accesses_end
                     } else {
                         s.writes_end
                     };
