@@ -285,11 +285,11 @@ fn aicpus_and_window(seed: u64) -> (u32, u32) {
 /// AICPU), a stencil whose every third step only writes (a write that takes a cell whose row's
 /// readers may lag: its need waits for them, §3.5), Task Bench's all_to_all (whose joins look
 /// their rows up in the table) and no_comm (local, keyed in dimension 1: each AICPU's
-/// columns). In any interleaving, window and AICPU
-/// count every task starts after all its reference predecessors ended. Every fifth run starts
-/// with the tables' cells taken by a row no write may drop, so that every write spills to its
-/// map and the reads look there too; no task is then recorded by its site's plan (the quick
-/// way, §4.8), and in the other runs some are.
+/// columns). In any interleaving, window and AICPU count every task starts after all its
+/// reference predecessors ended. Every fifth run starts with the tables' cells taken by a row
+/// no write may drop, so that every write spills to its map and the reads look there too; no
+/// task is then recorded by its site's plan (the quick way, §4.8), and in the other runs some
+/// are.
 #[test]
 fn written_once_tables_hold_the_writers_in_any_interleaving() {
     let two_back = "@param W = 12\n@param T = 8\n@tensor G: f32[T, W]\n\

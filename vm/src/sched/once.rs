@@ -16,9 +16,9 @@
 //! `r` is recorded after every task before its step at least (its need, §3.5) — after the
 //! writers of row `r`, which are in step `r`. A write of row `r + rows` is recorded after every
 //! task before its step, and so after every reader of row `r` (their steps are at most
-//! `r + reach < r + rows`). The
-//! watermark that publishes those records (Release, Acquire) orders the cells' plain (Relaxed)
-//! stores and loads. A cell whose row is not the one read holds no writer of it.
+//! `r + reach < r + rows`). The watermark that publishes those records (Release, Acquire)
+//! orders the cells' plain (Relaxed) stores and loads. A cell whose row is not the one read
+//! holds no writer of it.
 //!
 //! Each table also has two **join words** a row (§4.7): the join an AICPU opened for the
 //! writers of a whole row, published for the other AICPUs' readers of the row.
