@@ -1220,8 +1220,8 @@ impl SiteUses {
         (self.site[k] == t.site && (c.carried == 0 || !ends)).then_some(k)
     }
 
-    /// [`TaskUses::joinable`] of site `site` if it is remembered, else 0: for the watermark
-    /// of a task before its uses are asked for.
+    /// [`TaskUses::joinable`] of site `site` if it is remembered, else 0: for a caller that
+    /// needs it before asking for a task's uses (the one-instance measurement's site plans).
     #[inline]
     pub fn joinable_at(&self, site: u32) -> u32 {
         let k = site as usize % USE_SITES;
