@@ -636,15 +636,18 @@ pub fn run_with(
                     continue;
                 }
                 if asleep[i] {
+                    // Nothing awake can move: a sleeper with work was never woken.
                     let stuck = env.cores.is_empty()
                         && env.running.is_empty()
                         && (0..n as usize).all(|a| asleep[a] || cpus[a].finished());
-                    if let Some(a) = (0..n as usize)
-                        .find(|&a| stuck && !cpus[a].finished() && cpus[a].has_work(&sh, &cfg))
-                    {
-                        return Err(format!(
-                            "a lost wake-up: AICPU {a} sleeps with work and nobody woke it"
-                        ));
+                    if stuck {
+                        let unwoken = (0..n as usize)
+                            .find(|&a| !cpus[a].finished() && cpus[a].has_work(&sh, &cfg));
+                        if let Some(a) = unwoken {
+                            return Err(format!(
+                                "a lost wake-up: AICPU {a} sleeps with work and nobody woke it"
+                            ));
+                        }
                     }
                     continue;
                 }
