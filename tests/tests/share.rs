@@ -792,6 +792,19 @@ fn the_in_order_window_finds_exactly_the_reference_edges_in_it() {
         run(&bytes, &params, "all_to_all, W = 16, T = 40"),
         39 * 2 * 16
     );
+    // A row a join stands for and a point of the same row, both read by every task: the
+    // point's writer is also one of the join's, and counts once (the quick way pushes the
+    // join's writers first for the point's read to meet them).
+    let src = "@param W = 40\n@param T = 6\n@tensor G: f32[T, W]\n\
+               @kernel first(t, i): vector(out g)\n\
+               @kernel step(t, i): vector(in a, in b, out g)\n\
+               @workload row_and_point(%steps: dense_dyn(T), %points: dense_dyn(W)) {\n\
+                 for_each t in %steps { parallel_for i in %points {\n\
+                   cond t == 0 { task @first(t, i) resources(G[t, i]) }\n\
+                   else { task @step(t, i) resources(G[t - 1, 0 : W], G[t - 1, i], G[t, i]) }\n\
+               } } }\n";
+    let (bytes, params) = ptovm_tests::assemble_named("row_and_point.pto", src, &[]);
+    assert_eq!(run(&bytes, &params, src), 5 * 2 * 40);
     // Task 4 finds X quiet (its writer, task 0, left a window of 4); task 6, whose site is 16
     // instructions after task 4's and so takes its place in the per-site memory, reads Y,
     // whose writer (task 3) is still in the window, with nothing inserted in between: the

@@ -207,9 +207,10 @@ impl InOrderWindow {
         }
     }
 
-    /// A task of a site whose every region is skipped or answered by a table (`plan`),
-    /// whose handle's previous task left nothing to retire: as
-    /// [`InOrderWindow::with_tables`] adds it when the tables take it alone
+    /// A task of a site whose every region is skipped or answered by a table (`plan`) but
+    /// for one read a join may stand for, whose handle's previous task left nothing to
+    /// retire: as [`InOrderWindow::add`] adds it when the join found or opened last stands
+    /// for that read and the tables take the rest alone
     /// ([`ptovm_vm::sched::OnceTables::add_planned`]). Says whether it added `t` (nothing
     /// changed if not).
     #[inline(always)]
@@ -220,8 +221,23 @@ impl InOrderWindow {
         let (once, words, window) = (&self.once, &self.once_words[..], self.window);
         let found = &mut self.found;
         found.clear();
-        // As in `with_tables`: only the writers of earlier reads may repeat.
-        let (mut read, mut before) = (0, 0);
+        // Its read a join stands for, as the scheduler's quick way does it
+        // (`Aicpu::record_planned`): with the join found or opened last, when that one
+        // stands for it; its writers first, as the long way puts them.
+        let others = chain != 0 || plan.reads() != 0;
+        let mut joined = None;
+        if let Some(r) = plan.join_read() {
+            let Some(j) = t
+                .ios()
+                .get(r)
+                .and_then(|io| self.joins.last_read(io, (t.id, window), others, found))
+            else {
+                return false;
+            };
+            joined = Some(j);
+        }
+        // As in `with_tables`: only the writers of earlier reads, and the join's, may repeat.
+        let (mut read, mut before) = (0, found.len());
         let h = (t.id & self.mask) as u32;
         let added = once.add_planned(words, plan, t.ios(), (t.id, h), |n, w| {
             if n != read {
@@ -236,7 +252,17 @@ impl InOrderWindow {
             // The long way spills, or reports, what the tables cannot take.
             return false;
         }
-        self.edges += found.len() as u64 + Self::unfound(chain, t.id, found);
+        // `found` holds each predecessor once, but for the join's writers when nothing else
+        // could find them again (counted, not pushed).
+        let mut edges = found.len() as u64 + Self::unfound(chain, t.id, found);
+        if let Some(j) = joined {
+            if !others {
+                edges += j.edges;
+            }
+            self.joined_edges += j.edges;
+            self.join_registrations += j.registrations;
+        }
+        self.edges += edges;
         true
     }
 
@@ -266,9 +292,18 @@ impl InOrderWindow {
             return;
         }
         if let Some(r) = self.uses.remembered(t) {
-            let mut plan = self.once.plan(t.ios(), r.regions);
-            // Reads a join may stand for go the long way, where the joins are.
-            plan.all &= self.uses.joinable_at(t.site) == 0;
+            // As the scheduler plans a site (`Aicpu::record`): one read a join may stand for
+            // is left to the joins; with more, the site's tasks go the long way, where the
+            // joins are.
+            let joinable = self.uses.joinable_at(t.site);
+            let mut skipped = [(Use::Skip, false); ptovm_vm::limits::MAX_TASK_IO];
+            let regions = ptovm_vm::share::skipping(r.regions, joinable, &mut skipped);
+            let mut plan = self.once.plan(t.ios(), regions);
+            if joinable.is_power_of_two() {
+                plan = plan.with_join(joinable.trailing_zeros() as usize);
+            } else {
+                plan.all &= joinable == 0;
+            }
             *slot = Some(plan);
         }
     }

@@ -466,6 +466,12 @@ pub struct SitePlan {
 }
 
 impl SitePlan {
+    /// How many reads the tables answer for each task of the site.
+    #[inline(always)]
+    pub fn reads(&self) -> usize {
+        self.reads as usize
+    }
+
     /// How many writes the tables file for each task of the site.
     #[inline(always)]
     pub fn writes(&self) -> u64 {

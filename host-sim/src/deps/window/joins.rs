@@ -27,7 +27,12 @@ struct Join {
 impl Join {
     /// How many of the writers are still in the window of task `id`: task `w` retires when
     /// task `w + window` arrives.
+    #[inline]
     fn live(&self, id: u64, window: u64) -> usize {
+        // Most often the oldest is still there, and so all are.
+        if self.writers.first().is_none_or(|&w| id - w < window) {
+            return self.writers.len();
+        }
         let gone = self.writers.partition_point(|&w| id - w >= window);
         self.writers.len() - gone
     }
@@ -153,6 +158,39 @@ impl WindowJoins {
             self.last = k;
         }
         Ok(j)
+    }
+
+    /// What the join found or opened last does for the read `io` of task `id`, when it
+    /// stands for `io` (the scheduler's quick way, `Joins::last_for`): its writers still in
+    /// the window pushed to `found` when `others` may find them again, else only counted.
+    /// `None`, having changed nothing, when that join stands for another region.
+    #[inline]
+    pub(super) fn last_read(
+        &self,
+        io: &Io,
+        (id, window): (u64, u64),
+        others: bool,
+        found: &mut Vec<u64>,
+    ) -> Option<Joined> {
+        let join = self.joins.get(self.last).filter(|j| j.key == *io)?;
+        let live = join.live(id, window);
+        let edges = if others {
+            // The join's writers are distinct: only what was found before may repeat them.
+            let before = found.len();
+            for &w in &join.writers[join.writers.len() - live..] {
+                if !found[..before].contains(&w) {
+                    found.push(w);
+                }
+            }
+            (found.len() - before) as u64
+        } else {
+            live as u64
+        };
+        Some(Joined {
+            done: 0,
+            edges,
+            registrations: u64::from(live > 0),
+        })
     }
 
     /// The join standing for region `io`, if one does.
