@@ -234,7 +234,8 @@ impl OnceTables {
         let Some(t) = self.of(io.tensor) else {
             return false;
         };
-        if let Some((r, cell)) = t.free_cell(words, io, id) {
+        let fits = id < 1 << (64 - HANDLE_BITS);
+        if let Some((r, cell)) = t.free_cell(words, io).filter(|_| fits) {
             Table::fill(words, r, cell, id, handle);
             return true;
         }
@@ -370,20 +371,14 @@ impl OnceTables {
         (id, handle): (u64, u32),
         mut f: impl FnMut(usize, Writer) -> Result<(), E>,
     ) -> Result<bool, E> {
+        // An id a cell cannot hold: no write is taken.
+        if id >= 1 << (64 - HANDLE_BITS) {
+            return Ok(false);
+        }
         let ops = &plan.ops[..(plan.len as usize).min(MAX_TASK_IO)];
         let (reads, writes) = ops.split_at((plan.reads as usize).min(ops.len()));
-        // The writes' cells first: nothing is filed unless all take them.
-        let mut cells = [(0u64, 0usize); PLANNED_WRITES];
-        for (c, &(k, x)) in cells.iter_mut().zip(writes) {
-            let t = &self.tables[x as usize % ONCE_TABLES];
-            match ios
-                .get(k as usize)
-                .and_then(|io| t.free_cell(words, io, id))
-            {
-                Some((r, cell)) => *c = (r as u64 + 1, cell),
-                None => return Ok(false),
-            }
-        }
+        // The reads first (they file nothing): a task the writes then refuse has only had
+        // `f` called.
         for (n, &(k, x)) in reads.iter().enumerate() {
             let t = &self.tables[x as usize % ONCE_TABLES];
             let Some(io) = ios.get(k as usize) else {
@@ -395,6 +390,25 @@ impl OnceTables {
             }
         }
         let writer = id << HANDLE_BITS | handle as u64;
+        // One write (the patterns' every task): its cell checked, then filed.
+        if let [(k, x)] = *writes {
+            let t = &self.tables[x as usize % ONCE_TABLES];
+            let Some((r, cell)) = ios.get(k as usize).and_then(|io| t.free_cell(words, io)) else {
+                return Ok(false);
+            };
+            words[cell].store(r as u64 + 1, Ordering::Relaxed);
+            words[cell + 1].store(writer, Ordering::Relaxed);
+            return Ok(true);
+        }
+        // More: every write's cell first, so that nothing is filed unless all take them.
+        let mut cells = [(0u64, 0usize); PLANNED_WRITES];
+        for (c, &(k, x)) in cells.iter_mut().zip(writes) {
+            let t = &self.tables[x as usize % ONCE_TABLES];
+            match ios.get(k as usize).and_then(|io| t.free_cell(words, io)) {
+                Some((r, cell)) => *c = (r as u64 + 1, cell),
+                None => return Ok(false),
+            }
+        }
         for &(key, cell) in &cells[..writes.len()] {
             words[cell].store(key, Ordering::Relaxed);
             words[cell + 1].store(writer, Ordering::Relaxed);
@@ -561,16 +575,15 @@ impl Table {
         self.base as usize + 2 * (r as u64 & self.rows_mask as u64) as usize * self.cols as usize
     }
 
-    /// The row and the cell's first word of the write `io` of task `id`, when the cell may
-    /// take it: `io` is a point inside the table, `id` fits the cell, and the cell is empty
-    /// or its element may be dropped — every read of it is recorded, its row being `rows` or
-    /// more below.
+    /// The row and the cell's first word of the write `io`, when the cell may take it: `io`
+    /// is a point inside the table, and the cell is empty or its element may be dropped —
+    /// every read of it is recorded, its row being `rows` or more below. (The writer's id
+    /// must also fit the cell: its callers check.)
     #[inline(always)]
-    fn free_cell(&self, words: &[AtomicU64], io: &Io, id: u64) -> Option<(i64, usize)> {
+    fn free_cell(&self, words: &[AtomicU64], io: &Io) -> Option<(i64, usize)> {
         let (r, cell) = self.cell_of_point(io)?;
-        let old = words[cell].load(Ordering::Relaxed);
-        let free = id < 1 << (64 - HANDLE_BITS)
-            && (old == 0 || (old - 1).wrapping_add(self.rows_mask as u64) < r as u64);
+        let old = words.get(cell)?.load(Ordering::Relaxed);
+        let free = old == 0 || (old - 1).wrapping_add(self.rows_mask as u64) < r as u64;
         free.then_some((r, cell))
     }
 
@@ -803,6 +816,38 @@ mod tests {
         let w = words(64);
         let two_rows = [io(1, Dir::In, &[(1, 3)]), other, write];
         assert!(!add(23, &two_rows).0);
+        assert!(writers(&t, &w, &io(1, Dir::In, &[(3, 4)])).is_empty());
+    }
+
+    /// A plan with two writes files both or neither: a second write whose cell does not take
+    /// it leaves the first's cell as it was; an id a cell cannot hold files nothing.
+    #[test]
+    fn a_plans_writes_are_filed_all_or_none() {
+        let t = OnceTables::lay_out([(1, shape(2, 4, 1))].into_iter(), 64, 8);
+        let w = words(64);
+        let first = io(1, Dir::Out, &[(3, 4), (0, 1)]);
+        let second = io(1, Dir::Out, &[(3, 4), (1, 2)]);
+        let ios = [first, second];
+        let p = t.plan(&ios, &[(Use::Insert, true), (Use::Insert, true)]);
+        assert!(p.all && p.writes() == 2);
+        let add =
+            |id: u64, ios: &[Io]| t.add_planned(&w, &p, ios, (id, 7), |_, _| Ok::<(), ()>(()));
+        // The second's cell already holds row 3: neither is filed.
+        assert!(t.write(&w, &second, 9, 1));
+        assert_eq!(add(10, &ios), Ok(false));
+        assert!(writers(&t, &w, &io(1, Dir::In, &[(3, 4), (0, 1)])).is_empty());
+        // Both cells free (another column for the second): both filed, by the same writer.
+        let ios = [first, io(1, Dir::Out, &[(3, 4), (2, 3)])];
+        assert_eq!(add(11, &ios), Ok(true));
+        assert_eq!(
+            writers(&t, &w, &io(1, Dir::In, &[(3, 4)])),
+            [(11, 7), (9, 1), (11, 7)]
+        );
+        // An id of 2⁴⁰ or more fits no cell.
+        let w = words(64);
+        let p1 = t.plan(&[first], &[(Use::Insert, true)]);
+        let big = t.add_planned(&w, &p1, &[first], (1 << 40, 0), |_, _| Ok::<(), ()>(()));
+        assert_eq!(big, Ok(false));
         assert!(writers(&t, &w, &io(1, Dir::In, &[(3, 4)])).is_empty());
     }
 
