@@ -19,7 +19,11 @@
 #   chain         `ptovm run examples/taskbench/chain.pto --param T=200000 [--aicpus 1] --json`:
 #                 wall time over the 200,000 hops (goals: 60 ns on one AICPU, 200 across six)
 #
-# Prints one Markdown table of the rounds' medians. random_nearest takes its `keep` array from
+# Prints one Markdown table of the rounds' medians, then each round's chain over six AICPUs:
+# this machine has a slow state (BENCHMARKS.md, "The last join's quick way in the one-instance
+# measurement") in which that hop takes 800–1,100 ns instead of about 330, and the threaded
+# figures of patterns whose AICPUs wait on each other fall by up to 4×; such a round's figures
+# do not compare with a calm round's. random_nearest takes its `keep` array from
 # `cargo run -p ptovm-tests --example random_nearest_keep -- 1000 3`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -130,3 +134,5 @@ for entry in "${patterns[@]}"; do
 done
 echo
 printf "chain, ns a hop: one AICPU %s, six AICPUs %s\n" "$(fmt "$out/chain.1")" "$(fmt "$out/chain.6")"
+printf "the chain over six AICPUs, round by round (about 330: calm; 800 or more: the slow state):"
+awk '{ printf " %.0f", $1 } END { print "" }' "$out/chain.6"
