@@ -36,6 +36,29 @@ impl Join {
         let gone = self.writers.partition_point(|&w| id - w >= window);
         self.writers.len() - gone
     }
+
+    /// What the join does for a read of task `id` it stands for: the edges to its writers
+    /// still in the window — pushed to `found` when `others` (other lookups, or structural
+    /// producers) may find them again, each once, else only counted — and the registrations
+    /// the AICPU makes for them (one on the join, if any writer is live). Out of line: the
+    /// quick way of the tasks without a join keeps its registers.
+    #[inline(never)]
+    fn stands_for(&self, id: u64, window: u64, others: bool, found: &mut Vec<u64>) -> (u64, u64) {
+        let live = self.live(id, window);
+        let edges = if others {
+            // The join's writers are distinct: only what was found before may repeat them.
+            let before = found.len();
+            for &w in &self.writers[self.writers.len() - live..] {
+                if !found[..before].contains(&w) {
+                    found.push(w);
+                }
+            }
+            (found.len() - before) as u64
+        } else {
+            live as u64
+        };
+        (edges, u64::from(live > 0))
+    }
 }
 
 /// The joins of the window: at most [`JOINS`], reused in the order they were opened, as the
@@ -104,22 +127,10 @@ impl WindowJoins {
             let io = &t.ios()[r];
             if let Some(k) = self.find(io) {
                 j.done |= 1 << r;
-                let join = &self.joins[k];
-                let live = join.live(t.id, at.window);
-                if live > 0 {
-                    j.registrations += 1;
-                }
-                if others {
-                    let before = found.len();
-                    for &w in &join.writers[join.writers.len() - live..] {
-                        if !found[..before].contains(&w) {
-                            found.push(w);
-                        }
-                    }
-                    j.edges += (found.len() - before) as u64;
-                } else {
-                    j.edges += live as u64;
-                }
+                let (edges, registrations) =
+                    self.joins[k].stands_for(t.id, at.window, others, found);
+                j.edges += edges;
+                j.registrations += registrations;
                 continue;
             }
             if opened {
@@ -173,23 +184,11 @@ impl WindowJoins {
         found: &mut Vec<u64>,
     ) -> Option<Joined> {
         let join = self.joins.get(self.last).filter(|j| j.key == *io)?;
-        let live = join.live(id, window);
-        let edges = if others {
-            // The join's writers are distinct: only what was found before may repeat them.
-            let before = found.len();
-            for &w in &join.writers[join.writers.len() - live..] {
-                if !found[..before].contains(&w) {
-                    found.push(w);
-                }
-            }
-            (found.len() - before) as u64
-        } else {
-            live as u64
-        };
+        let (edges, registrations) = join.stands_for(id, window, others, found);
         Some(Joined {
             done: 0,
             edges,
-            registrations: u64::from(live > 0),
+            registrations,
         })
     }
 
