@@ -373,10 +373,6 @@ impl OnceTables {
     ) -> Result<bool, E> {
         let ops = &plan.ops[..(plan.len as usize).min(MAX_TASK_IO)];
         let (reads, writes) = ops.split_at((plan.reads as usize).min(ops.len()));
-        // An id a cell cannot hold: no write takes it.
-        if !writes.is_empty() && id >= 1 << (64 - HANDLE_BITS) {
-            return Ok(false);
-        }
         // The reads first (they file nothing): a task the writes then refuse has only had
         // `f` called.
         for (n, &(k, x)) in reads.iter().enumerate() {
@@ -389,29 +385,33 @@ impl OnceTables {
                 return Ok(false);
             }
         }
-        let writer = id << HANDLE_BITS | handle as u64;
+        if writes.is_empty() {
+            return Ok(true);
+        }
+        // An id a cell cannot hold: no write takes it.
+        if id >= 1 << (64 - HANDLE_BITS) {
+            return Ok(false);
+        }
         // One write (the patterns' every task): its cell checked, then filed.
         if let [(k, x)] = *writes {
             let t = &self.tables[x as usize % ONCE_TABLES];
             let Some((r, cell)) = ios.get(k as usize).and_then(|io| t.free_cell(words, io)) else {
                 return Ok(false);
             };
-            words[cell].store(r as u64 + 1, Ordering::Relaxed);
-            words[cell + 1].store(writer, Ordering::Relaxed);
+            Table::fill(words, r, cell, id, handle);
             return Ok(true);
         }
         // More: every write's cell first, so that nothing is filed unless all take them.
-        let mut cells = [(0u64, 0usize); PLANNED_WRITES];
+        let mut cells = [(0i64, 0usize); PLANNED_WRITES];
         for (c, &(k, x)) in cells.iter_mut().zip(writes) {
             let t = &self.tables[x as usize % ONCE_TABLES];
             match ios.get(k as usize).and_then(|io| t.free_cell(words, io)) {
-                Some((r, cell)) => *c = (r as u64 + 1, cell),
+                Some(rc) => *c = rc,
                 None => return Ok(false),
             }
         }
-        for &(key, cell) in &cells[..writes.len()] {
-            words[cell].store(key, Ordering::Relaxed);
-            words[cell + 1].store(writer, Ordering::Relaxed);
+        for &(r, cell) in &cells[..writes.len()] {
+            Table::fill(words, r, cell, id, handle);
         }
         Ok(true)
     }
