@@ -459,6 +459,30 @@ pub(super) fn eval_clamp<const DIVIDES: bool>(
     }
 }
 
+/// The clamp [`Clamp::write`] wrote into `n` where it is its variable plus a constant: the
+/// values `lo ..= hi` of the variable at which `v + a` falls between the clamp's bounds and
+/// `v + a + b` does not overflow, with the constant `a + b` (exact: it may not fit an
+/// `i64`, though `v + a + b` does at every such `v`). There [`eval_clamp`] gives `v + a + b`
+/// and fails at none. `None` for a clamp that divides (it is no constant's sum with its
+/// variable anywhere), or that is never between its bounds; `lo <= hi` otherwise.
+pub(super) fn linear_piece(n: &[FoldedNode; CLAMP_NODES]) -> Option<(i128, i128, i128)> {
+    if clamp_divides(n) {
+        return None;
+    }
+    let (before, lo, hi, after) = (
+        n[0].k as i128,
+        n[1].k as i128,
+        n[2].k as i128,
+        n[3].k as i128,
+    );
+    let offset = before + after;
+    // `v + before` inside `lo ..= hi` (so it did not overflow either), and the sum inside
+    // the `i64`s.
+    let from = (lo - before).max(i64::MIN as i128 - offset);
+    let to = (hi - before).min(i64::MAX as i128 - offset);
+    (from <= to).then_some((offset, from, to))
+}
+
 /// The longest run of additions of constants at the start of `ops` that is one checked
 /// addition, as their sum, and the operations after it. `x - k` is `x + (-k)`, overflowing
 /// exactly when it does (but for `k = i64::MIN`, which has no negation). Two additions of

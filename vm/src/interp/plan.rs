@@ -2,8 +2,8 @@
 //! iteration to the next (spec/bytecode.md §5.8, "Emission").
 
 use super::fold::{
-    clamp_divides, eval_chain, eval_clamp, eval_folded, fold, is_chain, Clamp, FoldedNode,
-    CLAMP_NODES, EMPTY_FOLDED, FOLDED_NODES, NO_CLAMP,
+    clamp_divides, eval_chain, eval_clamp, eval_folded, fold, is_chain, linear_piece, Clamp,
+    FoldedNode, CLAMP_NODES, EMPTY_FOLDED, FOLDED_NODES, NO_CLAMP,
 };
 use super::*;
 
@@ -234,7 +234,76 @@ fn template_of(
             CLAMPS
         }
     };
+    t.linear = linear_stretch(t).unwrap_or(NO_STRETCH);
     Some(())
+}
+
+/// Where every slow field of `t`, a record whose slow fields are all clamps that do not
+/// divide (`CLAMPS`), is its loop's variable plus a constant and passes the checks
+/// `recompute_by` makes ([`Template::linear`]): the values of the variable at which each
+/// clamp is in its linear piece (`linear_piece`), a dimension's start is not negative, its
+/// end is not below its start and not past its extent. Writes the constants into
+/// `t.linear_params` and `t.linear_dims`. `None` where there is no such value (or `t` is not
+/// `CLAMPS`): `refill` then always recomputes.
+fn linear_stretch(t: &mut Template) -> Option<(i64, i64)> {
+    if t.clamps != CLAMPS {
+        return None;
+    }
+    let (mut lo, mut hi) = (i64::MIN as i128, i64::MAX as i128);
+    let mut within = |(from, to): (i128, i128)| {
+        (lo, hi) = (lo.max(from), hi.min(to));
+    };
+    for j in 0..t.nslow_params as usize % (SLOW_FIELDS + 1) {
+        let (offset, from, to) = linear_piece(t.clamp_nodes(&t.slow_params[j].1))?;
+        within((from, to));
+        t.linear_params[j] = offset as i64;
+    }
+    for j in 0..t.nslow_dims as usize % (SLOW_FIELDS + 1) {
+        let pd = t.slow_dims[j];
+        let (start, from, to) = linear_piece(t.clamp_nodes(&pd.start))?;
+        within((from, to));
+        let end = if pd.end.kind == OPERAND_NEXT {
+            start + 1
+        } else {
+            let (end, from, to) = linear_piece(t.clamp_nodes(&pd.end))?;
+            within((from, to));
+            end
+        };
+        // `v + start >= 0`, `v + end <= extent`, and `end >= start` at every `v`.
+        if end < start {
+            return None;
+        }
+        within((-start, pd.extent as i128 - end));
+        t.linear_dims[j] = (start as i64, end as i64);
+    }
+    (lo <= hi).then_some((lo as i64, hi as i64))
+}
+
+/// [`recompute_clamps`] for a record none of whose clamps divides: by `write_linear` at a
+/// value `v` of the loop's variable inside `t.linear` (out of line, as `recompute_clamps`:
+/// inlined into `refill`, it lengthened the records without slow fields too).
+#[inline(never)]
+fn clamps_or_linear(task: &mut Task, t: &Template, v: i64) -> R<()> {
+    if (t.linear.0..=t.linear.1).contains(&v) {
+        write_linear(task, t, v);
+        return Ok(());
+    }
+    recompute_clamps::<false>(task, t, v)
+}
+
+/// [`recompute_clamps`] at a value `v` of the loop's variable inside `t.linear`: each slow
+/// field is `v` plus its constant (every sum fits, and no check fails there).
+#[inline(always)]
+fn write_linear(task: &mut Task, t: &Template, v: i64) {
+    let n = (t.nslow_params as usize).min(SLOW_FIELDS);
+    for (&(i, _), &k) in t.slow_params[..n].iter().zip(&t.linear_params) {
+        task.params[i as usize % limits::MAX_TASK_PARAMS] = v.wrapping_add(k);
+    }
+    let n = (t.nslow_dims as usize).min(SLOW_FIELDS);
+    for (pd, &(a, b)) in t.slow_dims[..n].iter().zip(&t.linear_dims) {
+        task.io[pd.io as usize % limits::MAX_TASK_IO].ranges[pd.dim as usize % limits::MAX_RANK] =
+            (v.wrapping_add(a), v.wrapping_add(b));
+    }
 }
 
 /// The fields of a kept record (`t`) that read its loop's variable otherwise than as itself
@@ -433,6 +502,14 @@ pub(super) struct Template {
     /// `OPERAND_CLAMP`), `nfolded` of them.
     folded: [FoldedNode; FOLDED_NODES],
     nfolded: u8,
+    /// The values `linear.0 ..= linear.1` of the loop's variable `v` at which every slow
+    /// field is `v` plus a constant and passes its checks (`linear_stretch`; none, `(1, 0)`,
+    /// unless every slow field is a clamp that does not divide): there a slow parameter is
+    /// `v + linear_params[j]` and a slow dimension `(v + linear_dims[j].0, v +
+    /// linear_dims[j].1)`, in wrapping arithmetic (the sums fit; a constant may not).
+    linear: (i64, i64),
+    linear_params: [i64; SLOW_FIELDS],
+    linear_dims: [(i64, i64); SLOW_FIELDS],
 }
 
 impl Template {
@@ -512,7 +589,13 @@ pub(super) const EMPTY_TEMPLATE: Template = Template {
     slow_dims: [EMPTY_DIM; SLOW_FIELDS],
     folded: [EMPTY_FOLDED; FOLDED_NODES],
     nfolded: 0,
+    linear: NO_STRETCH,
+    linear_params: [0; SLOW_FIELDS],
+    linear_dims: [(0, 0); SLOW_FIELDS],
 };
+
+/// [`Template::linear`] holding no value.
+const NO_STRETCH: (i64, i64) = (1, 0);
 
 impl<'a, 'p> Interpreter<'a, 'p> {
     pub(super) fn dim_extent(&self, t: &crate::format::TensorEntry, d: usize) -> i64 {
@@ -748,7 +831,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         }
         if t.slow {
             match t.clamps {
-                CLAMPS => recompute_clamps::<false>(task, t, v)?,
+                CLAMPS => clamps_or_linear(task, t, v)?,
                 CLAMPS_DIVIDING => recompute_clamps::<true>(task, t, v)?,
                 _ => recompute(task, t, self.v.exprs(), &self.p, &self.vars)?,
             }
@@ -937,9 +1020,165 @@ impl<'a, 'p> Interpreter<'a, 'p> {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+
     use super::*;
-    use crate::interp::fold::tests::spread_offset;
+    use crate::interp::fold::tests::{node, spread_offset};
     use crate::params::Value;
+    use proptest::prelude::*;
+    use std::{vec, vec::Vec};
+
+    /// A record of one task site with `params` parameters and one region of one dimension,
+    /// each field an expression of `exprs` starting where it says (`end` `None`: the start
+    /// plus one), checked against `extent`.
+    fn plan_of(params: &[u32], (start, end): (u32, Option<u32>), extent: i64) -> Plan {
+        let expr = |a| Operand {
+            kind: OPERAND_EXPR,
+            a,
+            c: 0,
+        };
+        let mut plan = EMPTY_PLAN;
+        plan.nparams = params.len() as u8;
+        for (o, &a) in plan.params.iter_mut().zip(params) {
+            *o = expr(a);
+        }
+        plan.nio = 1;
+        plan.ndims = 1;
+        plan.dims[0] = PlanDim {
+            start: expr(start),
+            end: end.map_or(
+                Operand {
+                    kind: OPERAND_NEXT,
+                    ..EMPTY_OPERAND
+                },
+                expr,
+            ),
+            extent,
+            io: 0,
+            dim: 0,
+        };
+        plan
+    }
+
+    /// The 1-D stencil's read of `G[t - 1, max(0, i - 1) : min(i + 2, W)]`, `W` = 16: a
+    /// record whose every slow field is `i` plus a constant from 1 to 14, and only there.
+    #[test]
+    fn the_stencils_read_is_linear_inside_the_row() {
+        let e = [
+            node(ExprOp::CONST, 0, 0),
+            node(ExprOp::VAR, 1, 0),
+            node(ExprOp::CONST, 0, 1),
+            node(ExprOp::SUB, 0, 0),
+            node(ExprOp::MAX, 0, 0),
+            node(ExprOp::END, 0, 0),
+            node(ExprOp::VAR, 1, 0),
+            node(ExprOp::CONST, 0, 2),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::CONST, 0, 16),
+            node(ExprOp::MIN, 0, 0),
+            node(ExprOp::END, 0, 0),
+        ];
+        let p = RuntimeParams::unchecked(&[]);
+        let vars = [0i64; limits::MAX_LOOP_DEPTH];
+        let mut t = EMPTY_TEMPLATE;
+        let plan = plan_of(&[], (0, Some(6)), 16);
+        assert_eq!(template_of(&mut t, &e, &p, &vars, &plan, 7, 1), Some(()));
+        assert_eq!((t.clamps, t.linear), (CLAMPS, (1, 14)));
+        assert_eq!(t.linear_dims[0], (-1, 2));
+        for v in 0..16 {
+            let (mut by_clamps, mut by_either) = (Task::default(), Task::default());
+            recompute_clamps::<false>(&mut by_clamps, &t, v).unwrap();
+            clamps_or_linear(&mut by_either, &t, v).unwrap();
+            assert_eq!(by_clamps.io[0].ranges[0], by_either.io[0].ranges[0], "{v}");
+        }
+    }
+
+    /// A clamp `min(max(i + a, lo), hi) + b` of the loop's variable `i` (depth 1), each of
+    /// its steps there or not; its constants small, or the variable at depth 0 (set to the
+    /// extremes of an `i64` by the test) or its negation.
+    fn arb_clamp() -> impl Strategy<Value = Vec<Record>> {
+        let constant = prop_oneof![
+            (-20i32..20).prop_map(|c| vec![node(ExprOp::CONST, 0, c as u32)]),
+            Just(vec![node(ExprOp::VAR, 0, 0)]),
+            Just(vec![node(ExprOp::VAR, 0, 0), node(ExprOp::NEG, 0, 0)]),
+        ];
+        let step = |ops: Vec<ExprOp>| {
+            (
+                prop::option::of(constant.clone()),
+                prop::sample::select(ops),
+            )
+        };
+        (
+            step(vec![ExprOp::ADD, ExprOp::SUB]),
+            step(vec![ExprOp::MAX]),
+            step(vec![ExprOp::MIN]),
+            step(vec![ExprOp::ADD, ExprOp::SUB]),
+        )
+            .prop_map(|steps| {
+                let mut e = vec![node(ExprOp::VAR, 1, 0)];
+                for (k, op) in [steps.0, steps.1, steps.2, steps.3] {
+                    if let Some(k) = k {
+                        e.extend(k);
+                        e.push(node(op, 0, 0));
+                    }
+                }
+                e.push(node(ExprOp::END, 0, 0));
+                e
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: if cfg!(miri) { 8 } else { 1000 },
+            failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
+            ..ProptestConfig::default()
+        })]
+
+        /// A record whose slow fields are all clamps that do not divide writes, at every
+        /// value of its loop's variable inside its linear stretch, what `recompute_clamps`
+        /// writes, which never fails there; outside it, `refill`'s path recomputes.
+        #[test]
+        fn a_linear_stretch_writes_what_recompute_writes(
+            param in prop::option::of(arb_clamp()),
+            start in arb_clamp(),
+            end in prop::option::of(arb_clamp()),
+            extent in prop::sample::select(vec![0i64, 1, 5, 16, 40, i64::MAX]),
+            outer in prop::sample::select(vec![
+                0i64, 3, 1 << 40, i64::MAX, i64::MIN, i64::MAX - 5, i64::MIN + 5,
+            ]),
+        ) {
+            let mut e = Vec::new();
+            let mut at = |x: &[Record]| {
+                let a = e.len() as u32;
+                e.extend_from_slice(x);
+                a
+            };
+            let params: Vec<u32> = param.iter().map(|x| at(x)).collect();
+            let dim = (at(&start), end.as_deref().map(&mut at));
+            let plan = plan_of(&params, dim, extent);
+            let p = RuntimeParams::unchecked(&[]);
+            let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
+            vars[0] = outer;
+            let mut t = EMPTY_TEMPLATE;
+            prop_assert_eq!(template_of(&mut t, &e, &p, &vars, &plan, 7, 1), Some(()));
+            prop_assume!(t.clamps == CLAMPS);
+            let (lo, hi) = t.linear;
+            let edges = [lo, hi, lo.saturating_sub(1), hi.saturating_add(1)];
+            let values = (-45..45).chain([i64::MAX, i64::MIN, i64::MAX - 1, i64::MIN + 1]);
+            for v in values.chain(if lo <= hi { edges.to_vec() } else { vec![] }) {
+                let (mut by_clamps, mut by_either) = (Task::default(), Task::default());
+                let want = recompute_clamps::<false>(&mut by_clamps, &t, v);
+                prop_assert_eq!(clamps_or_linear(&mut by_either, &t, v), want);
+                if (lo..=hi).contains(&v) {
+                    prop_assert_eq!(want, Ok(()));
+                }
+                if want.is_ok() {
+                    prop_assert_eq!(by_clamps.params, by_either.params, "at {}", v);
+                    prop_assert_eq!(by_clamps.io[0].ranges[0], by_either.io[0].ranges[0], "at {}", v);
+                }
+            }
+        }
+    }
 
     /// `template_of` writes into the slot's template, which still holds what the loop's
     /// previous entry put there: it drops what that entry folded, so a field folds again
