@@ -459,28 +459,103 @@ pub(super) fn eval_clamp<const DIVIDES: bool>(
     }
 }
 
-/// The clamp [`Clamp::write`] wrote into `n` where it is its variable plus a constant: the
-/// values `lo ..= hi` of the variable at which `v + a` falls between the clamp's bounds and
-/// `v + a + b` does not overflow, with the constant `a + b` (exact: it may not fit an
-/// `i64`, though `v + a + b` does at every such `v`). There [`eval_clamp`] gives `v + a + b`
-/// and fails at none. `None` for a clamp that divides (it is no constant's sum with its
-/// variable anywhere), or that is never between its bounds; `lo <= hi` otherwise.
-pub(super) fn linear_piece(n: &[FoldedNode; CLAMP_NODES]) -> Option<(i128, i128, i128)> {
-    if clamp_divides(n) {
-        return None;
-    }
+/// Where a clamp is its variable plus a constant, or a constant ([`piece_at`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Piece {
+    /// Whether the clamp is `v + k` (else `k`).
+    pub(super) slope: bool,
+    /// The constant: exact, it may not fit an `i64` where `slope` is (though `v + k` does at
+    /// every value of the piece).
+    pub(super) k: i128,
+    /// The piece's values of the variable, `from ..= to`.
+    pub(super) from: i128,
+    pub(super) to: i128,
+}
+
+/// The piece of the clamp [`Clamp::write`] wrote into `n` that holds the value `v` of its
+/// variable: the values around `v` at which [`eval_clamp`] gives `v + k`, or `k`, and fails
+/// at none — between the clamp's bounds or beyond one of them, inside one quotient of its
+/// division, no step overflowing. `None` where it fails at `v`, or divides a negative value
+/// or by a divisor not above zero there (then the pieces are not of this form, or not
+/// worth it).
+pub(super) fn piece_at(n: &[FoldedNode; CLAMP_NODES], v: i64) -> Option<Piece> {
+    const MIN: i128 = i64::MIN as i128;
+    const MAX: i128 = i64::MAX as i128;
     let (before, lo, hi, after) = (
         n[0].k as i128,
         n[1].k as i128,
         n[2].k as i128,
         n[3].k as i128,
     );
-    let offset = before + after;
-    // `v + before` inside `lo ..= hi` (so it did not overflow either), and the sum inside
-    // the `i64`s.
-    let from = (lo - before).max(i64::MIN as i128 - offset);
-    let to = (hi - before).min(i64::MAX as i128 - offset);
-    (from <= to).then_some((offset, from, to))
+    if lo > hi {
+        // (Never: `Clamp::of` keeps `lo <= hi`.)
+        return None;
+    }
+    let v = v as i128;
+    // `v + before` inside the `i64`s, then on one side of the bounds or between them.
+    let x = v + before;
+    let (mut from, mut to) = (MIN - before, MAX - before);
+    if !(MIN..=MAX).contains(&x) {
+        return None;
+    }
+    let mut p = if x < lo {
+        Piece {
+            slope: false,
+            k: lo,
+            from,
+            to: to.min(lo - 1 - before),
+        }
+    } else if x > hi {
+        Piece {
+            slope: false,
+            k: hi,
+            from: from.max(hi + 1 - before),
+            to,
+        }
+    } else {
+        Piece {
+            slope: true,
+            k: before,
+            from: from.max(lo - before),
+            to: to.min(hi - before),
+        }
+    };
+    // Then `+ after`, inside the `i64`s.
+    p.k += after;
+    if p.slope {
+        (from, to) = (p.from.max(MIN - p.k), p.to.min(MAX - p.k));
+        (p.from, p.to) = (from, to);
+    } else if !(MIN..=MAX).contains(&p.k) {
+        return None;
+    }
+    let (op, d) = (n[CLAMP_NODES - 1].op, n[CLAMP_NODES - 1].k);
+    if op == 0 {
+        return Some(p);
+    }
+    if !p.slope {
+        p.k = divide(op, p.k as i64, d, 0).ok()? as i128;
+        return Some(p);
+    }
+    // `y = v + k` divided: inside the block of the values with `y`'s quotient.
+    let (y, d) = (v + p.k, d as i128);
+    if y < 0 || d <= 0 {
+        return None;
+    }
+    let (first, last, slope, k) = match ExprOp::from_u8(op)? {
+        ExprOp::DIV => (y / d * d, y / d * d + d - 1, false, y / d),
+        ExprOp::MOD => (y / d * d, y / d * d + d - 1, true, p.k - y / d * d),
+        ExprOp::CEILDIV => {
+            let m = (y + d - 1) / d;
+            (((m - 1) * d + 1).max(0), m * d, false, m)
+        }
+        _ => return None,
+    };
+    Some(Piece {
+        slope,
+        k,
+        from: p.from.max(first - p.k),
+        to: p.to.min(last - p.k),
+    })
 }
 
 /// The longest run of additions of constants at the start of `ops` that is one checked
