@@ -698,14 +698,23 @@ pub(super) mod tests {
         i64::MIN + 1,
     ];
 
-    proptest! {
-        // Under Miri (`scripts/miri.sh`): a few cases, and no failure file (its isolation has
-        // no current directory).
-        #![proptest_config(ProptestConfig {
-            cases: if cfg!(miri) { 8 } else { 2000 },
-            failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
+    /// The interpreter's proptests' settings: `cases` cases, and under Miri
+    /// (`scripts/miri.sh`) a few, with no failure file (its isolation has no current
+    /// directory).
+    pub(in crate::interp) fn config(cases: u32) -> ProptestConfig {
+        ProptestConfig {
+            cases: if cfg!(miri) { 8 } else { cases },
+            failure_persistence: if cfg!(miri) {
+                None
+            } else {
+                ProptestConfig::default().failure_persistence
+            },
             ..ProptestConfig::default()
-        })]
+        }
+    }
+
+    proptest! {
+        #![proptest_config(config(2000))]
 
         /// Folded for the loop at depth 1 (the variable at depth 0 fixed), an expression gives
         /// what the general evaluator gives, errors included, at every value of the variable;
@@ -843,14 +852,9 @@ pub(super) mod tests {
         Ok(())
     }
 
-    /// The 1-D stencil's bounds (`max(0, i - 1)`, `min(i + 2, W)` with W = 1,000) fold to
-    /// clamps of `CLAMP_NODES` nodes, which do not fit in fewer.
-    #[test]
-    fn stencil_bounds_are_clamps() {
-        let slots = [Value::Scalar(1000)];
-        let p = RuntimeParams::unchecked(&slots);
-        let vars = [0i64; limits::MAX_LOOP_DEPTH];
-        // max(0, i - 1) and min(i + 2, W), i at depth 1.
+    /// The 1-D stencil's bounds, `max(0, i - 1)` and `min(i + 2, W)`, `i` the variable at
+    /// depth 1 and `W` the node `w`.
+    pub(in crate::interp) fn stencil_bounds(w: Record) -> ([Record; 6], [Record; 6]) {
         let start = [
             node(ExprOp::CONST, 0, 0),
             node(ExprOp::VAR, 1, 0),
@@ -863,10 +867,21 @@ pub(super) mod tests {
             node(ExprOp::VAR, 1, 0),
             node(ExprOp::CONST, 0, 2),
             node(ExprOp::ADD, 0, 0),
-            node(ExprOp::PARAM, 0, 0),
+            w,
             node(ExprOp::MIN, 0, 0),
             node(ExprOp::END, 0, 0),
         ];
+        (start, end)
+    }
+
+    /// The 1-D stencil's bounds (`max(0, i - 1)`, `min(i + 2, W)` with W = 1,000) fold to
+    /// clamps of `CLAMP_NODES` nodes, which do not fit in fewer.
+    #[test]
+    fn stencil_bounds_are_clamps() {
+        let slots = [Value::Scalar(1000)];
+        let p = RuntimeParams::unchecked(&slots);
+        let vars = [0i64; limits::MAX_LOOP_DEPTH];
+        let (start, end) = stencil_bounds(node(ExprOp::PARAM, 0, 0));
         for (e, want, at) in [
             (&start, (-1, 0, i64::MAX, 0, (0, 0)), [0, 0, 1, 998, 999]),
             (&end, (2, i64::MIN, 1000, 0, (0, 0)), [2, 3, 4, 1000, 1000]),

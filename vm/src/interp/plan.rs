@@ -1096,7 +1096,7 @@ mod tests {
     extern crate std;
 
     use super::*;
-    use crate::interp::fold::tests::{node, spread_offset};
+    use crate::interp::fold::tests::{config, node, spread_offset, stencil_bounds};
     use crate::params::Value;
     use proptest::prelude::*;
     use std::{vec, vec::Vec};
@@ -1138,20 +1138,8 @@ mod tests {
     /// are evaluated no more; the first point and the last have their own.
     #[test]
     fn the_stencils_read_has_one_stretch_inside_the_row() {
-        let e = [
-            node(ExprOp::CONST, 0, 0),
-            node(ExprOp::VAR, 1, 0),
-            node(ExprOp::CONST, 0, 1),
-            node(ExprOp::SUB, 0, 0),
-            node(ExprOp::MAX, 0, 0),
-            node(ExprOp::END, 0, 0),
-            node(ExprOp::VAR, 1, 0),
-            node(ExprOp::CONST, 0, 2),
-            node(ExprOp::ADD, 0, 0),
-            node(ExprOp::CONST, 0, 16),
-            node(ExprOp::MIN, 0, 0),
-            node(ExprOp::END, 0, 0),
-        ];
+        let (start, end) = stencil_bounds(node(ExprOp::CONST, 0, 16));
+        let e = [start, end].concat();
         let p = RuntimeParams::unchecked(&[]);
         let vars = [0i64; limits::MAX_LOOP_DEPTH];
         let mut t = EMPTY_TEMPLATE;
@@ -1222,11 +1210,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig {
-            cases: if cfg!(miri) { 8 } else { 1000 },
-            failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
-            ..ProptestConfig::default()
-        })]
+        #![proptest_config(config(1000))]
 
         /// A record whose slow fields are all clamps writes, at every value of its loop's
         /// variable, taken in any order, what `recompute_clamps` writes: through the stretch
