@@ -237,7 +237,7 @@ pub(crate) fn divide(op: u8, a: i64, b: i64, pc: u32) -> R<i64> {
 
 /// Element `a` of the runtime array in `slot`.
 #[inline(always)]
-fn elem(slot: u16, a: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
+pub(crate) fn elem(slot: u16, a: i64, p: &RuntimeParams<'_>, pc: u32) -> R<i64> {
     let arr = p.array(slot as usize);
     match usize::try_from(a).ok().and_then(|i| arr.get(i)) {
         Some(x) => Ok(*x as i64),

@@ -89,6 +89,8 @@ const C_MUL: u8 = 14;
 const C_SUB: u8 = 15;
 /// `array[top]` (`UNARY ELEM`).
 const C_ELEM: u8 = 16;
+/// Push the loop's variable plus `k` (`PUSH_VAR_ADD`: [`fuse`]).
+const C_VAR_ADD_K: u8 = 17;
 
 /// [`FoldedNode::code`] of form `form` with operator `op`.
 const fn code_of(form: u8, op: u8) -> u8 {
@@ -119,6 +121,7 @@ const fn code_of(form: u8, op: u8) -> u8 {
         (BINARY, MUL) => C_MUL,
         (BINARY, SUB) => C_SUB,
         (UNARY, ELEM) => C_ELEM,
+        (PUSH_VAR_ADD, _) => C_VAR_ADD_K,
         _ => GENERIC,
     }
 }
@@ -135,6 +138,9 @@ const BINARY: u8 = 3;
 const RIGHT: u8 = 4;
 /// `top = op(k, top)`.
 const LEFT: u8 = 5;
+/// Push the loop's variable plus `k`, checked as `+` is: a `PUSH_VAR` and the `RIGHT` or
+/// `LEFT` `ADD` after it in one node ([`fuse`]).
+const PUSH_VAR_ADD: u8 = 6;
 
 /// The nodes of folded expressions one kept record holds, for all its fields.
 pub(super) const FOLDED_NODES: usize = 64;
@@ -291,6 +297,10 @@ fn eval_node(
             below.push(x);
             n.k
         }
+        C_VAR_ADD_K => {
+            below.push(x);
+            v.checked_add(n.k).ok_or(ovf)?
+        }
         C_ADD => below.pop().checked_add(x).ok_or(ovf)?,
         C_SUB => below.pop().checked_sub(x).ok_or(ovf)?,
         C_MUL => below.pop().checked_mul(x).ok_or(ovf)?,
@@ -304,7 +314,8 @@ fn eval_node(
         C_LE_K => (x <= n.k) as i64,
         C_GT_K => (x > n.k) as i64,
         C_GE_K => (x >= n.k) as i64,
-        C_ELEM => unary(n.op, n.slot, x, p, pc)?,
+        // (Its operator is `ELEM`: `unary` would ask again.)
+        C_ELEM => elem(n.slot, x, p, pc)?,
         _ => match n.form {
             BINARY => apply(n.op, below.pop(), x, pc)?,
             RIGHT => apply(n.op, x, n.k, pc)?,
@@ -312,6 +323,38 @@ fn eval_node(
             _ => unary(n.op, n.slot, x, p, pc)?,
         },
     })
+}
+
+/// Fuses, in the folded expression `nodes` (not a chain: [`is_chain`] reads the forms this
+/// changes), each push of the loop's variable and the addition of a constant right after it
+/// (`i + c`, `c + i`, `i - c` as `i + (-c)` but for `c = i64::MIN`) into one node, which
+/// computes the same and overflows where the two do (the addition is the first step on the
+/// pushed value). Returns the nodes left, in `nodes[..n]`: one dispatch fewer for each pair
+/// (random_nearest's bounds have three).
+pub(super) fn fuse(nodes: &mut [FoldedNode]) -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < nodes.len() {
+        let node = nodes[i];
+        let addend = match nodes.get(i + 1) {
+            Some(next) if node.form == PUSH_VAR => match (next.form, ExprOp::from_u8(next.op)) {
+                (RIGHT | LEFT, Some(ExprOp::ADD)) => Some(next.k),
+                (RIGHT, Some(ExprOp::SUB)) => next.k.checked_neg(),
+                _ => None,
+            },
+            _ => None,
+        };
+        nodes[n] = match addend {
+            Some(k) => {
+                i += 1;
+                FoldedNode::new(PUSH_VAR_ADD, ExprOp::ADD as u8, k, 0)
+            }
+            None => node,
+        };
+        n += 1;
+        i += 1;
+    }
+    n
 }
 
 /// Whether the folded expression `nodes` is a chain: the loop's variable, then operations on
@@ -741,6 +784,8 @@ pub(super) mod tests {
                 return Ok(());
             };
             let chain = is_chain(&out[..n]);
+            let mut fused = out;
+            let m = fuse(&mut fused[..n]);
             for v in VALUES.iter().copied().chain(-3..40) {
                 vars[1] = v;
                 let want = eval_postfix(&e, &p, &vars, 0, 9);
@@ -748,6 +793,11 @@ pub(super) mod tests {
                     eval_folded(&out[..n], v, &p, 9),
                     want,
                     "at {}: {:?} folded {:?}", v, e, &out[..n]
+                );
+                prop_assert_eq!(
+                    eval_folded(&fused[..m], v, &p, 9),
+                    want,
+                    "at {}: {:?} fused {:?}", v, e, &fused[..m]
                 );
                 if chain {
                     prop_assert_eq!(eval_chain(&out[1..n], v, &p, 9), want);
@@ -850,6 +900,37 @@ pub(super) mod tests {
             );
         }
         Ok(())
+    }
+
+    /// `i - t` with `t = i64::MIN` is no addition of `-t` (which has no value): fusing leaves
+    /// it, and `(i - t) * i` overflows at `i = 0` as the expression does.
+    #[test]
+    fn a_subtraction_of_the_least_i64_is_not_fused() {
+        let e = [
+            node(ExprOp::VAR, 1, 0),
+            node(ExprOp::VAR, 0, 0),
+            node(ExprOp::SUB, 0, 0),
+            node(ExprOp::VAR, 1, 0),
+            node(ExprOp::MUL, 0, 0),
+            node(ExprOp::END, 0, 0),
+        ];
+        let p = RuntimeParams::unchecked(&[]);
+        let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
+        vars[0] = i64::MIN;
+        let mut out = [FoldedNode::default(); FOLDED_NODES];
+        let n = fold(&e, &p, &vars, (0, 1), &mut out).unwrap();
+        assert!(!is_chain(&out[..n]));
+        assert_eq!(fuse(&mut out[..n]), n);
+        assert_eq!(
+            eval_folded(&out[..n], 0, &p, 9),
+            Err(RunError::Overflow { pc: 9 })
+        );
+        // With `t = 5`, the push and the subtraction are one node.
+        vars[0] = 5;
+        let n = fold(&e, &p, &vars, (0, 1), &mut out).unwrap();
+        let m = fuse(&mut out[..n]);
+        assert_eq!((n, m), (4, 3));
+        assert_eq!(eval_folded(&out[..m], 7, &p, 9), Ok(14));
     }
 
     /// The 1-D stencil's bounds, `max(0, i - 1)` and `min(i + 2, W)`, `i` the variable at

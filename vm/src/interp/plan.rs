@@ -2,7 +2,7 @@
 //! iteration to the next (spec/bytecode.md §5.8, "Emission").
 
 use super::fold::{
-    clamp_divides, eval_chain, eval_clamp, eval_folded, fold, is_chain, piece_at, Clamp,
+    clamp_divides, eval_chain, eval_clamp, eval_folded, fold, fuse, is_chain, piece_at, Clamp,
     FoldedNode, Piece, CLAMP_NODES, EMPTY_FOLDED, FOLDED_NODES, NO_CLAMP,
 };
 use super::*;
@@ -629,6 +629,7 @@ impl Template {
                 c: n as i64 - 1,
             }
         } else {
+            let n = fuse(&mut room[..n]);
             self.nfolded += n as u8;
             Operand {
                 kind: OPERAND_FOLDED,
