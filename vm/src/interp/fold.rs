@@ -91,6 +91,9 @@ const C_SUB: u8 = 15;
 const C_ELEM: u8 = 16;
 /// Push the loop's variable plus `k` (`PUSH_VAR_ADD`: [`fuse`]).
 const C_VAR_ADD_K: u8 = 17;
+/// `array[top + k]`, `array[top * k]` (`ADD_ELEM`, `MUL_ELEM`: [`fuse`]).
+const C_ADD_ELEM: u8 = 18;
+const C_MUL_ELEM: u8 = 19;
 
 /// [`FoldedNode::code`] of form `form` with operator `op`.
 const fn code_of(form: u8, op: u8) -> u8 {
@@ -122,6 +125,8 @@ const fn code_of(form: u8, op: u8) -> u8 {
         (BINARY, SUB) => C_SUB,
         (UNARY, ELEM) => C_ELEM,
         (PUSH_VAR_ADD, _) => C_VAR_ADD_K,
+        (ADD_ELEM, _) => C_ADD_ELEM,
+        (MUL_ELEM, _) => C_MUL_ELEM,
         _ => GENERIC,
     }
 }
@@ -141,6 +146,10 @@ const LEFT: u8 = 5;
 /// Push the loop's variable plus `k`, checked as `+` is: a `PUSH_VAR` and the `RIGHT` or
 /// `LEFT` `ADD` after it in one node ([`fuse`]).
 const PUSH_VAR_ADD: u8 = 6;
+/// `top = array[top + k]`, `top = array[top * k]` (the array in `slot`), each step checked:
+/// a `RIGHT` or `LEFT` `ADD` or `MUL` and the `ELEM` after it in one node ([`fuse`]).
+const ADD_ELEM: u8 = 7;
+const MUL_ELEM: u8 = 8;
 
 /// The nodes of folded expressions one kept record holds, for all its fields.
 pub(super) const FOLDED_NODES: usize = 64;
@@ -301,6 +310,8 @@ fn eval_node(
             below.push(x);
             v.checked_add(n.k).ok_or(ovf)?
         }
+        C_ADD_ELEM => elem(n.slot, x.checked_add(n.k).ok_or(ovf)?, p, pc)?,
+        C_MUL_ELEM => elem(n.slot, x.checked_mul(n.k).ok_or(ovf)?, p, pc)?,
         C_ADD => below.pop().checked_add(x).ok_or(ovf)?,
         C_SUB => below.pop().checked_sub(x).ok_or(ovf)?,
         C_MUL => below.pop().checked_mul(x).ok_or(ovf)?,
@@ -326,28 +337,40 @@ fn eval_node(
 }
 
 /// Fuses, in the folded expression `nodes` (not a chain: [`is_chain`] reads the forms this
-/// changes), each push of the loop's variable and the addition of a constant right after it
-/// (`i + c`, `c + i`, `i - c` as `i + (-c)` but for `c = i64::MIN`) into one node, which
-/// computes the same and overflows where the two do (the addition is the first step on the
-/// pushed value). Returns the nodes left, in `nodes[..n]`: one dispatch fewer for each pair
-/// (random_nearest's bounds have three).
+/// changes), pairs of nodes into one that computes the same and fails where the two do,
+/// each step checked in the same order: a push of the loop's variable and the addition of a
+/// constant right after it (`i + c`, `c + i`, and `i - c` as `i + (-c)` but for `c =
+/// i64::MIN`, which has no negation); an addition or a multiplication by a constant and the
+/// runtime-array element it indexes (`keep[x * 2]`, `keep[x + 1]`). Returns the nodes left,
+/// in `nodes[..n]`: one dispatch fewer for each pair (random_nearest's bounds have five).
 pub(super) fn fuse(nodes: &mut [FoldedNode]) -> usize {
-    let mut n = 0;
-    let mut i = 0;
+    let (mut n, mut i) = (0, 0);
     while i < nodes.len() {
-        let node = nodes[i];
-        let addend = match nodes.get(i + 1) {
-            Some(next) if node.form == PUSH_VAR => match (next.form, ExprOp::from_u8(next.op)) {
-                (RIGHT | LEFT, Some(ExprOp::ADD)) => Some(next.k),
-                (RIGHT, Some(ExprOp::SUB)) => next.k.checked_neg(),
+        let (node, next) = (nodes[i], nodes.get(i + 1).copied());
+        let pair = next.and_then(|next| {
+            let addend = match (node.form, ExprOp::from_u8(node.op)) {
+                (RIGHT | LEFT, Some(ExprOp::ADD)) => Some(node.k),
+                (RIGHT, Some(ExprOp::SUB)) => node.k.checked_neg(),
                 _ => None,
-            },
-            _ => None,
-        };
-        nodes[n] = match addend {
-            Some(k) => {
+            };
+            let elem = (next.form, ExprOp::from_u8(next.op)) == (UNARY, Some(ExprOp::ELEM));
+            match (node.form, ExprOp::from_u8(node.op), next.form) {
+                (PUSH_VAR, ..) => match (next.form, ExprOp::from_u8(next.op)) {
+                    (RIGHT | LEFT, Some(ExprOp::ADD)) => Some((PUSH_VAR_ADD, next.k, 0)),
+                    (RIGHT, Some(ExprOp::SUB)) => {
+                        next.k.checked_neg().map(|k| (PUSH_VAR_ADD, k, 0))
+                    }
+                    _ => None,
+                },
+                (RIGHT | LEFT, Some(ExprOp::MUL), _) if elem => Some((MUL_ELEM, node.k, next.slot)),
+                _ if elem => addend.map(|k| (ADD_ELEM, k, next.slot)),
+                _ => None,
+            }
+        });
+        nodes[n] = match pair {
+            Some((form, k, slot)) => {
                 i += 1;
-                FoldedNode::new(PUSH_VAR_ADD, ExprOp::ADD as u8, k, 0)
+                FoldedNode::new(form, 0, k, slot)
             }
             None => node,
         };
@@ -902,6 +925,56 @@ pub(super) mod tests {
         Ok(())
     }
 
+    /// Every pair `fuse` may make one node of, with every operand form, constants at the ends
+    /// of the `i64`s and both a runtime array and a scalar (an element of no array), computes
+    /// what the two nodes compute, errors included, at every value of the variable.
+    #[test]
+    fn fused_pairs_evaluate_as_the_pairs() {
+        let array = [5u32, 0, 7, u32::MAX];
+        let slots = [Value::Scalar(3), Value::Array(&array)];
+        let p = RuntimeParams::unchecked(&slots);
+        let ops = [
+            (RIGHT, ExprOp::ADD),
+            (LEFT, ExprOp::ADD),
+            (RIGHT, ExprOp::SUB),
+            (LEFT, ExprOp::SUB),
+            (RIGHT, ExprOp::MUL),
+            (LEFT, ExprOp::MUL),
+        ];
+        let (mut fused_pairs, mut programs) = (0, 0);
+        for k in VALUES.iter().copied().chain(-3..5) {
+            for (form, op) in ops {
+                for slot in [0, 1] {
+                    // The variable and the operation; then, after a step that keeps it from
+                    // the push (`max` with the least `i64`), the operation and an element.
+                    let step = FoldedNode::new(form, op as u8, k, 0);
+                    let keep = FoldedNode::new(RIGHT, ExprOp::MAX as u8, i64::MIN, 0);
+                    let elem = FoldedNode::new(UNARY, ExprOp::ELEM as u8, 0, slot);
+                    let push = FoldedNode::default();
+                    for nodes in [vec![push, step], vec![push, keep, step, elem]] {
+                        let mut fused = nodes.clone();
+                        let m = fuse(&mut fused);
+                        fused_pairs += nodes.len() - m;
+                        programs += 1;
+                        for v in VALUES.iter().copied().chain(-3..10) {
+                            assert_eq!(
+                                eval_folded(&fused[..m], v, &p, 9),
+                                eval_folded(&nodes, v, &p, 9),
+                                "{nodes:?} fused {:?} at {v}",
+                                &fused[..m]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // Fused: after the push, the additions (either side) and `x - k` but for `k =
+        // i64::MIN`; before an element, those and the multiplications (either side). Of the
+        // 20 constants, one is `i64::MIN`; each pair comes with both slots.
+        assert_eq!(programs, 20 * 6 * 2 * 2);
+        assert_eq!(fused_pairs, 2 * (2 * 20 + 19) + 2 * (4 * 20 + 19));
+    }
+
     /// `i - t` with `t = i64::MIN` is no addition of `-t` (which has no value): fusing leaves
     /// it, and `(i - t) * i` overflows at `i = 0` as the expression does.
     #[test]
@@ -930,6 +1003,7 @@ pub(super) mod tests {
         let n = fold(&e, &p, &vars, (0, 1), &mut out).unwrap();
         let m = fuse(&mut out[..n]);
         assert_eq!((n, m), (4, 3));
+        assert_eq!(out[0].form, PUSH_VAR_ADD);
         assert_eq!(eval_folded(&out[..m], 7, &p, 9), Ok(14));
     }
 
