@@ -956,7 +956,17 @@ pub(super) mod tests {
                         let m = fuse(&mut fused);
                         fused_pairs += nodes.len() - m;
                         programs += 1;
-                        for v in VALUES.iter().copied().chain(-3..10) {
+                        // (Under Miri, a few values: every pair is still evaluated.)
+                        let values = if cfg!(miri) {
+                            &VALUES[..4]
+                        } else {
+                            &VALUES[..]
+                        };
+                        for v in values
+                            .iter()
+                            .copied()
+                            .chain(-3..if cfg!(miri) { -2 } else { 10 })
+                        {
                             assert_eq!(
                                 eval_folded(&fused[..m], v, &p, 9),
                                 eval_folded(&nodes, v, &p, 9),
