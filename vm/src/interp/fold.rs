@@ -348,23 +348,15 @@ pub(super) fn fuse(nodes: &mut [FoldedNode]) -> usize {
     while i < nodes.len() {
         let (node, next) = (nodes[i], nodes.get(i + 1).copied());
         let pair = next.and_then(|next| {
-            let addend = match (node.form, ExprOp::from_u8(node.op)) {
-                (RIGHT | LEFT, Some(ExprOp::ADD)) => Some(node.k),
-                (RIGHT, Some(ExprOp::SUB)) => node.k.checked_neg(),
-                _ => None,
-            };
-            let elem = (next.form, ExprOp::from_u8(next.op)) == (UNARY, Some(ExprOp::ELEM));
-            match (node.form, ExprOp::from_u8(node.op), next.form) {
-                (PUSH_VAR, ..) => match (next.form, ExprOp::from_u8(next.op)) {
-                    (RIGHT | LEFT, Some(ExprOp::ADD)) => Some((PUSH_VAR_ADD, next.k, 0)),
-                    (RIGHT, Some(ExprOp::SUB)) => {
-                        next.k.checked_neg().map(|k| (PUSH_VAR_ADD, k, 0))
-                    }
-                    _ => None,
-                },
-                (RIGHT | LEFT, Some(ExprOp::MUL), _) if elem => Some((MUL_ELEM, node.k, next.slot)),
-                _ if elem => addend.map(|k| (ADD_ELEM, k, next.slot)),
-                _ => None,
+            if node.form == PUSH_VAR {
+                return addend(&next).map(|k| (PUSH_VAR_ADD, k, 0));
+            }
+            if (next.form, ExprOp::from_u8(next.op)) != (UNARY, Some(ExprOp::ELEM)) {
+                return None;
+            }
+            match (node.form, ExprOp::from_u8(node.op)) {
+                (RIGHT | LEFT, Some(ExprOp::MUL)) => Some((MUL_ELEM, node.k, next.slot)),
+                _ => addend(&node).map(|k| (ADD_ELEM, k, next.slot)),
             }
         });
         nodes[n] = match pair {
@@ -631,11 +623,6 @@ pub(super) fn piece_at(n: &[FoldedNode; CLAMP_NODES], v: i64) -> Option<Piece> {
 /// exactly when `x + (a + b)` overflows, provided `a + b` itself does not (`x + 1 + 1` is `x
 /// + 2`; `x + 1 - 1` stays two steps, since `x + 1` may overflow where `x` does not).
 fn additions(ops: &[FoldedNode]) -> (i64, &[FoldedNode]) {
-    let addend = |n: &FoldedNode| match (n.form, ExprOp::from_u8(n.op)) {
-        (RIGHT | LEFT, Some(ExprOp::ADD)) => Some(n.k),
-        (RIGHT, Some(ExprOp::SUB)) => n.k.checked_neg(),
-        _ => None,
-    };
     let mut sum = 0i64;
     let mut rest = ops;
     while let Some((n, tail)) = rest.split_first() {
@@ -648,6 +635,17 @@ fn additions(ops: &[FoldedNode]) -> (i64, &[FoldedNode]) {
         rest = tail;
     }
     (sum, rest)
+}
+
+/// The constant node `n` adds to its operand: `k` for `x + k` and `k + x`, `-k` for `x - k`
+/// (which overflows exactly when `x + (-k)` does), none for `x - i64::MIN` (`-k` has no
+/// value) and any other node.
+fn addend(n: &FoldedNode) -> Option<i64> {
+    match (n.form, ExprOp::from_u8(n.op)) {
+        (RIGHT | LEFT, Some(ExprOp::ADD)) => Some(n.k),
+        (RIGHT, Some(ExprOp::SUB)) => n.k.checked_neg(),
+        _ => None,
+    }
 }
 
 /// `a op b` for any binary operator, as [`eval_postfix`] computes it.
