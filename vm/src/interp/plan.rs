@@ -1166,6 +1166,47 @@ mod tests {
         assert_eq!(stretches, [(-2, 0), (1, 14), (15, 17)]);
     }
 
+    /// `max(i + t, 0) + 3` with `t = i64::MAX - 5`: `i + t` fits up to `i = 5`, the sum
+    /// only up to `i = 2`. The stretch found at 0 ends at 2, and the evaluation fails from 3
+    /// on, as the expression does.
+    #[test]
+    fn a_stretch_ends_where_its_last_addition_overflows() {
+        let e = [
+            node(ExprOp::VAR, 1, 0),
+            node(ExprOp::VAR, 0, 0),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::CONST, 0, 0),
+            node(ExprOp::MAX, 0, 0),
+            node(ExprOp::CONST, 0, 3),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::END, 0, 0),
+            // The region `G[i + 0]`, a clamp too.
+            node(ExprOp::VAR, 1, 0),
+            node(ExprOp::CONST, 0, 0),
+            node(ExprOp::ADD, 0, 0),
+            node(ExprOp::END, 0, 0),
+        ];
+        let p = RuntimeParams::unchecked(&[]);
+        let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
+        vars[0] = i64::MAX - 5;
+        let mut t = EMPTY_TEMPLATE;
+        let plan = plan_of(&[0], (8, None), 100);
+        assert_eq!(template_of(&mut t, &e, &p, &vars, &plan, 7, 1), Some(()));
+        assert_eq!(t.clamps, STRETCHING_CLAMPS);
+        let mut task = Task::default();
+        assert_eq!(clamps_or_linear(&mut task, &mut t, 0), Ok(()));
+        assert_eq!(t.linear.1, 2);
+        for v in 1..8 {
+            let mut by_clamps = Task::default();
+            let want = recompute_clamps::<false>(&mut by_clamps, &t, v);
+            assert_eq!(clamps_or_linear(&mut task, &mut t, v), want, "{v}");
+            assert_eq!(want.is_ok(), v <= 2, "{v}");
+            if want.is_ok() {
+                assert_eq!(task.params[0], by_clamps.params[0], "{v}");
+            }
+        }
+    }
+
     /// A clamp `(min(max(i + a, lo), hi) + b) op d` of the loop's variable `i` (depth 1),
     /// `op` a division, a remainder or a division rounding up, each of its steps there or
     /// not; its constants small, or the variable at depth 0 (set to the extremes of an `i64`
