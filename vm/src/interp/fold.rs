@@ -552,7 +552,7 @@ pub(super) fn piece_at(n: &[FoldedNode; CLAMP_NODES], v: i64) -> Option<Piece> {
     let v = v as i128;
     // `v + before` inside the `i64`s, then on one side of the bounds or between them.
     let x = v + before;
-    let (mut from, mut to) = (MIN - before, MAX - before);
+    let (from, to) = (MIN - before, MAX - before);
     if !(MIN..=MAX).contains(&x) {
         return None;
     }
@@ -581,8 +581,7 @@ pub(super) fn piece_at(n: &[FoldedNode; CLAMP_NODES], v: i64) -> Option<Piece> {
     // Then `+ after`, inside the `i64`s.
     p.k += after;
     if p.slope {
-        (from, to) = (p.from.max(MIN - p.k), p.to.min(MAX - p.k));
-        (p.from, p.to) = (from, to);
+        (p.from, p.to) = (p.from.max(MIN - p.k), p.to.min(MAX - p.k));
     } else if !(MIN..=MAX).contains(&p.k) {
         return None;
     }
