@@ -21,13 +21,30 @@ fn nodes<const N: usize>() -> Arc<[Node; N]> {
     }))
 }
 
+/// A successor's registrations (spec/runtime.md §4.1 steps 6–7), as `Aicpu::register` and
+/// `Joins::open` make them: a hold on its `fanin` for each of its `n` predecessors, then
+/// `register(i)` on each in turn, then the holds of those it did not register on taken back.
+/// Returns whether it is ready then, and on how many it registered.
+fn register_all(fanin: &AtomicU32, n: u32, mut register: impl FnMut(u32) -> bool) -> (bool, u32) {
+    waitlist::expect(fanin, n);
+    let mut used = 0;
+    for i in 0..n {
+        used += u32::from(register(i));
+    }
+    let unused = n - used;
+    (
+        used == 0 || unused > 0 && waitlist::release_many(fanin, unused),
+        used,
+    )
+}
+
 /// A consumer registers on a producer while the producer completes: the consumer becomes ready
 /// exactly once, and, if it registered, only after the producer completed.
 #[test]
 fn register_races_completion() {
     loom::model(|| {
         let head = Arc::new(AtomicU64::new(waitlist::pack(7, NIL)));
-        let fanin = Arc::new(AtomicU32::new(1)); // the consumer's guard
+        let fanin = Arc::new(AtomicU32::new(0));
         let node = Arc::new(Node {
             next: AtomicU32::new(NIL),
         });
@@ -43,16 +60,19 @@ fn register_races_completion() {
                 ready.clone(),
             );
             thread::spawn(move || {
-                let registered = waitlist::register(&head, 7, 0, &fanin, |first| {
-                    node.next.store(first, Ordering::Relaxed)
+                let (now, registered) = register_all(&fanin, 1, |_| {
+                    waitlist::register(&head, 7, 0, |first| {
+                        node.next.store(first, Ordering::Relaxed)
+                    })
                 });
-                if waitlist::release(&fanin) {
+                if now {
                     assert!(
-                        !registered || done.load(Ordering::Acquire),
+                        registered == 0 || done.load(Ordering::Acquire),
                         "ready before its predecessor completed"
                     );
                     ready.fetch_add(1, Ordering::Relaxed);
                 }
+                registered
             })
         };
         // The producer completes.
@@ -66,13 +86,14 @@ fn register_races_completion() {
             }
             cur = next;
         }
-        c.join().unwrap();
+        let registered = c.join().unwrap();
         assert_eq!(
             ready.load(Ordering::Relaxed),
             1,
             "the consumer became ready exactly once"
         );
-        assert_eq!(fanin.load(Ordering::Relaxed), 0);
+        // A consumer that registered nothing left its hold: nobody takes it.
+        assert_eq!(fanin.load(Ordering::Relaxed), 1 - registered);
     });
 }
 
@@ -82,7 +103,7 @@ fn register_races_completion() {
 fn two_consumers_and_a_completion() {
     loom::model(|| {
         let head = Arc::new(AtomicU64::new(waitlist::pack(3, NIL)));
-        let fanins = Arc::new([AtomicU32::new(1), AtomicU32::new(1)]);
+        let fanins = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
         let nodes = nodes::<2>();
         let ready = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
         let mut hs = Vec::new();
@@ -90,10 +111,12 @@ fn two_consumers_and_a_completion() {
             let (head, fanins, nodes, ready) =
                 (head.clone(), fanins.clone(), nodes.clone(), ready.clone());
             hs.push(thread::spawn(move || {
-                waitlist::register(&head, 3, i as u32, &fanins[i], |first| {
-                    nodes[i].next.store(first, Ordering::Relaxed)
+                let (now, _) = register_all(&fanins[i], 1, |_| {
+                    waitlist::register(&head, 3, i as u32, |first| {
+                        nodes[i].next.store(first, Ordering::Relaxed)
+                    })
                 });
-                if waitlist::release(&fanins[i]) {
+                if now {
                     ready[i].fetch_add(1, Ordering::Relaxed);
                 }
             }));
@@ -123,16 +146,19 @@ fn two_consumers_and_a_completion() {
 fn slot_reuse_is_not_mistaken_for_the_old_task() {
     loom::model(|| {
         let head = Arc::new(AtomicU64::new(waitlist::pack(5, NIL)));
-        let fanin = Arc::new(AtomicU32::new(1));
+        let fanin = Arc::new(AtomicU32::new(0));
         let node = Arc::new(Node {
             next: AtomicU32::new(NIL),
         });
         let c = {
             let (head, fanin, node) = (head.clone(), fanin.clone(), node.clone());
             thread::spawn(move || {
-                waitlist::register(&head, 5, 0, &fanin, |first| {
-                    node.next.store(first, Ordering::Relaxed)
+                register_all(&fanin, 1, |_| {
+                    waitlist::register(&head, 5, 0, |first| {
+                        node.next.store(first, Ordering::Relaxed)
+                    })
                 })
+                .1 == 1
             })
         };
         let first = waitlist::close(&head, 5);
@@ -151,7 +177,11 @@ fn slot_reuse_is_not_mistaken_for_the_old_task() {
             waitlist::pack(6, NIL),
             "nothing registered on the new task"
         );
-        assert_eq!(fanin.load(Ordering::Relaxed), 1, "only the guard is left");
+        assert_eq!(
+            fanin.load(Ordering::Relaxed),
+            u32::from(!registered),
+            "the one hold was dropped iff it registered"
+        );
     });
 }
 
@@ -517,34 +547,30 @@ fn stealable_deque_takes_every_value_exactly_once() {
 #[test]
 fn a_join_releases_its_task_after_all_its_writers() {
     loom::model(|| {
-        // Writers' lists (tags 1 and 2), the join's list (tag 9) and fanin (its guard), the
-        // task's fanin (its guard). Nodes: 0 and 1 the join's registrations on the writers, 2
-        // the task's on the join.
+        // Writers' lists (tags 1 and 2), the join's list (tag 9) and fanin, the task's
+        // fanin. Nodes: 0 and 1 the join's registrations on the writers, 2 the task's on the
+        // join.
         let writers = Arc::new([
             AtomicU64::new(waitlist::pack(1, NIL)),
             AtomicU64::new(waitlist::pack(2, NIL)),
         ]);
         let join = Arc::new(AtomicU64::new(waitlist::pack(9, NIL)));
-        let join_fanin = Arc::new(AtomicU32::new(1));
-        let task_fanin = Arc::new(AtomicU32::new(1));
+        let join_fanin = Arc::new(AtomicU32::new(0));
+        let task_fanin = Arc::new(AtomicU32::new(0));
         let nodes = nodes::<3>();
         let done = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
         let ready = Arc::new(AtomicU32::new(0));
-        // A release of the join's fanin: the last one closes the join and releases the task
-        // (`retire::release_join`).
-        let release_join = {
-            let (join, join_fanin, task_fanin, nodes, done, ready) = (
+        // The join's last hold gone: it closes and releases the task
+        // (`retire::complete_waitable`).
+        let complete_join = {
+            let (join, task_fanin, nodes, done, ready) = (
                 join.clone(),
-                join_fanin.clone(),
                 task_fanin.clone(),
                 nodes.clone(),
                 done.clone(),
                 ready.clone(),
             );
             move || {
-                if !waitlist::release(&join_fanin) {
-                    return;
-                }
                 let mut cur = waitlist::close_open(&join);
                 while cur != NIL {
                     assert_eq!(cur, 2, "only the task waits on the join");
@@ -557,6 +583,15 @@ fn a_join_releases_its_task_after_all_its_writers() {
                         ready.fetch_add(1, Ordering::Relaxed);
                     }
                     cur = next;
+                }
+            }
+        };
+        // A release of the join's fanin: the last one completes it (`retire::release_join`).
+        let release_join = {
+            let (join_fanin, complete_join) = (join_fanin.clone(), complete_join.clone());
+            move || {
+                if waitlist::release(&join_fanin) {
+                    complete_join();
                 }
             }
         };
@@ -583,20 +618,25 @@ fn a_join_releases_its_task_after_all_its_writers() {
             let complete = complete.clone();
             thread::spawn(move || complete(0))
         };
-        // The join's AICPU: registers the join on both writers, releases its guard, registers
-        // the task on the join and releases the task's guard; its own writer completes last.
-        for w in 0..2usize {
-            waitlist::register(&writers[w], w as u32 + 1, w as u32, &join_fanin, |first| {
-                nodes[w].next.store(first, Ordering::Relaxed)
-            });
-        }
-        release_join();
-        let registered = waitlist::register(&join, 9, 2, &task_fanin, |first| {
-            nodes[2].next.store(first, Ordering::Relaxed)
+        // The join's AICPU: registers the join on both writers (completing it at once if
+        // both have completed), registers the task on the join; its own writer completes
+        // last.
+        let (now, _) = register_all(&join_fanin, 2, |w| {
+            waitlist::register(&writers[w as usize], w + 1, w, |first| {
+                nodes[w as usize].next.store(first, Ordering::Relaxed)
+            })
         });
-        if waitlist::release(&task_fanin) {
+        if now {
+            complete_join();
+        }
+        let (now, registered) = register_all(&task_fanin, 1, |_| {
+            waitlist::register(&join, 9, 2, |first| {
+                nodes[2].next.store(first, Ordering::Relaxed)
+            })
+        });
+        if now {
             assert!(
-                !registered || done.iter().all(|d| d.load(Ordering::Acquire)),
+                registered == 0 || done.iter().all(|d| d.load(Ordering::Acquire)),
                 "the task became ready before a writer completed"
             );
             ready.fetch_add(1, Ordering::Relaxed);
@@ -614,7 +654,7 @@ fn a_join_releases_its_task_after_all_its_writers() {
         );
         // Reused for another region: the old tag registers nothing on it.
         waitlist::open(&join, 10);
-        assert!(!waitlist::register(&join, 9, 2, &task_fanin, |_| {}));
+        assert!(!waitlist::register(&join, 9, 2, |_| {}));
         assert_eq!(join.load(Ordering::Relaxed), waitlist::pack(10, NIL));
     });
 }
@@ -698,9 +738,9 @@ fn a_written_once_cell_is_read_between_its_writers() {
     });
 }
 
-/// A task that may wait for a row's writer through joins (spec/runtime.md §4.7): its fanin
-/// (its guard at first), whether it registered (then it may become ready only once the writer
-/// completed), the writer's completion, and how many times it became ready.
+/// A task that may wait for a row's writer through joins (spec/runtime.md §4.7): its fanin,
+/// whether it registered (then it may become ready only once the writer completed), the
+/// writer's completion, and how many times it became ready.
 #[derive(Clone)]
 struct Waiting {
     fanin: Arc<AtomicU32>,
@@ -712,49 +752,77 @@ struct Waiting {
 impl Waiting {
     fn new() -> Waiting {
         Waiting {
-            fanin: Arc::new(AtomicU32::new(1)),
+            fanin: Arc::new(AtomicU32::new(0)),
             waits: Arc::new(AtomicBool::new(false)),
             done: Arc::new(AtomicBool::new(false)),
             ready: Arc::new(AtomicU32::new(0)),
         }
     }
 
-    /// Drops a hold on the task: the last one makes it ready.
+    /// A predecessor drops its hold on the task: the last one makes it ready.
     fn release(&self) {
         if waitlist::release(&self.fanin) {
-            assert!(
-                !self.waits.load(Ordering::Relaxed) || self.done.load(Ordering::Acquire),
-                "the task became ready before the writer completed"
-            );
-            self.ready.fetch_add(1, Ordering::Relaxed);
+            self.became_ready();
         }
     }
 
-    /// A registration on `list` (tag `tag`, node `node` of `nodes`) that found it closed: only
-    /// once the writer completed.
-    fn register(&self, list: &AtomicU64, tag: u32, node: u32, fanin: &AtomicU32, nodes: &[Node]) {
-        let registered = waitlist::register(list, tag, node, fanin, |first| {
-            nodes[node as usize].next.store(first, Ordering::Relaxed)
-        });
-        if !registered {
-            assert!(
-                self.done.load(Ordering::Acquire),
-                "a closed list's writer completed"
-            );
+    /// The task is ready: once, and only after the writer completed if it registered.
+    fn became_ready(&self) {
+        assert!(
+            !self.waits.load(Ordering::Relaxed) || self.done.load(Ordering::Acquire),
+            "the task became ready before the writer completed"
+        );
+        self.ready.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The task's registration on `list` (tag `tag`, node `node` of `nodes`).
+    fn register_on(&self, list: &AtomicU64, tag: u32, node: u32, nodes: &[Node]) {
+        if register_on(&self.fanin, list, (tag, node), nodes, &self.done) {
+            self.became_ready();
         }
     }
+}
+
+/// A task's or a join's one registration (tag `tag`, node `node` of `nodes`) on `list`, whose
+/// writer completes by `done`: a list it finds closed is only one whose writer completed.
+/// Returns whether the waiter is ready at once.
+fn register_on(
+    fanin: &AtomicU32,
+    list: &AtomicU64,
+    (tag, node): (u32, u32),
+    nodes: &[Node],
+    done: &AtomicBool,
+) -> bool {
+    let (now, registered) = register_all(fanin, 1, |_| {
+        waitlist::register(list, tag, node, |first| {
+            nodes[node as usize].next.store(first, Ordering::Relaxed)
+        })
+    });
+    if registered == 0 {
+        assert!(
+            done.load(Ordering::Acquire),
+            "a closed list's writer completed"
+        );
+    }
+    now
 }
 
 /// A join's list: its last hold closes it and hands each node on it to `release`
 /// (`retire::release_join`).
 fn release_list(fanin: &AtomicU32, list: &AtomicU64, nodes: &[Node], release: impl Fn(u32)) {
     if waitlist::release(fanin) {
-        let mut cur = waitlist::close_open(list);
-        while cur != NIL {
-            let next = nodes[cur as usize].next.load(Ordering::Acquire);
-            release(cur);
-            cur = next;
-        }
+        complete_list(list, nodes, release);
+    }
+}
+
+/// A join whose last hold is gone: closes its list and hands each node on it to `release`
+/// (`retire::complete_waitable`).
+fn complete_list(list: &AtomicU64, nodes: &[Node], release: impl Fn(u32)) {
+    let mut cur = waitlist::close_open(list);
+    while cur != NIL {
+        let next = nodes[cur as usize].next.load(Ordering::Acquire);
+        release(cur);
+        cur = next;
     }
 }
 
@@ -797,10 +865,10 @@ impl RowsJoin {
         }
     }
 
-    /// The AICPU that opens the join (tag 9) as `Joins::open` does: the guard, the list open,
-    /// published as the row's join, registered on the writer (tag 1), the guard dropped; then
-    /// the writer completes (`done`), its list closed and the join released. The join's last
-    /// release hands each node on its list to `on_join`.
+    /// The AICPU that opens the join (tag 9) as `Joins::open` does: the list open, published
+    /// as the row's join, registered on the writer (tag 1); then the writer completes
+    /// (`done`), its list closed and the join released. The join's last release hands each
+    /// node on its list to `on_join`.
     fn open(
         &self,
         done: Arc<AtomicBool>,
@@ -810,7 +878,6 @@ impl RowsJoin {
         let j = self.clone();
         thread::spawn(move || {
             let release_join = || release_list(&j.fanin, &j.list, &j.nodes[..], &on_join);
-            j.fanin.store(1, Ordering::Relaxed);
             waitlist::open(&j.list, 9);
             let published = ptovm_vm::sched::RowJoin {
                 aicpu: 0,
@@ -818,10 +885,15 @@ impl RowsJoin {
                 tag: 9,
             };
             j.tables.publish_join(&j.words, &row_four(), published);
-            waitlist::register(&writer, 1, 0, &j.fanin, |first| {
-                j.nodes[0].next.store(first, Ordering::Relaxed)
+            // (The writer completes on this thread, after: the registration cannot fail.)
+            let (now, _) = register_all(&j.fanin, 1, |_| {
+                waitlist::register(&writer, 1, 0, |first| {
+                    j.nodes[0].next.store(first, Ordering::Relaxed)
+                })
             });
-            release_join();
+            if now {
+                complete_list(&j.list, &j.nodes[..], &on_join);
+            }
             done.store(true, Ordering::Release);
             if waitlist::close(&writer, 1) != NIL {
                 release_join();
@@ -861,9 +933,11 @@ fn a_rows_join_stands_for_its_writers_on_another_aicpu() {
         if let Some(j) = row.found() {
             // (Set before the registration: a release it lets through checks the writer.)
             task.waits.store(true, Ordering::Relaxed);
-            task.register(&row.list, j.tag, 1, &task.fanin, &row.nodes[..]);
+            task.register_on(&row.list, j.tag, 1, &row.nodes[..]);
+        } else {
+            // No join yet: it would open its own; here it has nothing to wait for.
+            task.became_ready();
         }
-        task.release();
         opener.join().unwrap();
         assert_eq!(
             task.ready.load(Ordering::Relaxed),
@@ -875,8 +949,8 @@ fn a_rows_join_stands_for_its_writers_on_another_aicpu() {
 
 /// A relay (spec/runtime.md §4.7): another AICPU finds a row's join by its row word while the
 /// join's opener registers it on its writer and the writer completes. It opens a relay — its
-/// own join, its guard, its list open with its own tag —, registers the relay on the row's
-/// join (node 1), drops the relay's guard, and registers its task on the relay (node 2).
+/// own join, its list open with its own tag —, registers the relay on the row's join
+/// (node 1), and registers its task on the relay (node 2).
 /// Whoever drops the relay's last hold (that AICPU, or the writer's completion through the
 /// row's join) closes it and releases the task. The task becomes ready exactly once, and, if
 /// it registered on the relay or the relay on the join, only after the writer completed.
@@ -896,30 +970,37 @@ fn a_relay_releases_its_task_after_the_rows_join() {
                 row.nodes.clone(),
                 task.clone(),
             );
-            move || {
-                release_list(&relay_fanin, &relay, &nodes[..], |node| {
+            move |complete: bool| {
+                let on_relay = |node| {
                     assert_eq!(node, 2, "only the task waits on the relay");
                     task.release();
-                })
+                };
+                if complete {
+                    complete_list(&relay, &nodes[..], on_relay);
+                } else {
+                    release_list(&relay_fanin, &relay, &nodes[..], on_relay);
+                }
             }
         };
         let opener = {
             let release_relay = release_relay.clone();
             row.open(task.done.clone(), move |node| {
                 assert_eq!(node, 1, "only the relay waits on the row's join");
-                release_relay();
+                release_relay(false);
             })
         };
         // The other AICPU: `Joins::relay`, then its task's registration on the relay.
         if let Some(j) = row.found() {
             task.waits.store(true, Ordering::Relaxed);
-            relay_fanin.store(1, Ordering::Relaxed);
             waitlist::open(&relay, 5);
-            task.register(&row.list, j.tag, 1, &relay_fanin, &row.nodes[..]);
-            release_relay();
-            task.register(&relay, 5, 2, &task.fanin, &row.nodes[..]);
+            let (tag, nodes) = (j.tag, &row.nodes[..]);
+            if register_on(&relay_fanin, &row.list, (tag, 1), nodes, &task.done) {
+                release_relay(true);
+            }
+            task.register_on(&relay, 5, 2, &row.nodes[..]);
+        } else {
+            task.became_ready();
         }
-        task.release();
         opener.join().unwrap();
         assert_eq!(
             task.ready.load(Ordering::Relaxed),

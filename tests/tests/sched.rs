@@ -208,6 +208,28 @@ fn a_quiet_read_site_looks_again_after_an_insertion() {
     }
 }
 
+/// Tasks with more live predecessors than their waiter nodes (`NODES`, 32) in every
+/// interleaving: each of 40 writes of `X[i]` is followed, once in a while, by a read of all of
+/// `X`, whose writers are spread over the AICPUs. A reader registers on the first 32 it can,
+/// takes back the holds of those that completed meanwhile and keeps one while it polls the
+/// rest (spec/runtime.md §4.1 steps 6–7); it must start after every writer ended, and start
+/// once.
+#[test]
+fn tasks_with_more_predecessors_than_nodes_in_any_interleaving() {
+    let src = "@tensor X: f16[40]\n\
+               @kernel w(a): vector(out x)\n@kernel r(a): vector(in x)\n\
+               @workload many() { for_each s in dense[3] {\n\
+                 parallel_for i in dense[40] { task @w(i) resources(X[i]) }\n\
+                 parallel_for j in dense[1] { task @r(s) resources(X[0:40]) }\n\
+               } }\n@schedule s for many { dispatch = affinity(i) }";
+    let out = assemble("many.pto", src, &Options::default()).unwrap();
+    let params = gen_params(&out.module, 0);
+    for seed in 0..48u64 {
+        let (n, window) = ([1, 2, 3][seed as usize % 3], [64, 128][seed as usize % 2]);
+        checked_run(&out.bytes, &params, (n, window), config(seed, window), seed);
+    }
+}
+
 /// Core limits (spec/runtime.md §4.6) in every interleaving: kernel `a` may run 2 tasks at once
 /// in the launch, `b` any number, over both core allocations and every setting `config`
 /// picks; `check` holds the run to the limits (`check_core_limits`), and tasks did wait.

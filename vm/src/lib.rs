@@ -5,7 +5,7 @@
 //! (`verify`), the runtime-parameter block (`params`) and the values planned from it at launch
 //! (`planning`), per-AICPU task expansion (`interp`);
 //! and the schedulers' pieces that the simulator and the device share: the fixed-capacity
-//! TensorMap (`tmap`), the lock-free successor lists and fanin guards (`waitlist`), the ready
+//! TensorMap (`tmap`), the lock-free successor lists and fanin counts (`waitlist`), the ready
 //! queues (`ring`), the AICore handshake slots (`handshake`) and the task descriptors the
 //! cores read (`desc`).
 //!

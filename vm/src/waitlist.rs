@@ -1,6 +1,6 @@
 //! The lock-free pieces of the runtime protocol (spec/runtime.md §4.1 steps 6–7, §4.2): a task's
 //! successor list — a Treiber stack tagged with the task's id and closed when the task completes —
-//! and the fanin guard. Atomics only, no heap: the simulator and the device library share them.
+//! and the fanin count. Atomics only, no heap: the simulator and the device library share them.
 //! They are written against `crate::sync`, so under `--cfg loom` the same code runs in the loom
 //! models of `host-sim/tests/loom.rs`.
 
@@ -27,17 +27,15 @@ pub fn open(head: &AtomicU64, tag: u32) {
     head.store(pack(tag, NIL), Ordering::Relaxed);
 }
 
-/// Registers `node` as a successor of the task tagged `tag` whose list is `head`, raising the
-/// successor's `fanin` for it. `link(first)` stores the node's next pointer before it is
-/// published. Returns false, leaving `fanin` as it was, if the task has completed (its list is
-/// closed) or its slot has moved on to another task (the tag differs): then it imposes nothing.
-pub fn register(
-    head: &AtomicU64,
-    tag: u32,
-    node: u32,
-    fanin: &AtomicU32,
-    link: impl Fn(u32),
-) -> bool {
+/// Registers `node` as a successor of the task tagged `tag` whose list is `head`.
+/// `link(first)` stores the node's next pointer before it is published. Returns false if the
+/// task has completed (its list is closed) or its slot has moved on to another task (the tag
+/// differs): then it imposes nothing.
+///
+/// Registering leaves the successor's `fanin` alone: the successor stores there, before its
+/// first registration, at least as many holds as it may register ([`expect`]), and takes back
+/// those no predecessor will drop ([`release_many`]) after its last one.
+pub fn register(head: &AtomicU64, tag: u32, node: u32, link: impl Fn(u32)) -> bool {
     let mut cur = head.load(Ordering::Acquire);
     loop {
         let (t, first) = ((cur >> 32) as u32, (cur & 0xFFFF_FFFF) as u32);
@@ -45,13 +43,9 @@ pub fn register(
             return false;
         }
         link(first);
-        fanin.fetch_add(1, Ordering::Relaxed);
         match head.compare_exchange(cur, pack(tag, node), Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => return true,
-            Err(actual) => {
-                fanin.fetch_sub(1, Ordering::Relaxed);
-                cur = actual;
-            }
+            Err(actual) => cur = actual,
         }
     }
 }
@@ -81,8 +75,22 @@ pub fn completed(head: &AtomicU64, tag: u32) -> bool {
     (cur >> 32) as u32 != tag || (cur & 0xFFFF_FFFF) as u32 == CLOSED
 }
 
-/// Drops one hold on a fanin (a predecessor's completion, or the guard); true when it was the
-/// last one: the task is ready.
+/// Drops one hold on a fanin (a predecessor's completion, or the one a task keeps while it
+/// polls predecessors beyond its nodes); true when it was the last one: the task is ready.
 pub fn release(fanin: &AtomicU32) -> bool {
     fanin.fetch_sub(1, Ordering::AcqRel) == 1
+}
+
+/// Stores `holds` holds on a successor's `fanin`, one for each predecessor it may register on,
+/// before its first registration: that registration's compare-and-swap publishes them to the
+/// predecessor's completion. `fanin` cannot reach 0 until the successor takes back, with
+/// [`release_many`], the holds no registration gave to a predecessor.
+pub fn expect(fanin: &AtomicU32, holds: u32) {
+    fanin.store(holds, Ordering::Relaxed);
+}
+
+/// Drops `holds` holds on a fanin at once (the successor's own, after its registrations); true
+/// when they were the last: the task is ready.
+pub fn release_many(fanin: &AtomicU32, holds: u32) -> bool {
+    fanin.fetch_sub(holds, Ordering::AcqRel) == holds
 }

@@ -226,7 +226,7 @@ impl Joins {
     /// a predecessor. Counts its registrations in `counts`. If every writer has completed
     /// already, it closes at once and imposes nothing. `publish` is told the join once its
     /// list is open and before it registers on its writers: other tasks may register on it
-    /// from then on (its guard keeps it from completing before its registrations are done).
+    /// from then on (its holds keep it from completing before its registrations are done).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn open<C: AsRef<[Cell]>, L>(
         &mut self,
@@ -253,11 +253,11 @@ impl Joins {
         let (n, cap) = (sh.n as usize, sh.cap as usize);
         let at = me as usize * JOINS + j;
         let s = &sh.joins[at];
-        // The guard, as a task's (§4.1 step 3): no writer's completion can close the join
-        // before all are registered. Published to the writers' threads by the registrations'
-        // compare-and-swaps.
+        // A hold for each writer, as a task's (§4.1 steps 6–7): no writer's completion can
+        // close the join before all are registered. Published to the writers' threads by the
+        // registrations' compare-and-swaps.
         s.task.store(id, Ordering::Relaxed);
-        s.fanin.store(1, Ordering::Relaxed);
+        waitlist::expect(&s.fanin, writers.len() as u32);
         waitlist::open(&s.waiters, tag_of(id));
         let q = Pred {
             aicpu: me,
@@ -269,6 +269,7 @@ impl Joins {
         // Each AICPU starts at another place in the list: the AICPUs opening joins for one
         // row at once then meet on fewer writers' lists at a time.
         let start = writers.len() * me as usize / n;
+        let mut registered = 0;
         for k in 0..writers.len() {
             let i = (start + k) % writers.len();
             let p = &writers[i];
@@ -280,16 +281,22 @@ impl Joins {
                 .ok_or(SchedError::Corrupted("a join's waiter node"))?;
             nd.succ_aicpu.store(me, Ordering::Relaxed);
             nd.succ_slot.store(sh.cap + j as u32, Ordering::Relaxed);
-            if waitlist::register(&target.waiters, tag_of(p.id), node as u32, &s.fanin, |f| {
+            if waitlist::register(&target.waiters, tag_of(p.id), node as u32, |f| {
                 nd.next.store(f, Ordering::Relaxed)
             }) {
+                registered += 1;
                 counts.edges += 1;
                 if p.aicpu != me {
                     counts.cross += 1;
                 }
             }
         }
-        retire::release_join(sh, me, me, sh.cap + j as u32, env)?;
+        // The holds of the writers that imposed nothing: without them the join may be
+        // complete already (with no registration, nothing else holds it).
+        let unused = writers.len() as u32 - registered;
+        if registered == 0 || unused > 0 && waitlist::release_many(&s.fanin, unused) {
+            retire::complete_waitable::<true, C, L>(sh, me, me, sh.cap + j as u32, env)?;
+        }
         Ok(q)
     }
 }

@@ -60,7 +60,9 @@ pub const NODES: usize = 32;
 pub struct Slot {
     /// The id of the task in the slot, or [`EMPTY`].
     pub task: AtomicU64,
-    /// Unfinished predecessors, plus the guard while the task's dependencies are built.
+    /// Holds on the task: one for each predecessor it registered on and that has not
+    /// completed, and while it registers one for each it may yet register on
+    /// (spec/runtime.md §4.1 steps 6–7).
     pub fanin: AtomicU32,
     /// Pool index of the task (0 cube, 1 vector).
     pub pool: AtomicU32,

@@ -3,15 +3,15 @@
 
 use super::join::Joins;
 use super::once::{OnceTables, RowJoin, Writer};
-use super::retire::release_task;
+use super::retire::ready_task;
 use super::*;
 
 impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     /// §4.1 steps 5–7 for the placed task in slot `k`: looks it up and records it in its own
     /// map (local tensors, §3.5) and, if it touches shared tensors, under the global map's
     /// lock — which also retires what completed — in the global one; then registers it on its
-    /// predecessors and releases its guard (or keeps it while it waits for predecessors
-    /// beyond its nodes). Returns false, having changed nothing, when the task needs a join
+    /// predecessors and takes back the holds it did not use (but for one while it waits for
+    /// predecessors beyond its nodes). Returns false, having changed nothing, when the task needs a join
     /// and every join of this AICPU still waits for its writers (§4.7): it is recorded once
     /// one has completed.
     pub(super) fn record<C: AsRef<[Cell]>, L: MapLock>(
@@ -311,9 +311,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         Ok(true)
     }
 
-    /// §4.1 step 7 for the task in slot `k`, recorded, whose predecessors are the first
+    /// §4.1 steps 6–7 for the task in slot `k`, recorded, whose predecessors are the first
     /// `found` of the scratch: registers it on each (on the first [`NODES`]; it waits for the
-    /// rest as [`Aicpu::deferred`]) and releases it, or its guard once they complete.
+    /// rest as [`Aicpu::deferred`]) and takes back the holds no predecessor took, which makes
+    /// it ready when none did (or one hold once the rest complete).
     #[inline(always)]
     fn register<C: AsRef<[Cell]>, L: MapLock>(
         &mut self,
@@ -326,6 +327,10 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         let handle = self.me * cap + k;
         env.recorded(self.me, self.interp.current_task());
         let s = &sh.slots[handle as usize];
+        // One hold for each predecessor it may register on; it takes back, after its last
+        // registration, those of the predecessors it did not register on (completed, or
+        // beyond its nodes), but for one that it keeps while it waits for the latter.
+        waitlist::expect(&s.fanin, found as u32);
         let mut used = 0usize;
         let mut rest = 0usize;
         for i in 0..found {
@@ -340,13 +345,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             let nd = &sh.nodes[node];
             nd.succ_aicpu.store(self.me, Ordering::Relaxed);
             nd.succ_slot.store(k, Ordering::Relaxed);
-            if waitlist::register(
-                &target.waiters,
-                tag_of(p.id),
-                node as u32,
-                &s.fanin,
-                |first| nd.next.store(first, Ordering::Relaxed),
-            ) {
+            if waitlist::register(&target.waiters, tag_of(p.id), node as u32, |first| {
+                nd.next.store(first, Ordering::Relaxed)
+            }) {
                 used += 1;
                 self.counts.edges += 1;
                 if p.aicpu != self.me {
@@ -354,10 +355,17 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 }
             }
         }
-        if rest == 0 {
-            release_task(sh, self.me, self.me, k, env)?;
-        } else {
+        let unused = (found - used) as u32;
+        if rest > 0 {
+            // It keeps one hold until the rest have completed (`Aicpu::step`); the others
+            // cannot be the last.
+            if unused > 1 {
+                waitlist::release_many(&s.fanin, unused - 1);
+            }
             self.deferred = Some((k, rest));
+        } else if used == 0 || unused > 0 && waitlist::release_many(&s.fanin, unused) {
+            // Without registrations nothing else holds its fanin: it is ready as it is.
+            ready_task(sh, self.me, self.me, s, k, env)?;
         }
         Ok(())
     }

@@ -36,7 +36,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             }
             // Close the successor list and release the successors (tasks and joins).
             let first = waitlist::close(&s.waiters, tag_of(id));
-            successors(sh, first, |sa, ss| release_guard(sh, self.me, sa, ss, env))?;
+            successors(sh, first, |sa, ss| release_hold(sh, self.me, sa, ss, env))?;
             // Its accesses leave its own map now; those in the global map, and the slot,
             // at the next flush (batched under the lock this AICPU takes to record anyway).
             self.map.retire(slot)?;
@@ -87,11 +87,11 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     }
 }
 
-/// §4.1 step 7 (and §4.2 step 2): drops one hold on a task's fanin; the last one makes it
+/// §4.2 step 2 (and §4.1 step 7): drops one hold on a task's fanin; the last one makes it
 /// ready, and wakes its owner if that is not `me`, the AICPU releasing it. A slot past the
 /// window (`cap + j`) is join `j` of `aicpu` (§4.7): the last hold on it completes the join,
 /// and its successors are released at once.
-pub(super) fn release_guard<C: AsRef<[Cell]>, L>(
+pub(super) fn release_hold<C: AsRef<[Cell]>, L>(
     sh: &Shared<'_, C, L>,
     me: u32,
     aicpu: u32,
@@ -104,7 +104,7 @@ pub(super) fn release_guard<C: AsRef<[Cell]>, L>(
     release_task(sh, me, aicpu, slot, env)
 }
 
-/// [`release_guard`] for join `slot − cap` of `aicpu`: the last hold closes its list (with the
+/// [`release_hold`] for join `slot − cap` of `aicpu`: the last hold closes its list (with the
 /// tag it was opened with: only its AICPU reopens it, and only once it is closed) and releases
 /// what registered on it: tasks, and the relays of a row's join (§4.7), whose own tasks are
 /// released in turn.
@@ -133,6 +133,19 @@ fn release_waitable<const RELAYS: bool, C: AsRef<[Cell]>, L>(
     if !waitlist::release(&j.fanin) {
         return Ok(());
     }
+    complete_waitable::<RELAYS, C, L>(sh, me, aicpu, slot, env)
+}
+
+/// A join (or with `RELAYS` false a relay) of `aicpu` whose last hold is gone: closes its list
+/// and releases what registered on it.
+pub(super) fn complete_waitable<const RELAYS: bool, C: AsRef<[Cell]>, L>(
+    sh: &Shared<'_, C, L>,
+    me: u32,
+    aicpu: u32,
+    slot: u32,
+    env: &mut impl Env,
+) -> Result<(), SchedError> {
+    let j = sh.waitable(aicpu, slot)?;
     let first = waitlist::close_open(&j.waiters);
     successors(sh, first, |sa, ss| {
         if ss < sh.cap {
@@ -175,7 +188,7 @@ fn successors<C, L>(
     Ok(())
 }
 
-/// [`release_guard`] for the task in `slot` of `aicpu` (a window slot, not a join).
+/// [`release_hold`] for the task in `slot` of `aicpu` (a window slot, not a join).
 #[inline]
 pub(super) fn release_task<C: AsRef<[Cell]>, L>(
     sh: &Shared<'_, C, L>,
@@ -189,18 +202,32 @@ pub(super) fn release_task<C: AsRef<[Cell]>, L>(
         .get((aicpu * sh.cap + slot) as usize)
         .ok_or(SchedError::Corrupted("a successor's slot"))?;
     if waitlist::release(&s.fanin) {
-        let pl = s.pool.load(Ordering::Acquire) as usize & 1;
-        let q = aicpu as usize * 2 + pl;
-        let pushed = match sh.stealable.get(q) {
-            // Under stealing its own task goes on its deque (only the owner pushes there);
-            // another AICPU's to that AICPU's inbox, which it drains into its deque.
-            Some(deque) if aicpu == me => deque.push(slot),
-            _ => sh.ready[q].push(slot),
-        };
-        pushed.map_err(|_| SchedError::Corrupted("a ready queue filled"))?;
-        if aicpu != me {
-            env.wake(aicpu);
-        }
+        ready_task(sh, me, aicpu, s, slot, env)?;
+    }
+    Ok(())
+}
+
+/// The task in `slot` of `aicpu`, whose slot is `s`, is ready: it goes to its ready queue.
+#[inline(always)]
+pub(super) fn ready_task<C: AsRef<[Cell]>, L>(
+    sh: &Shared<'_, C, L>,
+    me: u32,
+    aicpu: u32,
+    s: &Slot,
+    slot: u32,
+    env: &mut impl Env,
+) -> Result<(), SchedError> {
+    let pl = s.pool.load(Ordering::Acquire) as usize & 1;
+    let q = aicpu as usize * 2 + pl;
+    let pushed = match sh.stealable.get(q) {
+        // Under stealing its own task goes on its deque (only the owner pushes there);
+        // another AICPU's to that AICPU's inbox, which it drains into its deque.
+        Some(deque) if aicpu == me => deque.push(slot),
+        _ => sh.ready[q].push(slot),
+    };
+    pushed.map_err(|_| SchedError::Corrupted("a ready queue filled"))?;
+    if aicpu != me {
+        env.wake(aicpu);
     }
     Ok(())
 }

@@ -547,8 +547,8 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         }
         // Cores it kept and did not use go back (before dispatch starts, all of them).
         self.give_back_hand(sh, env);
-        // A task waiting for predecessors beyond its waiter nodes keeps its guard until they
-        // complete.
+        // A task waiting for predecessors beyond its waiter nodes keeps one hold on itself
+        // until they complete.
         if let Some((slot, left)) = self.deferred {
             let mut k = 0;
             let mut left = left;
@@ -634,7 +634,6 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 };
                 let t = self.interp.current_task();
                 let s = &sh.slots[me * sh.cap as usize + k as usize];
-                s.fanin.store(1, Ordering::Relaxed);
                 s.pool.store(pool_index(t.pool()) as u32, Ordering::Relaxed);
                 s.kernel.store(t.kernel as u32, Ordering::Relaxed);
                 // Its stream is its last region's index in the stream-order tensor.
