@@ -31,11 +31,7 @@ fn register_all(fanin: &AtomicU32, n: u32, mut register: impl FnMut(u32) -> bool
     for i in 0..n {
         used += u32::from(register(i));
     }
-    let unused = n - used;
-    (
-        used == 0 || unused > 0 && waitlist::release_many(fanin, unused),
-        used,
-    )
+    (waitlist::take_back(fanin, n - used, used), used)
 }
 
 /// A consumer registers on a producer while the producer completes: the consumer becomes ready

@@ -209,8 +209,8 @@ fn a_quiet_read_site_looks_again_after_an_insertion() {
 }
 
 /// Tasks with more live predecessors than their waiter nodes (`NODES`, 32) in every
-/// interleaving: each of 40 writes of `X[i]` is followed, once in a while, by a read of all of
-/// `X`, whose writers are spread over the AICPUs. A reader registers on the first 32 it can,
+/// interleaving: in each of 3 steps, 40 writes of `X[i]`, spread over the AICPUs, then one
+/// read of all of `X`. A reader registers on the first 32 it can,
 /// takes back the holds of those that completed meanwhile and keeps one while it polls the
 /// rest (spec/runtime.md §4.1 steps 6–7); it must start after every writer ended, and start
 /// once.

@@ -94,3 +94,10 @@ pub fn expect(fanin: &AtomicU32, holds: u32) {
 pub fn release_many(fanin: &AtomicU32, holds: u32) -> bool {
     fanin.fetch_sub(holds, Ordering::AcqRel) == holds
 }
+
+/// After its last registration, a successor that registered on `registered` predecessors takes
+/// back the `unused` holds no predecessor took. True when it is ready: it registered on none
+/// (nothing else holds its `fanin`, which it leaves as it is), or those were the last holds.
+pub fn take_back(fanin: &AtomicU32, unused: u32, registered: u32) -> bool {
+    registered == 0 || unused > 0 && release_many(fanin, unused)
+}

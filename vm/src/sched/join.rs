@@ -292,9 +292,9 @@ impl Joins {
             }
         }
         // The holds of the writers that imposed nothing: without them the join may be
-        // complete already (with no registration, nothing else holds it).
+        // complete already.
         let unused = writers.len() as u32 - registered;
-        if registered == 0 || unused > 0 && waitlist::release_many(&s.fanin, unused) {
+        if waitlist::take_back(&s.fanin, unused, registered) {
             retire::complete_waitable::<true, C, L>(sh, me, me, sh.cap + j as u32, env)?;
         }
         Ok(q)

@@ -11,9 +11,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     /// map (local tensors, §3.5) and, if it touches shared tensors, under the global map's
     /// lock — which also retires what completed — in the global one; then registers it on its
     /// predecessors and takes back the holds it did not use (but for one while it waits for
-    /// predecessors beyond its nodes). Returns false, having changed nothing, when the task needs a join
-    /// and every join of this AICPU still waits for its writers (§4.7): it is recorded once
-    /// one has completed.
+    /// predecessors beyond its nodes). Returns false, having changed nothing, when the task
+    /// needs a join and every join of this AICPU still waits for its writers (§4.7): it is
+    /// recorded once one has completed.
     pub(super) fn record<C: AsRef<[Cell]>, L: MapLock>(
         &mut self,
         sh: &Shared<'_, C, L>,
@@ -363,8 +363,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 waitlist::release_many(&s.fanin, unused - 1);
             }
             self.deferred = Some((k, rest));
-        } else if used == 0 || unused > 0 && waitlist::release_many(&s.fanin, unused) {
-            // Without registrations nothing else holds its fanin: it is ready as it is.
+        } else if waitlist::take_back(&s.fanin, unused, used as u32) {
             ready_task(sh, self.me, self.me, s, k, env)?;
         }
         Ok(())
