@@ -18,6 +18,10 @@ impl Env for Device {
     fn run_cores(&mut self) -> bool {
         true
     }
+    /// Nothing watches its hand-outs: the scheduler does not assemble their reports.
+    fn watches_issues(&self) -> bool {
+        false
+    }
     /// Reads a bound tensor's 32-bit elements (row-major, through its strides) after every
     /// task before the READBACK has completed: the cores' writes were acquired through their
     /// handshakes and the barrier (spec/runtime.md §4.5); on AArch64 each line is cleaned and

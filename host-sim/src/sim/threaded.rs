@@ -38,8 +38,9 @@ struct Drivers<'r> {
     timing_runs: bool,
     start: Instant,
     progress: Option<&'r AtomicU64>,
-    /// Each kernel index's name and kernel (`kernel::Registry::resolve`).
-    kernels: Vec<(&'r str, &'r dyn Kernel)>,
+    /// Each kernel index's name and registered kernel: none for the default one
+    /// (`kernel::Record`), which does nothing, so its tasks' runs skip the call.
+    kernels: Vec<(&'r str, Option<&'r dyn Kernel>)>,
     /// The tensors' memory of a computing run.
     memory: Option<&'r Memory>,
     /// Nanoseconds spent in kernels (computing runs only).
@@ -127,6 +128,9 @@ impl Env for StepEnv<'_, '_, '_> {
             }
         }
         true
+    }
+    fn watches_issues(&self) -> bool {
+        self.dr.check || self.dr.tracing
     }
     fn issued(&mut self, i: &Issued) {
         let (offset, bytes) = i.workspace;
@@ -269,7 +273,7 @@ fn execute(
     } else {
         Pool::Vector
     };
-    if let Some(&(name, k)) = dr.kernels.get(kernel as usize) {
+    if let Some(&(name, Some(k))) = dr.kernels.get(kernel as usize) {
         // A computing run times its kernels (the simulator's overhead is the rest).
         let timer = dr.memory.map(|_| Instant::now());
         let result = k.run(&Call {
@@ -381,7 +385,10 @@ pub(super) fn launch(
         timing_runs: o.trace || o.latency,
         start: Instant::now(),
         progress,
-        kernels: kernels.resolve(&v),
+        kernels: v
+            .kernel_names()
+            .map(|name| (name, kernels.get(name)))
+            .collect(),
         memory,
         kernel_ns: AtomicU64::new(0),
         workspace_live: (0..n).map(|_| Mutex::new(Vec::new())).collect(),

@@ -275,27 +275,15 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         if owner != self.me {
             self.counts.stolen += 1;
         }
-        // Read before the core may start: the slot stays the task's until it completes.
-        let s = &sh.slots[owner as usize * sh.cap as usize + slot as usize];
-        let issued = Issued {
-            aicpu: self.me,
-            owner,
-            core,
-            task: s.task.load(Ordering::Relaxed),
-            kernel: s.kernel.load(Ordering::Relaxed),
-            stream: s.stream.load(Ordering::Relaxed),
-            batch,
-            at_ns,
-            workspace: match ws_len {
-                0 => (0, 0),
-                _ => (self.me * self.arena + ws_start, ws_len),
-            },
+        let workspace = match ws_len {
+            0 => (0, 0),
+            _ => (self.me * self.arena + ws_start, ws_len),
         };
         if ws_len > 0 {
             self.arena_used += ws_len;
             self.counts.workspace_peak = self.counts.workspace_peak.max(u64::from(self.arena_used));
             if sh.desc_words > 0 {
-                let offset = issued.workspace.0;
+                let offset = workspace.0;
                 let addr = match sh.workspace.base {
                     0 => 0,
                     base => base + u64::from(offset),
@@ -303,6 +291,21 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 desc::set_workspace(sh.desc(owner, slot), offset, ws_len, addr);
             }
         }
+        // Read before the core may start: the slot stays the task's until it completes.
+        let issued = env.watches_issues().then(|| {
+            let s = &sh.slots[owner as usize * sh.cap as usize + slot as usize];
+            Issued {
+                aicpu: self.me,
+                owner,
+                core,
+                task: s.task.load(Ordering::Relaxed),
+                kernel: s.kernel.load(Ordering::Relaxed),
+                stream: s.stream.load(Ordering::Relaxed),
+                batch,
+                at_ns,
+                workspace,
+            }
+        });
         sh.cores[core as usize]
             .assign((owner as u64) << 32 | slot as u64)
             .map_err(|_| SchedError::Corrupted("a core was handed two tasks"))?;
@@ -313,7 +316,9 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             ws_start,
             ws_len,
         })?;
-        env.issued(&issued);
+        if let Some(issued) = &issued {
+            env.issued(issued);
+        }
         env.ring(core);
         Ok(())
     }

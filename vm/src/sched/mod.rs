@@ -155,6 +155,11 @@ pub trait Env {
     }
     /// This AICPU handed a task to a core (for traces).
     fn issued(&mut self, _issue: &Issued) {}
+    /// Whether [`Env::issued`] is to be called now: an environment that ignores hand-outs
+    /// (no trace, no check) says no, and the scheduler does not assemble their reports.
+    fn watches_issues(&self) -> bool {
+        true
+    }
     /// A point where a stress test may yield or sleep.
     fn jitter(&mut self) {}
     /// Whether a round the AICPU settles as quiet (`quiet.rs`) is taken in full all the same,
