@@ -181,9 +181,21 @@ impl Registry {
     /// The kernel of each of `program`'s kernel indices, with its name: the registered one, or
     /// [`Record`].
     pub fn resolve<'s, 'v>(&'s self, program: &Verified<'v>) -> Vec<(&'v str, &'s dyn Kernel)> {
+        self.registered(program)
+            .into_iter()
+            .map(|(name, k)| (name, k.unwrap_or(&Record)))
+            .collect()
+    }
+
+    /// The registered kernel of each of `program`'s kernel indices, with its name; `None` where
+    /// the default, [`Record`], which does nothing, runs (a caller may skip calling it).
+    pub fn registered<'s, 'v>(
+        &'s self,
+        program: &Verified<'v>,
+    ) -> Vec<(&'v str, Option<&'s dyn Kernel>)> {
         program
             .kernel_names()
-            .map(|name| (name, self.get(name).unwrap_or(&Record)))
+            .map(|name| (name, self.get(name)))
             .collect()
     }
 }

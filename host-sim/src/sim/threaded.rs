@@ -38,8 +38,8 @@ struct Drivers<'r> {
     timing_runs: bool,
     start: Instant,
     progress: Option<&'r AtomicU64>,
-    /// Each kernel index's name and registered kernel: none for the default one
-    /// (`kernel::Record`), which does nothing, so its tasks' runs skip the call.
+    /// Each kernel index's name and registered kernel (`kernel::Registry::registered`): none
+    /// for the default one, which does nothing, so its tasks' runs skip the call.
     kernels: Vec<(&'r str, Option<&'r dyn Kernel>)>,
     /// The tensors' memory of a computing run.
     memory: Option<&'r Memory>,
@@ -385,10 +385,7 @@ pub(super) fn launch(
         timing_runs: o.trace || o.latency,
         start: Instant::now(),
         progress,
-        kernels: v
-            .kernel_names()
-            .map(|name| (name, kernels.get(name)))
-            .collect(),
+        kernels: kernels.registered(&v),
         memory,
         kernel_ns: AtomicU64::new(0),
         workspace_live: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
