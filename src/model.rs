@@ -219,6 +219,7 @@ fn to_json(m: &Module, r: &ModelReport, aicpus: u32, window: usize) -> serde_jso
         "vector_tasks": run.vector_tasks,
         "edges": run.edges,
         "cross_aicpu_edges": run.cross_aicpu_edges,
+        "mapless": run.mapless_records,
         "joins": json!({ "opened": run.joins, "reads": run.joined_reads, "shared": run.shared_joined_reads, "relays": run.relays, "finished": run.finished_reads }),
         "once": json!({ "writes": run.once_writes, "spills": run.once_spills, "planned": run.planned_records }),
         "window_stalls": run.window_stalls,

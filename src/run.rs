@@ -128,6 +128,7 @@ pub fn run(v: &Verified<'_>, m: &Module, vals: &[Value<'_>], a: &RunArgs) -> Res
             "vector_tasks": r.vector_tasks,
             "edges": r.edges,
             "cross_aicpu_edges": r.cross_aicpu_edges,
+            "mapless": r.mapless_records,
             "joins": json!({ "opened": r.joins, "reads": r.joined_reads, "shared": r.shared_joined_reads, "relays": r.relays, "finished": r.finished_reads }),
             "once": json!({ "writes": r.once_writes, "spills": r.once_spills, "planned": r.planned_records }),
             "window_stalls": r.window_stalls,

@@ -46,7 +46,8 @@ pub struct Rung<'a, 'r> {
     /// the launch's values), and `(aicpu, place)` of every read.
     pub memory: Vec<(u16, Vec<u32>)>,
     pub reads: Vec<(u32, u64)>,
-    /// No task is recorded by its site's plan (`Env::plans`): every one goes the long way.
+    /// No task is recorded a quick way, by its site's plan or without a map (`Env::plans`):
+    /// every one goes the long way.
     pub no_plans: bool,
     /// Each task's start and end places, pool and AICPU ([`Run::ran`]).
     pub ran: Vec<(u64, u64, Pool, u32)>,
@@ -425,7 +426,8 @@ pub struct Extra {
     /// Fill the written-once tables' cells (spec/runtime.md §4.8) with a row no write may
     /// drop: every write spills to its tensor's map, and the tables' reads find nothing.
     pub cells_taken: bool,
-    /// Record every task the long way, none by its site's plan (`Env::plans`).
+    /// Record every task the long way, none a quick way: by its site's plan, or without a
+    /// map (`Env::plans`).
     pub no_plans: bool,
 }
 

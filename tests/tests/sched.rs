@@ -383,15 +383,58 @@ fn written_once_tables_hold_the_writers_in_any_interleaving() {
     );
 }
 
-/// A site's plan (spec/runtime.md §4.8): the quick way records a task exactly as the long way
-/// would. Task Bench's patterns whose tasks take it (tables alone, or a join and tables) run
-/// twice in each seeded interleaving, window and AICPU count, once with every task recorded
-/// the long way (`Env::plans` off): the two runs are the same event for event — every start,
-/// end and issue in the same order, the same edges and counts — but for the count of tasks
-/// recorded by a plan, which is not 0 in the runs that allow them.
+/// Runs `bytes` in the interleaving of `seed` twice, once with every task recorded the long way
+/// (`Env::plans` off), and checks that the two runs are the same event for event — every start,
+/// end and issue in the same order, the same edges and counts — but for the counts of tasks
+/// recorded the quick ways, which it returns: by a site's plan (§4.8), and with the producers
+/// the program names alone (§4.1 step 5).
+fn quick_and_long(
+    bytes: &[u8],
+    params: &[(ptovm_vm::ParamKind, u32, Vec<u32>)],
+    (n, window): (u32, u32),
+    cfg: ptovm_vm::sched::Config,
+    seed: u64,
+) -> (u64, u64) {
+    let mut quick = run(bytes, params, n, window, cfg, seed)
+        .unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
+    let extra = ptovm_tests::sched::Extra {
+        no_plans: true,
+        ..Default::default()
+    };
+    let long = run_with(bytes, params, (n, window), cfg, seed, extra)
+        .unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
+    assert_eq!((long.counts.planned, long.counts.mapless), (0, 0));
+    let quick_ways = (quick.counts.planned, quick.counts.mapless);
+    (quick.counts.planned, quick.counts.mapless) = (0, 0);
+    assert!(
+        quick.ran == long.ran
+            && quick.issues == long.issues
+            && quick.edges == long.edges
+            && quick.counts == long.counts,
+        "seed {seed}: the quick ways' run differs ({cfg:?}): {:?} against {:?}",
+        quick.counts,
+        long.counts
+    );
+    quick_ways
+}
+
+/// The quick ways record a task exactly as the long way would: by a site's plan
+/// (spec/runtime.md §4.8), and with the producers the program names alone when its site needs
+/// no map, join or table (§4.1 step 5). Task Bench's patterns whose tasks take a plan (tables
+/// alone, or a join and tables), the LLaMA layer, whose tasks mostly need no map (on one
+/// AICPU) or only look up shared tensors whose writers have all retired, and a site that reads
+/// a tensor it may find quiet run twice in each seeded interleaving, window and AICPU count,
+/// once with every task recorded the long way (`quick_and_long`); each quick way records some
+/// tasks.
 #[test]
-fn the_quick_way_records_what_the_long_way_does() {
-    let patterns: Vec<_> = [
+fn the_quick_ways_record_what_the_long_way_does() {
+    let quiet = "@tensor X: f16[64]\n\
+                 @kernel w(a): vector(out x)\n@kernel r(a): vector(in x)\n\
+                 @workload q() { parallel_for i in dense[64] {\n\
+                   task @w(i) resources(X[i])\n\
+                   cond i < 100 { task @r(i) resources(X[i]) }\n\
+                 } }\n@schedule s for q { dispatch = affinity(i) }";
+    let mut programs: Vec<_> = [
         ("no_comm", 12, 8, vec![]),
         ("stencil_1d", 12, 8, vec![]),
         ("spread", 12, 8, vec![]),
@@ -408,34 +451,49 @@ fn the_quick_way_records_what_the_long_way_does() {
         )
     })
     .collect();
-    let mut planned = 0;
+    programs.push(ptovm_tests::example("llama_layer.pto", &[("N", 3, vec![])]));
+    programs.push(ptovm_tests::assemble_named("quiet.pto", quiet, &[]));
+    let (mut planned, mut mapless) = (0, 0);
     for seed in 0..64u64 {
         let (n, window) = aicpus_and_window(seed);
         let cfg = config(seed, window);
-        for (bytes, params) in &patterns {
-            let mut quick = run(bytes, params, n, window, cfg, seed)
-                .unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
-            let extra = ptovm_tests::sched::Extra {
-                no_plans: true,
-                ..Default::default()
-            };
-            let long = run_with(bytes, params, (n, window), cfg, seed, extra)
-                .unwrap_or_else(|e| panic!("seed {seed}: {e} ({cfg:?})"));
-            assert_eq!(long.counts.planned, 0);
-            planned += quick.counts.planned;
-            quick.counts.planned = 0;
-            assert!(
-                quick.ran == long.ran
-                    && quick.issues == long.issues
-                    && quick.edges == long.edges
-                    && quick.counts == long.counts,
-                "seed {seed}: the quick way's run differs ({cfg:?}): {:?} against {:?}",
-                quick.counts,
-                long.counts
-            );
+        for (bytes, params) in &programs {
+            let (p, m) = quick_and_long(bytes, params, (n, window), cfg, seed);
+            (planned, mapless) = (planned + p, mapless + m);
         }
     }
     assert!(planned > 0, "no task was recorded by its site's plan");
+    assert!(mapless > 0, "no task was recorded without a map");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The quick ways on random programs (every tensor class, carried and chained tensors,
+    /// shared ones over up to 6 AICPUs) in random interleavings: each run is the same event
+    /// for event as the one that records every task the long way (`quick_and_long`).
+    #[test]
+    fn random_programs_record_the_quick_ways_as_the_long_way(
+        seed in any::<u64>(),
+        aicpus in 1u32..=6,
+        window in prop::sample::select(vec![1u32, 2, 3, 8, 64]),
+    ) {
+        let src = Gen::runnable(seed).module();
+        let out = assemble("gen.pto", &src, &Options::default()).unwrap();
+        let params = gen_params(&out.module, seed);
+        if ptovm_tests::task_count(&out.bytes, &params).is_some_and(|t| t > 4_000) {
+            return Ok(());
+        }
+        let cfg = config(seed, window);
+        match run(&out.bytes, &params, aicpus, window, cfg, seed) {
+            Ok(_) => {
+                quick_and_long(&out.bytes, &params, (aicpus, window), cfg, seed);
+            }
+            // Programs whose parameters fail at launch or run time are the interpreter's tests.
+            Err(e) if e.contains("parameter") || e.contains("instruction") => {}
+            Err(e) => panic!("{e} ({cfg:?}, seed {seed})\n{src}"),
+        }
+    }
 }
 
 /// Joins (spec/runtime.md §4.7): every task of a step reads a whole row of the step before

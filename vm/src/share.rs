@@ -1060,12 +1060,14 @@ const LOCAL_ALWAYS: u8 = 1;
 const LOCAL_UNLESS_QUIET: u8 = 2;
 
 /// Whether `uses` (of the regions `ios`) has a region for the local map and one for the
-/// global map, and whether all those regions are reads only looked up; and the tensors of the
-/// regions for the local map, each once.
+/// global map, and whether all those regions are reads only looked up; the tensors of the
+/// regions for the local map, each once; and those of the global map's regions when every one
+/// of them is only looked up ([`Use::Lookup`]), each once.
 fn needs(uses: &[(Use, bool)], ios: &[crate::Io], shares: &[Sharing]) -> Needs {
     let mut n = Needs::default();
     let mut local = false;
     let mut lookups_only = true;
+    let mut shared_lookups_only = true;
     for (k, (&(u, global), io)) in uses.iter().zip(ios).enumerate() {
         if u == Use::Lookup
             && !io.writes()
@@ -1077,6 +1079,12 @@ fn needs(uses: &[(Use, bool)], ios: &[crate::Io], shares: &[Sharing]) -> Needs {
         if u != Use::Skip {
             if global {
                 n.global = true;
+                shared_lookups_only &= u == Use::Lookup;
+                let have = &n.shared[..n.nshared as usize];
+                if !have.contains(&io.tensor) {
+                    n.shared[have.len() % limits::MAX_TASK_IO] = io.tensor;
+                    n.nshared += 1;
+                }
             } else {
                 local = true;
                 let have = &n.quiet[..n.nquiet as usize];
@@ -1093,7 +1101,21 @@ fn needs(uses: &[(Use, bool)], ios: &[crate::Io], shares: &[Sharing]) -> Needs {
         (true, true) => LOCAL_UNLESS_QUIET,
         (true, false) => LOCAL_ALWAYS,
     };
-    n.any = if n.global { LOCAL_ALWAYS } else { n.local };
+    // A read a join may stand for asks the joins, whatever the maps hold (§4.7); a region
+    // for the global map, that map, unless it is only looked up (`any_shared`).
+    n.any = if n.joinable != 0 || n.global {
+        LOCAL_ALWAYS
+    } else {
+        n.local
+    };
+    n.any_shared = if n.joinable != 0 || !shared_lookups_only {
+        LOCAL_ALWAYS
+    } else {
+        n.local
+    };
+    if !shared_lookups_only {
+        n.nshared = 0;
+    }
     n
 }
 
@@ -1104,10 +1126,18 @@ struct Needs {
     /// is only looked up: [`LOCAL_NONE`], [`LOCAL_ALWAYS`] or [`LOCAL_UNLESS_QUIET`].
     local: u8,
     global: bool,
-    /// `local`, or [`LOCAL_ALWAYS`] if a region goes to the global map
-    /// ([`SiteUses::no_map`]).
+    /// `local`, or [`LOCAL_ALWAYS`] if a region goes to the global map or a join may stand
+    /// for a read ([`SiteUses::no_map`]).
     any: u8,
+    /// The same, but for the regions of the global map only looked up, which
+    /// [`SiteUses::no_map_shared`] asks about ([`Needs::shared`]).
+    any_shared: u8,
     nquiet: u8,
+    /// The tensors of the regions for the global map, each once, when they are all looked
+    /// up (`any_shared` is [`LOCAL_ALWAYS`] otherwise): the map has nothing to do for them
+    /// while none of them has a live writer there ([`SiteUses::no_map_shared`]).
+    shared: [u16; limits::MAX_TASK_IO],
+    nshared: u8,
     /// The regions only looked up that read a stepped tensor, a bit each, that name at least
     /// [`JOIN_MIN`] elements in the task the site was remembered from: those a join stands
     /// for (spec/runtime.md §4.7). A heuristic (a site's regions are usually as wide in all
@@ -1182,20 +1212,48 @@ impl SiteUses {
     }
 
     /// The predecessors the program names for `t` ([`Chain::producers`]) when its site is
-    /// remembered and neither map has anything to do for it: it has no region for the
-    /// global map, and none for the local map or only reads of tensors found all quiet at
-    /// the map's insertion count `inserted` ([`TaskUses::all_quiet`], whose memory this
-    /// reads). `None`: ask [`SiteUses::of`], which says what to do. Changes nothing: a quick
-    /// first look for a caller that then skips the maps.
+    /// remembered and neither a map nor a join has anything to do for it: no read a join may
+    /// stand for ([`TaskUses::joinable`]), no region for the global map, and no region for
+    /// the local map or only reads of tensors found all quiet at the map's insertion count
+    /// `inserted` ([`TaskUses::all_quiet`], whose memory this reads). `None`: ask
+    /// [`SiteUses::of`], which says what to do. Changes nothing: a quick first look for a
+    /// caller that then skips the maps (the written-once tables are the caller's to ask).
     #[inline]
     pub fn no_map(&self, t: &crate::Task, inserted: u64) -> Option<u64> {
         let k = self.entry(t)?;
-        let quiet = match self.needs[k].any {
+        self.quiet(k, self.needs[k].any, inserted)
+            .then(|| self.chains[k].producers(t.iter))
+    }
+
+    /// [`SiteUses::no_map`] for a caller with a global map: the regions for it may also be
+    /// lookups, of tensors `idle` finds without a live writer there (it is called with them,
+    /// each once).
+    #[inline]
+    pub fn no_map_shared(
+        &self,
+        t: &crate::Task,
+        inserted: u64,
+        idle: impl FnOnce(&[u16]) -> bool,
+    ) -> Option<u64> {
+        let k = self.entry(t)?;
+        let n = &self.needs[k];
+        if !self.quiet(k, n.any_shared, inserted) {
+            return None;
+        }
+        let shared = (n.nshared as usize).min(limits::MAX_TASK_IO);
+        (shared == 0 || idle(&n.shared[..shared])).then(|| self.chains[k].producers(t.iter))
+    }
+
+    /// Whether the local map has nothing to do for entry `k`'s tasks by `any`
+    /// ([`Needs::any`] or [`Needs::any_shared`]): no region for it, or only reads of tensors
+    /// found all quiet at insertion count `inserted`.
+    #[inline(always)]
+    fn quiet(&self, k: usize, any: u8, inserted: u64) -> bool {
+        match any {
             LOCAL_NONE => true,
             LOCAL_UNLESS_QUIET => self.quiet_at[k].get() == inserted,
             _ => false,
-        };
-        quiet.then(|| self.chains[k].producers(t.iter))
+        }
     }
 
     /// What is remembered of `t`'s site, when it is and its uses are `t`'s — `t` is not in

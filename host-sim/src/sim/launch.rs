@@ -420,6 +420,7 @@ impl Report {
         self.once_writes = k.once_writes;
         self.once_spills = k.once_spills;
         self.planned_records = k.planned;
+        self.mapless_records = k.mapless;
         self.window_stalls = k.stalls;
         self.quiet_rounds = k.quiet_rounds;
         self.hops = k.hops;

@@ -237,6 +237,9 @@ pub struct Report {
     /// Tasks recorded by their site's plan: every region in a written-once table, without
     /// asking which map each goes to (spec/runtime.md §4.8).
     pub planned_records: u64,
+    /// Tasks recorded with the producers the program names alone: their site needs no map,
+    /// join or table (spec/runtime.md §4.1 step 5).
+    pub mapless_records: u64,
     /// Times generation found its window full.
     pub window_stalls: u64,
     /// Rounds an AICPU settled as quiet (spec/runtime.md §4.3): nothing it waited on had

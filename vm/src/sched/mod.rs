@@ -168,8 +168,10 @@ pub trait Env {
     fn checks_quiet(&self) -> bool {
         false
     }
-    /// Whether a task may be recorded by its site's plan (`record.rs`, `record_planned`,
-    /// §4.8): a harness that compares that quick way with the long way turns it off.
+    /// Whether a task may be recorded a quick way (`record.rs`): with the producers the
+    /// program names alone when its site needs no map (`record_mapless`, §4.1 step 5), or by
+    /// its site's plan (`record_planned`, §4.8). A harness that compares the quick ways with
+    /// the long way turns them off.
     fn plans(&self) -> bool {
         true
     }
@@ -592,6 +594,9 @@ pub struct Counts {
     /// Tasks recorded by their site's plan (`record_planned`): every region in a
     /// written-once table, no map asked.
     pub planned: u64,
+    /// Tasks recorded with the producers the program names alone (`record_mapless`): their
+    /// site needs no map, join or table.
+    pub mapless: u64,
     /// Times generation found the window full.
     pub stalls: u64,
     /// Rounds it settled as quiet (`quiet.rs`): nothing it waited on had moved since a round
@@ -648,6 +653,7 @@ impl core::ops::AddAssign for Counts {
             once_writes,
             once_spills,
             planned,
+            mapless,
             stalls,
             quiet_rounds,
             hops,
@@ -677,6 +683,7 @@ impl core::ops::AddAssign for Counts {
         self.once_writes += once_writes;
         self.once_spills += once_spills;
         self.planned += planned;
+        self.mapless += mapless;
         self.stalls += stalls;
         self.quiet_rounds += quiet_rounds;
         self.hops += hops;

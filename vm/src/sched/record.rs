@@ -20,8 +20,23 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         k: u32,
         env: &mut impl Env,
     ) -> Result<bool, SchedError> {
-        if self.once.any() && env.plans() && self.record_planned(sh, k, env)? {
-            return Ok(true);
+        if env.plans() {
+            // Which quick way may take it: with tables, its site's plan says (none before the
+            // site's first task, which goes the long way and makes the plan).
+            let site = self.interp.current_task().site;
+            let plan = if self.once.any() {
+                self.plans.get(site).map(|p| (p.any, p.all))
+            } else {
+                Some((false, true))
+            };
+            let quick = match plan {
+                Some((false, _)) => self.record_mapless(sh, k, env)?,
+                Some((true, true)) => self.record_planned(sh, k, env)?,
+                _ => false,
+            };
+            if quick {
+                return Ok(true);
+            }
         }
         let cap = sh.cap;
         let me = self.me;
@@ -232,6 +247,39 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 self.plans.note(site, plan);
             }
         }
+        self.register(sh, k, found, env)?;
+        Ok(true)
+    }
+
+    /// [`Aicpu::record`] the quickest way, for a task whose site is remembered and needs
+    /// neither map, nor a join ([`share::SiteUses::no_map_shared`]), nor a table (its caller
+    /// checks that the site's plan answers no region when the launch has tables): every
+    /// region is skipped, or only reads tensors quiet in this AICPU's map, or only looks up
+    /// shared tensors whose `writers` count is 0. Its predecessors are then the producers
+    /// the program names (§3.6–3.7) alone, which is all the long way would find for it: it
+    /// registers on them. Returns false, having changed nothing, for any other task.
+    #[inline]
+    fn record_mapless<C: AsRef<[Cell]>, L: MapLock>(
+        &mut self,
+        sh: &Shared<'_, C, L>,
+        k: u32,
+        env: &mut impl Env,
+    ) -> Result<bool, SchedError> {
+        let t = self.interp.current_task();
+        // Shared tensors only looked up need no global map while none has a live writer
+        // there: the long way's check (§4.1 step 5), the same loads.
+        let idle = |xs: &[u16]| {
+            xs.iter().all(|&x| {
+                sh.writers
+                    .get(x as usize)
+                    .is_some_and(|w| w.load(Ordering::Acquire) == 0)
+            })
+        };
+        let Some(chain) = self.uses.no_map_shared(t, self.map.inserted(), idle) else {
+            return Ok(false);
+        };
+        let found = structural_preds(sh, self.me, &self.recent, t.id, chain, self.preds, 0)?;
+        self.counts.mapless += 1;
         self.register(sh, k, found, env)?;
         Ok(true)
     }
