@@ -30,6 +30,34 @@ fn checked_run(
     r
 }
 
+/// The random runnable program of `seed` run over `aicpus` AICPUs and `window` slots in the
+/// interleaving of `seed`: its source, bytecode, parameters and run. `None` for a program of
+/// more than 4,000 tasks, or whose parameters fail at launch or run time (the interpreter's
+/// tests); any other error panics.
+fn random_run(
+    seed: u64,
+    aicpus: u32,
+    window: u32,
+) -> Option<(
+    String,
+    Vec<u8>,
+    ptovm_tests::Params,
+    ptovm_tests::sched::Run,
+)> {
+    let src = Gen::runnable(seed).module();
+    let out = assemble("gen.pto", &src, &Options::default()).unwrap();
+    let params = gen_params(&out.module, seed);
+    if ptovm_tests::task_count(&out.bytes, &params).is_some_and(|t| t > 4_000) {
+        return None;
+    }
+    let cfg = config(seed, window);
+    match run(&out.bytes, &params, aicpus, window, cfg, seed) {
+        Ok(r) => Some((src, out.bytes, params, r)),
+        Err(e) if e.contains("parameter") || e.contains("instruction") => None,
+        Err(e) => panic!("{e} ({cfg:?}, seed {seed})\n{src}"),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
@@ -39,22 +67,10 @@ proptest! {
         aicpus in 1u32..=6,
         window in prop::sample::select(vec![1u32, 2, 3, 8, 64]),
     ) {
-        let src = Gen::runnable(seed).module();
-        let out = assemble("gen.pto", &src, &Options::default()).unwrap();
-        let params = gen_params(&out.module, seed);
-        if ptovm_tests::task_count(&out.bytes, &params).is_some_and(|t| t > 4_000) {
-            return Ok(());
-        }
-        let cfg = config(seed, window);
-        match run(&out.bytes, &params, aicpus, window, cfg, seed) {
-            Ok(r) => {
-                if let Err(e) = check(&out.bytes, &params, aicpus, &r) {
-                    panic!("{e} ({cfg:?}, seed {seed})\n{src}");
-                }
+        if let Some((src, bytes, params, r)) = random_run(seed, aicpus, window) {
+            if let Err(e) = check(&bytes, &params, aicpus, &r) {
+                panic!("{e} ({:?}, seed {seed})\n{src}", config(seed, window));
             }
-            // Programs whose parameters fail at launch or run time are the interpreter's tests.
-            Err(e) if e.contains("parameter") || e.contains("instruction") => {}
-            Err(e) => panic!("{e} ({cfg:?}, seed {seed})\n{src}"),
         }
     }
 }
@@ -478,20 +494,8 @@ proptest! {
         aicpus in 1u32..=6,
         window in prop::sample::select(vec![1u32, 2, 3, 8, 64]),
     ) {
-        let src = Gen::runnable(seed).module();
-        let out = assemble("gen.pto", &src, &Options::default()).unwrap();
-        let params = gen_params(&out.module, seed);
-        if ptovm_tests::task_count(&out.bytes, &params).is_some_and(|t| t > 4_000) {
-            return Ok(());
-        }
-        let cfg = config(seed, window);
-        match run(&out.bytes, &params, aicpus, window, cfg, seed) {
-            Ok(_) => {
-                quick_and_long(&out.bytes, &params, (aicpus, window), cfg, seed);
-            }
-            // Programs whose parameters fail at launch or run time are the interpreter's tests.
-            Err(e) if e.contains("parameter") || e.contains("instruction") => {}
-            Err(e) => panic!("{e} ({cfg:?}, seed {seed})\n{src}"),
+        if let Some((_, bytes, params, _)) = random_run(seed, aicpus, window) {
+            quick_and_long(&bytes, &params, (aicpus, window), config(seed, window), seed);
         }
     }
 }
