@@ -198,6 +198,17 @@ pub struct WorkBound {
     pub planning: u64,
 }
 
+/// Where the current iteration of a loop outside every other loop started
+/// ([`Interpreter::outer_start`]): the loop's frame (0: none) and instruction, its position,
+/// and the id of the iteration's first task.
+#[derive(Clone, Copy, Debug, Default)]
+struct Outer {
+    frame: u32,
+    at: u32,
+    pos: u64,
+    start: u64,
+}
+
 /// One AICPU's interpreter over a verified program.
 #[derive(Clone, Debug)]
 pub struct Interpreter<'a, 'p> {
@@ -214,9 +225,9 @@ pub struct Interpreter<'a, 'p> {
     ext: [u64; limits::MAX_LOOP_DEPTH],
     next_id: u64,
     /// Where the current iteration of a loop outside every other loop started: that loop's
-    /// frame, its position then, and the id of the iteration's first task
+    /// frame and instruction, its position then, and the id of the iteration's first task
     /// ([`Interpreter::outer_start`]).
-    outer: (u32, u64, u64),
+    outer: Outer,
     done: bool,
     task: Task,
     plans: [Plan; PLAN_SITES],
@@ -310,7 +321,7 @@ impl<'a, 'p> Interpreter<'a, 'p> {
             pos: [0; limits::MAX_LOOP_DEPTH],
             ext: [0; limits::MAX_LOOP_DEPTH],
             next_id: 0,
-            outer: (0, 0, 0),
+            outer: Outer::default(),
             done: false,
             task: Task::default(),
             plans: [EMPTY_PLAN; PLAN_SITES],
@@ -395,11 +406,16 @@ impl<'a, 'p> Interpreter<'a, 'p> {
     /// know (the loop moved on by a path that does not keep it: a loop of tasks only, walked
     /// by its fast path). The scheduler's watermark for a stepped tensor's reads
     /// (spec/runtime.md §3.5).
+    ///
+    /// The frame still holds that iteration when it is live (at most the walk's depth) and
+    /// holds the same instruction at the same position: a loop outside every other loop is
+    /// entered once, so no other frame has its instruction.
+    #[inline]
     pub fn outer_start(&self) -> Option<u64> {
-        let (k, pos, start) = self.outer;
-        let f = self.frames.get(k as usize)?;
-        let is_loop = Opcode::from_u8(f.op).map(|o| o.class()) == Some(OpClass::Loop);
-        (k > 0 && k as usize <= self.sp && is_loop && f.depth == 0 && f.pos == pos).then_some(start)
+        let o = self.outer;
+        let f = self.frames.get(o.frame as usize)?;
+        (o.frame > 0 && o.frame as usize <= self.sp && f.at == o.at && f.pos == o.pos)
+            .then_some(o.start)
     }
 
     /// Continues after a `READBACK` with `p`: the launch's parameters with the values read

@@ -86,7 +86,12 @@ impl<'a, 'p> Interpreter<'a, 'p> {
         let started = self.start_iteration(from)?;
         let f = &self.frames[self.sp];
         if started && f.depth == 0 {
-            self.outer = (self.sp as u32, f.pos, self.next_id);
+            self.outer = Outer {
+                frame: self.sp as u32,
+                at: f.at,
+                pos: f.pos,
+                start: self.next_id,
+            };
         }
         Ok(started)
     }

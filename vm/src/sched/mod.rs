@@ -42,6 +42,7 @@ pub mod cores;
 mod issue;
 mod join;
 pub mod limits;
+mod need;
 mod once;
 mod quiet;
 mod record;
@@ -879,8 +880,10 @@ pub struct Aicpu<'a, 'p, 'm, S = Slices<'m>> {
     once: once::OnceTables,
     plans: once::SitePlans,
     /// Whether a tensor of the global map is stepped: only then may a task's need be lowered
-    /// for a join (`need_of`).
+    /// for a join (`need.rs`).
     stepped_shared: bool,
+    /// What the regions of its last sites make of their tasks' needs, by site (`need.rs`).
+    needs: [need::NeedShape; need::NEED_SITES],
     /// The watermark the staged task needs every other AICPU to have passed before it records
     /// (0: it touches no shared tensor).
     need: u64,

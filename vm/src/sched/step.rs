@@ -106,7 +106,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             ShareError::Run(e) => SchedError::Run(e),
             other => SchedError::Share(other),
         })?;
-        // Only a stepped tensor in the global map lowers a need (`need_of`).
+        // Only a stepped tensor in the global map lowers a need (`need.rs`).
         let stepped_shared = local
             .shares
             .iter()
@@ -275,6 +275,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             once,
             plans: Default::default(),
             stepped_shared,
+            needs: [need::NeedShape::NONE; need::NEED_SITES],
             need: 0,
             deferred: None,
             others_min: 0,
@@ -357,56 +358,6 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
     /// The classes of the program's tensors.
     pub fn shares(&self) -> &[Sharing] {
         self.shares
-    }
-
-    /// The watermark task `t` waits for (§4.1, §3.5): every other AICPU must have recorded
-    /// its tasks below it that may conflict with `t`'s shared accesses. A read of a stepped
-    /// tensor and a write of a tensor written once need only the tasks before the current
-    /// iteration of the stepping loop ([`Interpreter::outer_start`]; all of them when the
-    /// interpreter does not know where the iteration started) (§3.5, "The need"): so the
-    /// AICPUs record a step's tasks together, rather than one AICPU after another in id order,
-    /// and each opens one join for a row a join stands for (§4.7).
-    #[inline]
-    fn need_of(&self, t: &Task) -> u64 {
-        if self.stepped_shared {
-            self.need_of_stepped(t)
-        } else {
-            self.need_with::<false>(t)
-        }
-    }
-
-    /// [`Aicpu::need_of`] in a program with a stepped tensor in the global map: the steps'
-    /// rule, out of the other programs' way.
-    #[inline(never)]
-    fn need_of_stepped(&self, t: &Task) -> u64 {
-        self.need_with::<true>(t)
-    }
-
-    /// [`Aicpu::need_of`], with the steps' rule or without.
-    #[inline(always)]
-    fn need_with<const STEPPED: bool>(&self, t: &Task) -> u64 {
-        let mut need = 0;
-        for io in t.ios() {
-            if let Some(s) = self.shares.get(io.tensor as usize) {
-                if s.class == Class::Shared {
-                    // A read of a stepped tensor reads rows of earlier steps; a write of one
-                    // written once meets no earlier access, and takes a table cell the
-                    // readers of earlier steps left (§3.5, §4.8): both need only the tasks
-                    // before the step.
-                    let end = if STEPPED && s.stepped && (!io.writes() || s.written_once) {
-                        self.interp.outer_start().unwrap_or(t.id)
-                    } else if io.writes() {
-                        s.accesses_end
-                    } else {
-                        s.writes_end
-                    };
-                    need = need.max(end.min(t.id));
-                }
-            } else {
-                need = t.id;
-            }
-        }
-        need
     }
 
     /// Phase (1) of a round (§4.2, §4.3): the completions of its cores that went idle, and of
@@ -587,7 +538,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
                 let mark = if self.interp.stats().emitted > before {
                     self.staged = true;
                     let id = self.interp.current_task().id;
-                    self.need = self.need_of(self.interp.current_task());
+                    self.need = self.need_of_staged();
                     env.staged(self.me, id);
                     id
                 } else {
