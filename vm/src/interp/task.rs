@@ -112,6 +112,7 @@ pub struct Io {
 }
 
 impl PartialEq for Io {
+    #[inline]
     fn eq(&self, o: &Io) -> bool {
         self.tensor == o.tensor && self.dir == o.dir && self.dims() == o.dims()
     }
