@@ -6,8 +6,11 @@
 #
 # Builds ptovm in release with line tables (target/phases), runs `ptovm run FILE OPTIONS` under
 # callgrind (which runs the simulator's threads one at a time: instruction counts do not depend
-# on this machine's load), and sums the instructions of every source line by the phase its file
-# belongs to — inlined code counts where it was written, not where it was inlined:
+# on this machine's load) with `--fair-sched=yes` (the threads take turns often, as on the
+# machine: without it one thread ran long stretches alone, and the LLaMA layer's count moved
+# by up to 16 % between runs; with it a count repeats within 0.1 %), and sums the instructions of
+# every source line by the phase its file belongs to — inlined code counts where it was
+# written, not where it was inlined:
 #
 #   generation       vm/src/interp/                  walking the program, filling task records
 #   dependencies     vm/src/tmap/, vm/src/share.rs,  TensorMap lookups and inserts, tensor classes,
@@ -38,7 +41,7 @@ CARGO_PROFILE_RELEASE_DEBUG=line-tables-only CARGO_TARGET_DIR=target/phases \
   cargo build --release -q
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-valgrind --tool=callgrind --callgrind-out-file="$out/cg" target/phases/release/ptovm run "$@" --json \
+valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$out/cg" target/phases/release/ptovm run "$@" --json \
   > "$out/run.json" 2> "$out/valgrind.log" || {
   cat "$out/valgrind.log" >&2
   exit 1
