@@ -132,6 +132,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             other => SchedError::Share(other),
         })?;
         self.uses = SiteUses::default();
+        self.forget_needs();
         // Its tables from the new classes: what the old ones hold is of completed tasks,
         // which a read passes over (§4.8).
         self.once = once::once_tables(self.interp.program(), self.shares, self.tensors, sh);

@@ -4,9 +4,15 @@
 //! rule takes, on where the stepping loop's current iteration started. So each site's share of
 //! it is worked out once ([`NeedShape`]) and every task of the site reads it from there: a
 //! pattern's task has up to five regions, and walking them at every task cost the threaded
-//! stencil, fft and spread 4–10 % of their instructions.
+//! stencil, fft and spread 7–10 % of their instructions.
 
 use super::*;
+
+/// Whether the steps' rule applies: a stepped tensor is in the global map (only such a tensor
+/// lowers a need), by the classes `shares`.
+pub(super) fn stepped_shared(shares: &[Sharing]) -> bool {
+    shares.iter().any(|s| s.stepped && s.class == Class::Shared)
+}
 
 /// Sites whose [`NeedShape`] an AICPU keeps, each at `site % NEED_SITES` (as
 /// [`share::SiteUses`] keeps their uses).
@@ -67,6 +73,15 @@ impl NeedShape {
 }
 
 impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
+    /// Forgets the sites' shapes and works the steps' rule out again, for the classes the
+    /// tensors have now (a `READBACK` classed them again: §4.5). The sites after a `READBACK`
+    /// are other statements than those before it (it stands at the workload's top level), so
+    /// no shape kept would be asked for again; they go as the sites' uses do.
+    pub(super) fn forget_needs(&mut self) {
+        self.needs = [NeedShape::NONE; NEED_SITES];
+        self.stepped_shared = stepped_shared(self.shares);
+    }
+
     /// The watermark the staged task waits for (§4.1, §3.5): every other AICPU must have
     /// recorded its tasks below it that may conflict with the task's shared accesses — never
     /// more than the tasks below it. A region the steps' rule takes needs only the tasks before

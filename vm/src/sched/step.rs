@@ -106,11 +106,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
             ShareError::Run(e) => SchedError::Run(e),
             other => SchedError::Share(other),
         })?;
-        // Only a stepped tensor in the global map lowers a need (`need.rs`).
-        let stepped_shared = local
-            .shares
-            .iter()
-            .any(|s| s.stepped && s.class == Class::Shared);
+        let stepped_shared = need::stepped_shared(local.shares);
         let program = *interp.program();
         let ntensors = program.tensors().len();
         if !local.bound.is_empty() && local.bound.len() != ntensors {
