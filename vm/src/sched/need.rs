@@ -4,7 +4,7 @@
 //! rule takes, on where the stepping loop's current iteration started. So each site's share of
 //! it is worked out once ([`NeedShape`]) and every task of the site reads it from there: a
 //! pattern's task has up to five regions, and walking them at every task cost the threaded
-//! stencil, fft and spread 7–10 % of their instructions.
+//! stencil, fft and spread 7–11 % of their instructions.
 
 use super::*;
 
