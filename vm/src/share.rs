@@ -1059,6 +1059,16 @@ const LOCAL_ALWAYS: u8 = 1;
 /// map has nothing to do while its tensors are quiet.
 const LOCAL_UNLESS_QUIET: u8 = 2;
 
+/// Adds tensor `x` to the first `len` of `list` unless it is there (a task's regions fit
+/// `list`, so there is room).
+fn add_once(list: &mut [u16; limits::MAX_TASK_IO], len: &mut u8, x: u16) {
+    let have = &list[..*len as usize];
+    if !have.contains(&x) {
+        list[have.len() % limits::MAX_TASK_IO] = x;
+        *len += 1;
+    }
+}
+
 /// Whether `uses` (of the regions `ios`) has a region for the local map and one for the
 /// global map, and whether all those regions are reads only looked up; the tensors of the
 /// regions for the local map, each once; and those of the global map's regions when every one
@@ -1080,18 +1090,10 @@ fn needs(uses: &[(Use, bool)], ios: &[crate::Io], shares: &[Sharing]) -> Needs {
             if global {
                 n.global = true;
                 shared_lookups_only &= u == Use::Lookup;
-                let have = &n.shared[..n.nshared as usize];
-                if !have.contains(&io.tensor) {
-                    n.shared[have.len() % limits::MAX_TASK_IO] = io.tensor;
-                    n.nshared += 1;
-                }
+                add_once(&mut n.shared, &mut n.nshared, io.tensor);
             } else {
                 local = true;
-                let have = &n.quiet[..n.nquiet as usize];
-                if !have.contains(&io.tensor) {
-                    n.quiet[have.len() % limits::MAX_TASK_IO] = io.tensor;
-                    n.nquiet += 1;
-                }
+                add_once(&mut n.quiet, &mut n.nquiet, io.tensor);
             }
             lookups_only &= matches!(u, Use::Lookup | Use::Find) && !io.writes();
         }
