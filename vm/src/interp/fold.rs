@@ -20,6 +20,9 @@
 
 use super::*;
 
+mod gather;
+pub(super) use gather::{eval_gather, Gather, GATHER_NODES, NO_GATHER};
+
 /// One operation of a folded expression: a stack machine whose top lives in a register.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct FoldedNode {
@@ -431,16 +434,10 @@ impl Clamp {
             after: 0,
             divide: (0, 0),
         };
-        let (before, mut rest) = additions(ops);
+        let (before, rest) = additions(ops);
         c.before = before;
-        while let Some((n, tail)) = rest.split_first() {
-            match (n.form, ExprOp::from_u8(n.op)) {
-                (RIGHT | LEFT, Some(ExprOp::MIN)) => (c.lo, c.hi) = (c.lo.min(n.k), c.hi.min(n.k)),
-                (RIGHT | LEFT, Some(ExprOp::MAX)) => (c.lo, c.hi) = (c.lo.max(n.k), c.hi.max(n.k)),
-                _ => break,
-            }
-            rest = tail;
-        }
+        let (lo, hi, rest) = bounds(rest);
+        (c.lo, c.hi) = (lo, hi);
         let (after, rest) = additions(rest);
         c.after = after;
         match rest {
@@ -613,6 +610,23 @@ pub(super) fn piece_at(n: &[FoldedNode; CLAMP_NODES], v: i64) -> Option<Piece> {
         from: p.from.max(first - p.k),
         to: p.to.min(last - p.k),
     })
+}
+
+/// The run of minimums and maximums with constants at the start of `ops` as the bounds `lo
+/// <= hi` of one `min(max(x, lo), hi)` (`i64::MIN`, `i64::MAX` for none), and the operations
+/// after it: `max(c)` after such a pair is the pair raised to `c`, `min(c)` the pair lowered
+/// to `c`.
+fn bounds(ops: &[FoldedNode]) -> (i64, i64, &[FoldedNode]) {
+    let (mut lo, mut hi, mut rest) = (i64::MIN, i64::MAX, ops);
+    while let Some((n, tail)) = rest.split_first() {
+        match (n.form, ExprOp::from_u8(n.op)) {
+            (RIGHT | LEFT, Some(ExprOp::MIN)) => (lo, hi) = (lo.min(n.k), hi.min(n.k)),
+            (RIGHT | LEFT, Some(ExprOp::MAX)) => (lo, hi) = (lo.max(n.k), hi.max(n.k)),
+            _ => break,
+        }
+        rest = tail;
+    }
+    (lo, hi, rest)
 }
 
 /// The longest run of additions of constants at the start of `ops` that is one checked
@@ -806,6 +820,8 @@ pub(super) mod tests {
             let chain = is_chain(&out[..n]);
             let mut fused = out;
             let m = fuse(&mut fused[..n]);
+            let mut gather = NO_GATHER;
+            let gathers = Gather::of(&fused[..m]).map(|g| g.write(&mut gather)).is_some();
             for v in VALUES.iter().copied().chain(-3..40) {
                 vars[1] = v;
                 let want = eval_postfix(&e, &p, &vars, 0, 9);
@@ -821,6 +837,9 @@ pub(super) mod tests {
                 );
                 if chain {
                     prop_assert_eq!(eval_chain(&out[1..n], v, &p, 9), want);
+                }
+                if gathers {
+                    prop_assert_eq!(eval_gather(&gather, v, &p, 9), want);
                 }
                 if let Some(c) = chain.then(|| Clamp::of(&out[1..n])).flatten() {
                     let mut nodes = NO_CLAMP;

@@ -2,8 +2,9 @@
 //! iteration to the next (spec/bytecode.md §5.8, "Emission").
 
 use super::fold::{
-    clamp_divides, eval_chain, eval_clamp, eval_folded, fold, fuse, is_chain, piece_at, Clamp,
-    FoldedNode, Piece, CLAMP_NODES, EMPTY_FOLDED, FOLDED_NODES, NO_CLAMP,
+    clamp_divides, eval_chain, eval_clamp, eval_folded, eval_gather, fold, fuse, is_chain,
+    piece_at, Clamp, FoldedNode, Gather, Piece, CLAMP_NODES, EMPTY_FOLDED, FOLDED_NODES,
+    GATHER_NODES, NO_CLAMP, NO_GATHER,
 };
 use super::*;
 
@@ -33,6 +34,9 @@ const OPERAND_FOLDED: u8 = 5;
 const OPERAND_CHAIN: u8 = 6;
 /// Likewise, a chain that is a [`Clamp`] (`max(0, i - 1)`), written in nodes `a .. a + c`.
 const OPERAND_CLAMP: u8 = 7;
+/// Likewise, a folded expression that is a [`Gather`] (`max(i - keep[(c + i) * 2], 0)`),
+/// written in nodes `a .. a + c`.
+const OPERAND_GATHER: u8 = 8;
 
 /// One named region dimension of a task site: its bounds and the extent it is checked against
 /// (`i64::MAX` for an implicit tensor).
@@ -490,6 +494,7 @@ fn slow_value(
     match o.kind {
         OPERAND_CLAMP => eval_clamp::<true>(t.clamp_nodes(o), v, pc),
         OPERAND_CHAIN => eval_chain(nodes(), v, p, pc),
+        OPERAND_GATHER => eval_gather(t.gather_nodes(o), v, p, pc),
         OPERAND_FOLDED => eval_folded(nodes(), v, p, pc),
         _ => operand_in_full(o, exprs, p, vars, pc),
     }
@@ -564,7 +569,7 @@ pub(super) struct Template {
     nslow_dims: u8,
     slow_dims: [PlanDim; SLOW_FIELDS],
     /// The nodes of the slow fields' folded expressions (`OPERAND_FOLDED`, `OPERAND_CHAIN`,
-    /// `OPERAND_CLAMP`), `nfolded` of them.
+    /// `OPERAND_CLAMP`, `OPERAND_GATHER`), `nfolded` of them.
     folded: [FoldedNode; FOLDED_NODES],
     nfolded: u8,
     /// The *stretch*: the values `linear.0 ..= linear.1` of the loop's variable `v`, around
@@ -592,6 +597,15 @@ impl Template {
             .get(o.a as usize..o.a as usize + CLAMP_NODES)
             .and_then(|n| n.try_into().ok())
             .unwrap_or(&NO_CLAMP)
+    }
+
+    /// The nodes of the gather `o` (`OPERAND_GATHER`) names.
+    #[inline(always)]
+    fn gather_nodes(&self, o: &Operand) -> &[FoldedNode; GATHER_NODES] {
+        self.folded
+            .get(o.a as usize..o.a as usize + GATHER_NODES)
+            .and_then(|n| n.try_into().ok())
+            .unwrap_or(&NO_GATHER)
     }
 
     /// Operand `o` of a slow field, folded for the template's loop into `folded` when it is
@@ -632,6 +646,16 @@ impl Template {
             }
         } else {
             let n = fuse(&mut room[..n]);
+            if let Some(g) = Gather::of(&room[..n]) {
+                if g.write(room).is_some() {
+                    self.nfolded += GATHER_NODES as u8;
+                    return Operand {
+                        kind: OPERAND_GATHER,
+                        a: at as u32,
+                        c: GATHER_NODES as i64,
+                    };
+                }
+            }
             self.nfolded += n as u8;
             Operand {
                 kind: OPERAND_FOLDED,
