@@ -3,7 +3,7 @@
 //! per runtime-parameter and runtime error.
 
 use ptovm_assembler::{assemble, Options};
-use ptovm_host_sim::{expand_aicpu, reference_expand};
+use ptovm_host_sim::{expand_aicpu, reference_expand, NEXT_TASK};
 use ptovm_vm::interp::mix64;
 use ptovm_vm::{
     verify, Interpreter, LaunchError, ParamError, RunError, RuntimeParams, Status, Value,
@@ -922,6 +922,58 @@ fn runtime_errors() {
         Err(RunError::TooManyTasks)
     );
     assert_eq!(run("@workload w() { task @k() resources(U[1]) }\n@schedule s for w { dispatch = threshold(1 / z, round_robin) }", &[("z", S(0))]), RunError::DivByZero { pc: 0 });
+}
+
+/// A region bound that is a gather (spec/bytecode.md §5.8: the variable moved by a runtime-array
+/// element at an affine index of it, clamped; random_nearest's) gives what the reference
+/// interpreter gives at every point, and fails where its expression does: at the first point
+/// whose element lies past the array, after the kept record has evaluated the points before it.
+#[test]
+fn gathers_give_and_fail_as_their_expressions() {
+    let src = "@tensor G: f32[2, 8]\n@workload w() { for_each t in dense[2] { parallel_for i in dense[8] { task @k(t, i) resources(G[t, max(i - k[(t * 8 + i) * 2], 0) : min(i + 1 + k[(t * 8 + i) * 2 + 1], 8)]) } } }";
+    let p = prog(src);
+    let v = verify(&p.bytes).unwrap();
+    let draws: Vec<u32> = (0..32).map(|x| [0, 1, 3, 0, 2][x % 5]).collect();
+    // Every element, then one short of the last point's right element.
+    for len in [32, 31] {
+        let given = [("k", A(draws[..len].to_vec()))];
+        let vals = p.values(&given);
+        let rp = RuntimeParams::new(&v, &vals).unwrap();
+        for (n, step) in [(1, u64::MAX), (2, u64::MAX), (1, NEXT_TASK)] {
+            let want = reference_expand(&v, &rp, n, 1 << 20);
+            assert_eq!(want.is_err(), len == 31, "{want:?}");
+            let got: Result<Vec<_>, _> = (0..n)
+                .map(|a| match expand_aicpu(v, rp, a, n, usize::MAX, step) {
+                    Ok(e) => Ok(e.tasks),
+                    Err(LaunchError::Run(e)) => Err(e),
+                    Err(e) => panic!("{e:?}"),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(|per| {
+                    let mut all: Vec<_> = per.into_iter().flatten().collect();
+                    all.sort_by_key(|t| t.id);
+                    all
+                });
+            match (&want, got) {
+                (Ok(want), Ok(got)) => assert_eq!(*want, got, "{len} draws, {n} AICPUs"),
+                (Err(want), Err(got)) => {
+                    assert_eq!(*want, got, "{len} draws, {n} AICPUs");
+                    assert!(
+                        matches!(
+                            got,
+                            RunError::Index {
+                                index: 31,
+                                len: 31,
+                                ..
+                            }
+                        ),
+                        "{got:?}"
+                    );
+                }
+                (want, got) => panic!("{len} draws, {n} AICPUs: {want:?} against {got:?}"),
+            }
+        }
+    }
 }
 
 /// A loop variable named as a single index is checked against the tensor's extent unless its
