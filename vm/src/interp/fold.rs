@@ -1125,6 +1125,15 @@ pub(super) mod tests {
     /// the expressions give at every `i`, and their index error past the array.
     #[test]
     fn random_nearest_region_folds_to_coded_nodes() {
+        let [start, end] = random_nearest_bounds();
+        assert_folds_to_coded_nodes(&start, 7);
+        assert_folds_to_coded_nodes(&end, 9);
+    }
+
+    /// random_nearest.pto's region bounds, `max(i - keep[((t % P) * W + i) * 2], 0)` and `min(i
+    /// + 1 + keep[((t % P) * W + i) * 2 + 1], W)` (W, P scalars 0 and 1, `keep` the array in
+    /// slot 2; `t` at depth 0, `i` at 1), in postfix.
+    pub(in crate::interp) fn random_nearest_bounds() -> [Vec<Record>; 2] {
         let mut start = vec![node(ExprOp::VAR, 1, 0)];
         start.extend(keep_element(false));
         start.extend([
@@ -1145,8 +1154,7 @@ pub(super) mod tests {
             node(ExprOp::MIN, 0, 0),
             node(ExprOp::END, 0, 0),
         ]);
-        assert_folds_to_coded_nodes(&start, 7);
-        assert_folds_to_coded_nodes(&end, 9);
+        [start, end]
     }
 
     /// random_nearest's `keep[((t % P) * W + i) * 2]`, or with `right` the element after it

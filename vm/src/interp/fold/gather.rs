@@ -149,7 +149,7 @@ pub(in crate::interp) fn eval_gather(
 mod tests {
     extern crate std;
 
-    use super::super::tests::{config, node};
+    use super::super::tests::{config, node, random_nearest_bounds};
     use super::*;
     use crate::params::Value;
     use proptest::prelude::*;
@@ -243,46 +243,12 @@ mod tests {
     /// + keep[(c + i) * 2 + 1], W)` (here W = 8, `t % P` = 1 so `c` = 8).
     #[test]
     fn random_nearest_bounds_are_gathers() {
-        let keep_at = |right: bool| {
-            let mut e = vec![
-                node(ExprOp::VAR, 0, 0),
-                node(ExprOp::PARAM, 1, 0),
-                node(ExprOp::MOD, 0, 0),
-                node(ExprOp::PARAM, 0, 0),
-                node(ExprOp::MUL, 0, 0),
-                node(ExprOp::VAR, 1, 0),
-                node(ExprOp::ADD, 0, 0),
-                node(ExprOp::CONST, 0, 2),
-                node(ExprOp::MUL, 0, 0),
-            ];
-            if right {
-                e.extend([node(ExprOp::CONST, 0, 1), node(ExprOp::ADD, 0, 0)]);
-            }
-            e.push(node(ExprOp::ELEM, 2, 0));
-            e
-        };
-        let mut start = vec![node(ExprOp::VAR, 1, 0)];
-        start.extend(keep_at(false));
-        start.extend([
-            node(ExprOp::SUB, 0, 0),
-            node(ExprOp::CONST, 0, 0),
-            node(ExprOp::MAX, 0, 0),
-            node(ExprOp::END, 0, 0),
-        ]);
-        let mut end = variable_plus_expr(Some(1));
-        end.extend(keep_at(true));
-        end.extend([
-            node(ExprOp::ADD, 0, 0),
-            node(ExprOp::PARAM, 0, 0),
-            node(ExprOp::MIN, 0, 0),
-            node(ExprOp::END, 0, 0),
-        ]);
         let keep: Vec<u32> = (0..3 * 2 * 8).map(|k| (k % 3 == 0) as u32).collect();
         let slots = [Value::Scalar(8), Value::Scalar(3), Value::Array(&keep)];
         let p = RuntimeParams::unchecked(&slots);
         let mut vars = [0i64; limits::MAX_LOOP_DEPTH];
         vars[0] = 4;
-        let gathers = [start, end].map(|e| {
+        let gathers = random_nearest_bounds().map(|e| {
             let mut out = [FoldedNode::default(); FOLDED_NODES];
             let n = fold(&e, &p, &vars, (0, 1), &mut out).unwrap();
             let n = fuse(&mut out[..n]);
