@@ -217,32 +217,20 @@ fn template_of(
     }
     t.slow = t.nslow_params + t.nslow_dims > 0;
     t.clamps = {
-        let t = &mut *t;
-        // Every operand of a slow field (a dimension's end that is its start plus one is
-        // none).
-        let mut operands = t.slow_params[..t.nslow_params as usize]
-            .iter()
-            .map(|(_, o)| o)
-            .chain(
-                t.slow_dims[..t.nslow_dims as usize]
-                    .iter()
-                    .flat_map(|d| [&d.start, &d.end]),
-            )
-            .filter(|o| o.kind != OPERAND_NEXT);
-        let all_clamps = t.slow && operands.clone().all(|o| o.kind == OPERAND_CLAMP);
-        t.gathers = t.slow
-            && !all_clamps
-            && operands
-                .clone()
-                .all(|o| matches!(o.kind, OPERAND_CLAMP | OPERAND_GATHER));
+        let t = &*t;
+        let all_clamps = t.slow && t.slow_operands().all(|o| o.kind == OPERAND_CLAMP);
         if !all_clamps {
             NOT_CLAMPS
-        } else if operands.any(|o| clamp_divides(t.clamp_nodes(o))) {
+        } else if t.slow_operands().any(|o| clamp_divides(t.clamp_nodes(o))) {
             CLAMPS_DIVIDING
         } else {
             CLAMPS
         }
     };
+    t.gathers = t.slow
+        && t.clamps == NOT_CLAMPS
+        && t.slow_operands()
+            .all(|o| matches!(o.kind, OPERAND_CLAMP | OPERAND_GATHER));
     t.linear = NO_STRETCH;
     t.short_stretches = 0;
     if t.clamps != NOT_CLAMPS {
@@ -641,6 +629,16 @@ impl Template {
             .get(o.a as usize..o.a as usize + CLAMP_NODES)
             .and_then(|n| n.try_into().ok())
             .unwrap_or(&NO_CLAMP)
+    }
+
+    /// Every operand of a slow field (a dimension's end that is its start plus one is none).
+    fn slow_operands(&self) -> impl Iterator<Item = &Operand> {
+        let params = self.slow_params[..self.nslow_params as usize % (SLOW_FIELDS + 1)].iter();
+        let dims = self.slow_dims[..self.nslow_dims as usize % (SLOW_FIELDS + 1)].iter();
+        params
+            .map(|(_, o)| o)
+            .chain(dims.flat_map(|d| [&d.start, &d.end]))
+            .filter(|o| o.kind != OPERAND_NEXT)
     }
 
     /// The nodes of the gather `o` (`OPERAND_GATHER`) names.
