@@ -14,9 +14,9 @@ pub(super) fn stepped_shared(shares: &[Sharing]) -> bool {
     shares.iter().any(|s| s.stepped && s.class == Class::Shared)
 }
 
-/// Sites whose [`NeedShape`] an AICPU keeps, each at `site % NEED_SITES` (as
-/// [`share::SiteUses`] keeps their uses).
-pub(super) const NEED_SITES: usize = 16;
+/// Sites whose [`NeedShape`] an AICPU keeps, each at `site % NEED_SITES`: as many, and kept
+/// alike, as [`share::SiteUses`] keeps their uses.
+pub(super) const NEED_SITES: usize = share::USE_SITES;
 
 /// What a site's regions make of the needs of its tasks.
 #[derive(Clone, Copy, Debug)]
