@@ -625,10 +625,21 @@ impl Template {
     /// The nodes of the clamp `o` (`OPERAND_CLAMP`) names.
     #[inline(always)]
     fn clamp_nodes(&self, o: &Operand) -> &[FoldedNode; CLAMP_NODES] {
+        self.nodes_at(o, &NO_CLAMP)
+    }
+
+    /// The `N` nodes from the one `o` names, or `none` where `folded` does not hold them
+    /// (never: an operand names only nodes written for it).
+    #[inline(always)]
+    fn nodes_at<'t, const N: usize>(
+        &'t self,
+        o: &Operand,
+        none: &'static [FoldedNode; N],
+    ) -> &'t [FoldedNode; N] {
         self.folded
-            .get(o.a as usize..o.a as usize + CLAMP_NODES)
+            .get(o.a as usize..o.a as usize + N)
             .and_then(|n| n.try_into().ok())
-            .unwrap_or(&NO_CLAMP)
+            .unwrap_or(none)
     }
 
     /// Every operand of a slow field (a dimension's end that is its start plus one is none).
@@ -644,10 +655,7 @@ impl Template {
     /// The nodes of the gather `o` (`OPERAND_GATHER`) names.
     #[inline(always)]
     fn gather_nodes(&self, o: &Operand) -> &[FoldedNode; GATHER_NODES] {
-        self.folded
-            .get(o.a as usize..o.a as usize + GATHER_NODES)
-            .and_then(|n| n.try_into().ok())
-            .unwrap_or(&NO_GATHER)
+        self.nodes_at(o, &NO_GATHER)
     }
 
     /// Operand `o` of a slow field, folded for the template's loop into `folded` when it is
