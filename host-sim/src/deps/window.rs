@@ -236,14 +236,10 @@ impl InOrderWindow {
             };
             joined = Some(j);
         }
-        // As in `with_tables`: only the writers of earlier reads, and the join's, may repeat.
-        let (mut read, mut before) = (0, found.len());
+        // A writer found twice (by two reads, or by the join and a read) counts once.
         let h = (t.id & self.mask) as u32;
-        let added = once.add_planned(words, plan, t.ios(), (t.id, h), |n, w| {
-            if n != read {
-                (read, before) = (n, found.len());
-            }
-            if t.id.wrapping_sub(w.id) < window && !found[..before].contains(&w.id) {
+        let added = once.add_planned(words, plan, t.ios(), (t.id, h), |w| {
+            if t.id.wrapping_sub(w.id) < window && !found.contains(&w.id) {
                 found.push(w.id);
             }
             Ok::<(), core::convert::Infallible>(())
@@ -419,11 +415,10 @@ impl InOrderWindow {
             match uses[r].0 {
                 Use::Skip => {}
                 Use::Lookup if !io.writes() => {
-                    // Within one read, each cell's writer is another task (each writes one
-                    // element of it): only those of earlier reads may repeat.
-                    let before = found.len();
+                    // A writer found twice (by two reads, or by a join and a read) counts
+                    // once.
                     let answered = once.read(words, io, |w| {
-                        if t.id.wrapping_sub(w.id) < window && !found[..before].contains(&w.id) {
+                        if t.id.wrapping_sub(w.id) < window && !found.contains(&w.id) {
                             found.push(w.id);
                         }
                         Ok::<(), ()>(())

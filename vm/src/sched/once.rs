@@ -35,6 +35,8 @@ use crate::Io;
 
 /// Tables a launch has at most (tensors past the first [`ONCE_TENSORS`] have none).
 pub const ONCE_TABLES: usize = 8;
+// A site's plan names the tables its reads use in one byte ([`SitePlan`]).
+const _: () = assert!(ONCE_TABLES <= 8);
 /// Tensors that may have a table: those below it (an entry each in [`OnceTables`]' index).
 pub const ONCE_TENSORS: usize = 64;
 /// Bits of a cell's second word below the writer's id: its handle (`aicpu × cap + slot`).
@@ -61,6 +63,17 @@ pub const ONCE_MIN_CELLS: usize = 8192;
 pub fn once_len(n: usize, cap: usize) -> usize {
     let cells = (ONCE_CELLS_PER_SLOT * n * cap).max(ONCE_MIN_CELLS);
     ONCE_TABLES * (1 + 2 * ONCE_JOIN_ROWS) + 2 * cells
+}
+
+/// A cell's two words: the row of the element it holds (+ 1; 0: none), and its writer (id
+/// above [`HANDLE_BITS`], handle below).
+type CellWords = [AtomicU64; 2];
+
+/// The cell whose first word is `words[at]`, if `words` holds it (one bounds check for both
+/// words).
+#[inline(always)]
+fn cell_at(words: &[AtomicU64], at: usize) -> Option<&CellWords> {
+    words.get(at..at.checked_add(2)?)?.try_into().ok()
 }
 
 /// One tensor's table: cells `rows × cols` from word `base` of [`Shared::once`], its spill
@@ -152,6 +165,17 @@ pub struct Writer {
     pub handle: u32,
 }
 
+impl Writer {
+    /// The writer a cell's second word names: its id above [`HANDLE_BITS`], its handle below.
+    #[inline(always)]
+    fn unpack(word: u64) -> Writer {
+        Writer {
+            id: word >> HANDLE_BITS,
+            handle: (word & ((1 << HANDLE_BITS) - 1)) as u32,
+        }
+    }
+}
+
 impl OnceTables {
     /// Lays the tables out in `words` words: for each tensor below [`ONCE_TENSORS`] in order
     /// with a [`crate::share::once_shape`], `rows` the power of two above its reach (at least
@@ -236,7 +260,7 @@ impl OnceTables {
         };
         let fits = id < 1 << (64 - HANDLE_BITS);
         if let Some((r, cell)) = t.free_cell(words, io).filter(|_| fits) {
-            Table::fill(words, r, cell, id, handle);
+            Table::fill(cell, r, id, handle);
             return true;
         }
         words[t.spill as usize].store(1, Ordering::Relaxed);
@@ -333,6 +357,7 @@ impl OnceTables {
                 Use::Skip => {}
                 Use::Lookup if table != 0 && !io.writes() => {
                     reads[nr] = (k as u8, table - 1);
+                    p.read_tables |= 1 << (table - 1);
                     nr += 1;
                 }
                 Use::Insert if table != 0 && io.writes() => {
@@ -355,13 +380,12 @@ impl OnceTables {
     }
 
     /// Adds task `id` (handle `handle`), whose regions are `ios`, by its site's `plan`, one
-    /// whose regions all go to tables ([`SitePlan::all`]): calls `f` with the index among the
-    /// plan's reads and the writer of each element each read finds there, then files the
-    /// writes. Returns false, having filed nothing (`f` may have been called), when the
-    /// tables cannot take the task alone: a read's table has spilled (its map has writers
-    /// too), a read names other than one row, or a write's cell does not take it (the task's
-    /// caller then goes the long way, which spills it). An error of `f` ends it there, with
-    /// nothing filed.
+    /// whose regions all go to tables ([`SitePlan::all`]): calls `f` with the writer of each
+    /// element each read finds there, then files the writes. Returns false, having filed
+    /// nothing (`f` may have been called), when the tables cannot take the task alone: a
+    /// read's table has spilled (its map has writers too), a read names other than one row,
+    /// or a write's cell does not take it (the task's caller then goes the long way, which
+    /// spills it). An error of `f` ends it there, with nothing filed.
     #[inline]
     pub fn add_planned<E>(
         &self,
@@ -369,19 +393,32 @@ impl OnceTables {
         plan: &SitePlan,
         ios: &[Io],
         (id, handle): (u64, u32),
-        mut f: impl FnMut(usize, Writer) -> Result<(), E>,
+        mut f: impl FnMut(Writer) -> Result<(), E>,
     ) -> Result<bool, E> {
+        // Each table the reads name, its spill word once (a site's reads are mostly of one).
+        let mut spills = plan.read_tables;
+        while spills != 0 {
+            let t = &self.tables[spills.trailing_zeros() as usize % ONCE_TABLES];
+            spills &= spills - 1;
+            if words[t.spill as usize].load(Ordering::Relaxed) != 0 {
+                return Ok(false);
+            }
+        }
         let ops = &plan.ops[..(plan.len as usize).min(MAX_TASK_IO)];
         let (reads, writes) = ops.split_at((plan.reads as usize).min(ops.len()));
         // The reads first (they file nothing): a task the writes then refuse has only had
         // `f` called.
-        for (n, &(k, x)) in reads.iter().enumerate() {
+        for &(k, x) in reads {
             let t = &self.tables[x as usize % ONCE_TABLES];
             let Some(io) = ios.get(k as usize) else {
                 return Ok(false);
             };
-            let spilled = words[t.spill as usize].load(Ordering::Relaxed) != 0;
-            if spilled || !t.read(words, io, |w| f(n, w))? {
+            // A point (the patterns' most reads): its one cell; else the read's row.
+            if let Some((r, cell)) = t.cell_of_point(io) {
+                if let Some(w) = cell_at(words, cell).and_then(|c| Table::writer(c, r)) {
+                    f(w)?;
+                }
+            } else if !t.read(words, io, &mut f)? {
                 return Ok(false);
             }
         }
@@ -398,20 +435,20 @@ impl OnceTables {
             let Some((r, cell)) = ios.get(k as usize).and_then(|io| t.free_cell(words, io)) else {
                 return Ok(false);
             };
-            Table::fill(words, r, cell, id, handle);
+            Table::fill(cell, r, id, handle);
             return Ok(true);
         }
         // More: every write's cell first, so that nothing is filed unless all take them.
-        let mut cells = [(0i64, 0usize); PLANNED_WRITES];
+        let mut cells = [None; PLANNED_WRITES];
         for (c, &(k, x)) in cells.iter_mut().zip(writes) {
             let t = &self.tables[x as usize % ONCE_TABLES];
             match ios.get(k as usize).and_then(|io| t.free_cell(words, io)) {
-                Some(rc) => *c = rc,
+                Some(rc) => *c = Some(rc),
                 None => return Ok(false),
             }
         }
-        for &(r, cell) in &cells[..writes.len()] {
-            Table::fill(words, r, cell, id, handle);
+        for &(r, cell) in cells.iter().flatten() {
+            Table::fill(cell, r, id, handle);
         }
         Ok(true)
     }
@@ -468,6 +505,8 @@ pub struct SitePlan {
     ops: [(u8, u8); MAX_TASK_IO],
     reads: u8,
     len: u8,
+    /// The tables the reads name, a bit each: their spill words are checked once a task.
+    read_tables: u8,
     /// Whether every region not skipped goes to a table (a read looked up, a write
     /// inserted): its tasks need no map while their tables take them.
     pub all: bool,
@@ -546,21 +585,24 @@ impl Table {
         let key = r as u64 + 1;
         for cell in cells.chunks_exact(2) {
             if cell[0].load(Ordering::Relaxed) == key {
-                let w = cell[1].load(Ordering::Relaxed);
-                f(Writer {
-                    id: w >> HANDLE_BITS,
-                    handle: (w & ((1 << HANDLE_BITS) - 1)) as u32,
-                })?;
+                f(Writer::unpack(cell[1].load(Ordering::Relaxed)))?;
             }
         }
         Ok(true)
     }
 
+    /// The writer of row `r`'s element that `cell` holds, if it holds one of row `r`.
+    #[inline(always)]
+    fn writer([key, w]: &CellWords, r: i64) -> Option<Writer> {
+        (key.load(Ordering::Relaxed) == r as u64 + 1)
+            .then(|| Writer::unpack(w.load(Ordering::Relaxed)))
+    }
+
     /// Stores in `cell` (of row `r`) the writer `id`, `handle`.
     #[inline(always)]
-    fn fill(words: &[AtomicU64], r: i64, cell: usize, id: u64, handle: u32) {
-        words[cell].store(r as u64 + 1, Ordering::Relaxed);
-        words[cell + 1].store(id << HANDLE_BITS | handle as u64, Ordering::Relaxed);
+    fn fill([key, w]: &CellWords, r: i64, id: u64, handle: u32) {
+        key.store(r as u64 + 1, Ordering::Relaxed);
+        w.store(id << HANDLE_BITS | handle as u64, Ordering::Relaxed);
     }
 
     /// The first of row `r`'s two join words: the row, then the join published for it.
@@ -575,14 +617,15 @@ impl Table {
         self.base as usize + 2 * (r as u64 & self.rows_mask as u64) as usize * self.cols as usize
     }
 
-    /// The row and the cell's first word of the write `io`, when the cell may take it: `io`
-    /// is a point inside the table, and the cell is empty or its element may be dropped —
-    /// every read of it is recorded, its row being `rows` or more below. (The writer's id
-    /// must also fit the cell: its callers check.)
+    /// The row and the cell of the write `io`, when the cell may take it: `io` is a point
+    /// inside the table, and the cell is empty or its element may be dropped — every read of
+    /// it is recorded, its row being `rows` or more below. (The writer's id must also fit the
+    /// cell: its callers check.)
     #[inline(always)]
-    fn free_cell(&self, words: &[AtomicU64], io: &Io) -> Option<(i64, usize)> {
-        let (r, cell) = self.cell_of_point(io)?;
-        let old = words.get(cell)?.load(Ordering::Relaxed);
+    fn free_cell<'w>(&self, words: &'w [AtomicU64], io: &Io) -> Option<(i64, &'w CellWords)> {
+        let (r, at) = self.cell_of_point(io)?;
+        let cell = cell_at(words, at)?;
+        let old = cell[0].load(Ordering::Relaxed);
         let free = old == 0 || (old - 1).wrapping_add(self.rows_mask as u64) < r as u64;
         free.then_some((r, cell))
     }
@@ -793,13 +836,13 @@ mod tests {
         fill_row(&t, &w, (1, 2), 10);
         let add = |id: u64, ios: &[Io]| {
             let mut found = Vec::new();
-            let added = t.add_planned(&w, &p, ios, (id, 5), |n, x| {
-                found.push((n, x.id));
+            let added = t.add_planned(&w, &p, ios, (id, 5), |x| {
+                found.push(x.id);
                 Ok::<(), ()>(())
             });
             (added == Ok(true), found)
         };
-        assert_eq!(add(20, &ios), (true, std::vec![(0, 11), (0, 12), (0, 13)]));
+        assert_eq!(add(20, &ios), (true, std::vec![11, 12, 13]));
         assert_eq!(writers(&t, &w, &io(1, Dir::In, &[(3, 4)])), [(20, 5)]);
         // The same write again: its cell no longer takes it, and the task is not added
         // (nothing filed, nothing spilled: the long way spills it).
@@ -819,6 +862,50 @@ mod tests {
         assert!(writers(&t, &w, &io(1, Dir::In, &[(3, 4)])).is_empty());
     }
 
+    /// A plan's point reads find their one cell's writer, or nothing for a cell holding
+    /// another row, a negative row or a column past the table's; after any of its tables
+    /// spilled, a task calls nothing and files nothing. A rank-1 table's points are rows.
+    #[test]
+    fn a_plans_point_reads_find_their_cells_writer() {
+        let shapes = [(0, shape(1, 1, 1)), (1, shape(2, 4, 1))];
+        let t = OnceTables::lay_out(shapes.into_iter(), 128, 8);
+        let w = words(128);
+        fill_row(&t, &w, (1, 2), 10);
+        assert!(t.write(&w, &io(0, Dir::Out, &[(5, 6)]), 7, 3));
+        let point = |x, r, c| io(x, Dir::In, &[(r, r + 1), (c, c + 1)]);
+        let ios = [
+            point(1, 2, 1),
+            point(1, 2, 3),
+            point(1, 2, 7),
+            point(1, 4, 1),
+            point(1, -1, 0),
+            io(0, Dir::In, &[(5, 6)]),
+            io(1, Dir::Out, &[(3, 4), (0, 1)]),
+        ];
+        let mut uses = [(Use::Lookup, true); 7];
+        uses[6].0 = Use::Insert;
+        let p = t.plan(&ios, &uses);
+        assert!(p.all && p.reads() == 6 && p.writes() == 1);
+        let add = |id: u64, w: &[AtomicU64]| {
+            let mut found = Vec::new();
+            let added = t.add_planned(w, &p, &ios, (id, 2), |x| {
+                found.push((x.id, x.handle));
+                Ok::<(), ()>(())
+            });
+            (added == Ok(true), found)
+        };
+        assert_eq!(add(20, &w), (true, std::vec![(11, 1), (13, 3), (7, 3)]));
+        assert_eq!(writers(&t, &w, &point(1, 3, 0)), [(20, 2)]);
+        // Either table spilled: nothing called, nothing filed.
+        for x in [0, 1] {
+            let w = words(128);
+            fill_row(&t, &w, (1, 2), 10);
+            t.spill(&w, x);
+            assert_eq!(add(21, &w), (false, std::vec![]));
+            assert!(writers(&t, &w, &point(1, 3, 0)).is_empty());
+        }
+    }
+
     /// A plan with two writes files both or neither: a second write whose cell does not take
     /// it leaves the first's cell as it was; an id a cell cannot hold files nothing.
     #[test]
@@ -830,8 +917,7 @@ mod tests {
         let ios = [first, second];
         let p = t.plan(&ios, &[(Use::Insert, true), (Use::Insert, true)]);
         assert!(p.all && p.writes() == 2);
-        let add =
-            |id: u64, ios: &[Io]| t.add_planned(&w, &p, ios, (id, 7), |_, _| Ok::<(), ()>(()));
+        let add = |id: u64, ios: &[Io]| t.add_planned(&w, &p, ios, (id, 7), |_| Ok::<(), ()>(()));
         // The second's cell already holds row 3: neither is filed.
         assert!(t.write(&w, &second, 9, 1));
         assert_eq!(add(10, &ios), Ok(false));
@@ -846,14 +932,14 @@ mod tests {
         // An id of 2⁴⁰ or more fits no cell; a plan of reads alone answers it all the same.
         let w = words(64);
         let p1 = t.plan(&[first], &[(Use::Insert, true)]);
-        let big = t.add_planned(&w, &p1, &[first], (1 << 40, 0), |_, _| Ok::<(), ()>(()));
+        let big = t.add_planned(&w, &p1, &[first], (1 << 40, 0), |_| Ok::<(), ()>(()));
         assert_eq!(big, Ok(false));
         assert!(writers(&t, &w, &io(1, Dir::In, &[(3, 4)])).is_empty());
         fill_row(&t, &w, (1, 2), 30);
         let row = io(1, Dir::In, &[(2, 3)]);
         let reads = t.plan(&[row], &[(Use::Lookup, true)]);
         let mut found = Vec::new();
-        let big = t.add_planned(&w, &reads, &[row], (1 << 40, 0), |_, x| {
+        let big = t.add_planned(&w, &reads, &[row], (1 << 40, 0), |x| {
             found.push(x.id);
             Ok::<(), ()>(())
         });

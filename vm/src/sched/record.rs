@@ -328,7 +328,7 @@ impl<'a, 'p, 'm, S: Storage> Aicpu<'a, 'p, 'm, S> {
         }
         let added = self
             .once
-            .add_planned(sh.once, plan, t.ios(), (t.id, handle), |_, w| {
+            .add_planned(sh.once, plan, t.ios(), (t.id, handle), |w| {
                 if let Some(q) = live_writer(sh, w)? {
                     *preds
                         .get_mut(found)
