@@ -11,6 +11,20 @@ mod joins;
 /// The distance of a structural producer is below this ([`ptovm_vm::share::CHAIN_SPAN`]).
 const SPAN: u64 = ptovm_vm::share::CHAIN_SPAN as u64;
 
+/// Whether `id` is among the few predecessors `found` so far: a plain scan (a task has a
+/// handful; `contains`' unrolled loop costs more to set up than it saves).
+#[inline(always)]
+fn seen(found: &[u64], id: u64) -> bool {
+    let mut i = found.len();
+    while i > 0 {
+        i -= 1;
+        if found[i] == id {
+            return true;
+        }
+    }
+    false
+}
+
 /// The number of bits set in `m`, one at a time: the structural producers' masks have one or
 /// two, and a baseline x86-64 build has no `popcnt` (its software count is longer).
 #[inline]
@@ -239,7 +253,7 @@ impl InOrderWindow {
         // A writer found twice (by two reads, or by the join and a read) counts once.
         let h = (t.id & self.mask) as u32;
         let added = once.add_planned(words, plan, t.ios(), (t.id, h), |w| {
-            if t.id.wrapping_sub(w.id) < window && !found.contains(&w.id) {
+            if t.id.wrapping_sub(w.id) < window && !seen(found, w.id) {
                 found.push(w.id);
             }
             Ok::<(), core::convert::Infallible>(())
@@ -418,7 +432,7 @@ impl InOrderWindow {
                     // A writer found twice (by two reads, or by a join and a read) counts
                     // once.
                     let answered = once.read(words, io, |w| {
-                        if t.id.wrapping_sub(w.id) < window && !found.contains(&w.id) {
+                        if t.id.wrapping_sub(w.id) < window && !seen(found, w.id) {
                             found.push(w.id);
                         }
                         Ok::<(), ()>(())

@@ -639,10 +639,11 @@ impl Table {
         }
         let (r, r_end) = io.ranges[0];
         let (c, c_end) = if self.rank == 2 { io.ranges[1] } else { (0, 1) };
-        let inside = r >= 0
+        // A range of columns (a stencil's read) fails the first test.
+        let inside = c_end == c.wrapping_add(1)
             && r_end == r.wrapping_add(1)
-            && (0..self.cols as i64).contains(&c)
-            && c_end == c + 1;
+            && r >= 0
+            && (c as u64) < self.cols as u64;
         inside.then(|| (r, self.row_base(r) + 2 * c as usize))
     }
 }
