@@ -213,22 +213,23 @@ impl InOrderWindow {
         match self.plans.get(t.site as usize) {
             // A site whose regions are all skipped has nothing for the tables either.
             Some(Some(p)) if !p.any => self.no_map(t),
-            Some(Some(p)) if p.all => {
-                let p = *p;
-                self.tables_only(t, &p)
-            }
+            Some(Some(p)) if p.all => self.tables_only(t),
             _ => false,
         }
     }
 
-    /// A task of a site whose every region is skipped or answered by a table (`plan`) but
+    /// A task of a site whose every region is skipped or answered by a table (its plan) but
     /// for one read a join may stand for, whose handle's previous task left nothing to
     /// retire: as [`InOrderWindow::add`] adds it when the join found or opened last stands
     /// for that read and the tables take the rest alone
     /// ([`ptovm_vm::sched::OnceTables::add_planned`]). Says whether it added `t` (nothing
     /// changed if not).
     #[inline(always)]
-    fn tables_only(&mut self, t: &ptovm_vm::Task, plan: &ptovm_vm::sched::SitePlan) -> bool {
+    fn tables_only(&mut self, t: &ptovm_vm::Task) -> bool {
+        // (Borrowed in place, not copied: the fields below are others.)
+        let Some(Some(plan)) = self.plans.get(t.site as usize) else {
+            return false;
+        };
         let Some(chain) = self.uses.remembered(t).map(|r| r.chain) else {
             return false;
         };

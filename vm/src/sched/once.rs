@@ -73,7 +73,7 @@ type CellWords = [AtomicU64; 2];
 /// words).
 #[inline(always)]
 fn cell_at(words: &[AtomicU64], at: usize) -> Option<&CellWords> {
-    words.get(at..at.checked_add(2)?)?.try_into().ok()
+    words.get(at..)?.first_chunk()
 }
 
 /// One tensor's table: cells `rows × cols` from word `base` of [`Shared::once`], its spill
