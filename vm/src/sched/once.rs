@@ -583,10 +583,13 @@ impl Table {
             return Ok(false);
         };
         let key = r as u64 + 1;
-        for cell in cells.chunks_exact(2) {
-            if cell[0].load(Ordering::Relaxed) == key {
-                f(Writer::unpack(cell[1].load(Ordering::Relaxed)))?;
+        // Two words a cell, taken off the front (no remainder to work out).
+        let mut rest = cells;
+        while let [k, w, more @ ..] = rest {
+            if k.load(Ordering::Relaxed) == key {
+                f(Writer::unpack(w.load(Ordering::Relaxed)))?;
             }
+            rest = more;
         }
         Ok(true)
     }
